@@ -1,0 +1,49 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes carried in the micro error headers (Nats-Service-Error-Code).
+const (
+	CodeBadRequest    = 400
+	CodeUnauthorized  = 401
+	CodeForbidden     = 403
+	CodeNotFound      = 404
+	CodeTooLarge      = 413
+	CodeInternal      = 500
+	CodeUnavailable   = 503
+	MaxRequestBytes   = 1 << 20 // payloads above this are refused with 413
+	ServerMaxPayload  = 8 << 20 // the embedded server accepts more, so the 413 can be said
+	HeaderToken       = "Sessionbus-Token"
+	HeaderServiceErr  = "Nats-Service-Error"
+	HeaderServiceCode = "Nats-Service-Error-Code"
+)
+
+// Error is a thrown tool error: it becomes a micro error reply with Code and
+// Message, and never carries internal detail such as a stack trace.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"error"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf builds a thrown error with a code.
+func Errorf(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// BadRequest is the common case: the caller's arguments are wrong.
+func BadRequest(msg string) *Error { return &Error{Code: CodeBadRequest, Message: msg} }
+
+// AsError extracts a *Error from err; anything else is an internal fault
+// whose detail is logged by the caller and hidden from the requester.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return nil, false
+}

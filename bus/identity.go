@@ -1,0 +1,199 @@
+package bus
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+)
+
+// CredsFile is the operator credentials file `serve` writes into its data dir.
+const CredsFile = "operator.creds"
+
+// DefaultTokenTTL bounds how long a caller token stays valid when no TTL is given.
+const DefaultTokenTTL = time.Hour
+
+// Caller is who is asking, as attested by a token signed with the operator key.
+// Spawn depth, parent and role are deliberately absent: they come from the
+// session store, so a token cannot claim more than the store grants.
+type Caller struct {
+	SessionKey string    `json:"sessionKey"`
+	AgentID    string    `json:"agentId,omitempty"`
+	RunID      string    `json:"runId,omitempty"`
+	Sandboxed  bool      `json:"sandboxed,omitempty"`
+	Expires    time.Time `json:"-"`
+}
+
+// Operator holds the deployment's signing key.
+type Operator struct {
+	kp  nkeys.KeyPair
+	pub string
+}
+
+// NewOperator creates a fresh operator key pair.
+func NewOperator() (*Operator, error) {
+	kp, err := nkeys.CreateOperator()
+	if err != nil {
+		return nil, err
+	}
+	return operatorFromKP(kp)
+}
+
+func operatorFromKP(kp nkeys.KeyPair) (*Operator, error) {
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	if !nkeys.IsValidPublicOperatorKey(pub) {
+		return nil, errors.New("credentials do not hold an operator key (seed must start with SO)")
+	}
+	return &Operator{kp: kp, pub: pub}, nil
+}
+
+// PublicKey is the issuer workers accept.
+func (o *Operator) PublicKey() string { return o.pub }
+
+// LoadOperator reads a credentials file written by WriteCreds.
+func LoadOperator(path string) (*Operator, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read operator credentials: %w (start `sessionbus serve` once, or pass --creds)", err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse operator credentials %s: %w", path, err)
+	}
+	return operatorFromKP(kp)
+}
+
+// LoadOrCreateOperator keeps one operator key per data dir, so tokens minted
+// before a restart stay valid after it.
+func LoadOrCreateOperator(dataDir string) (*Operator, error) {
+	path := filepath.Join(dataDir, CredsFile)
+	if _, err := os.Stat(path); err == nil {
+		return LoadOperator(path)
+	}
+	op, err := NewOperator()
+	if err != nil {
+		return nil, err
+	}
+	return op, op.WriteCreds(path)
+}
+
+// WriteCreds stores the seed with mode 0600 (the file is a signing secret).
+func (o *Operator) WriteCreds(path string) error {
+	seed, err := o.kp.Seed()
+	if err != nil {
+		return err
+	}
+	dec, err := jwt.DecorateSeed(seed)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, dec, 0o600); err != nil {
+		return fmt.Errorf("write operator credentials: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// Mint signs a token for caller valid for ttl.
+func (o *Operator) Mint(c Caller, ttl time.Duration) (string, error) {
+	if c.SessionKey == "" {
+		return "", errors.New("a token needs a session key (--as)")
+	}
+	if ttl <= 0 {
+		ttl = DefaultTokenTTL
+	}
+	gc := jwt.NewGenericClaims(c.SessionKey)
+	gc.Expires = time.Now().Add(ttl).Unix()
+	gc.Data = map[string]any{"sessionKey": c.SessionKey}
+	if c.AgentID != "" {
+		gc.Data["agentId"] = c.AgentID
+	}
+	if c.RunID != "" {
+		gc.Data["runId"] = c.RunID
+	}
+	if c.Sandboxed {
+		gc.Data["sandboxed"] = true
+	}
+	return gc.Encode(o.kp)
+}
+
+// Verifier checks tokens against one operator public key. Verified tokens are
+// cached until they expire: an ed25519 verify costs more than a NATS round trip.
+type Verifier struct {
+	issuer string
+	now    func() time.Time
+
+	mu    sync.Mutex
+	cache map[[32]byte]Caller
+}
+
+const verifierCacheMax = 16384
+
+// NewVerifier accepts tokens issued by issuer (an operator public key).
+func NewVerifier(issuer string) *Verifier {
+	return &Verifier{issuer: issuer, now: time.Now, cache: make(map[[32]byte]Caller)}
+}
+
+// Verify returns the caller a token attests, or a 401 error saying why not.
+func (v *Verifier) Verify(token string) (Caller, error) {
+	if token == "" {
+		return Caller{}, Errorf(CodeUnauthorized, "missing %s header: mint a token with `sessionbus token --as SESSIONKEY`", HeaderToken)
+	}
+	h := sha256.Sum256([]byte(token))
+	now := v.now()
+	v.mu.Lock()
+	c, ok := v.cache[h]
+	v.mu.Unlock()
+	if ok {
+		if now.Before(c.Expires) {
+			return c, nil
+		}
+		v.mu.Lock()
+		delete(v.cache, h)
+		v.mu.Unlock()
+		return Caller{}, Errorf(CodeUnauthorized, "token expired at %s: mint a new one", c.Expires.UTC().Format(time.RFC3339))
+	}
+	gc, err := jwt.DecodeGeneric(token)
+	if err != nil {
+		return Caller{}, Errorf(CodeUnauthorized, "invalid token: %v", err)
+	}
+	if gc.Issuer != v.issuer {
+		return Caller{}, Errorf(CodeUnauthorized, "token not issued by this deployment's operator key")
+	}
+	if gc.Expires == 0 {
+		return Caller{}, Errorf(CodeUnauthorized, "token has no expiry: mint one with `sessionbus token`")
+	}
+	c = Caller{SessionKey: gc.Subject, Expires: time.Unix(gc.Expires, 0)}
+	if !now.Before(c.Expires) {
+		return Caller{}, Errorf(CodeUnauthorized, "token expired at %s: mint a new one", c.Expires.UTC().Format(time.RFC3339))
+	}
+	if s, ok := gc.Data["agentId"].(string); ok {
+		c.AgentID = s
+	}
+	if s, ok := gc.Data["runId"].(string); ok {
+		c.RunID = s
+	}
+	if b, ok := gc.Data["sandboxed"].(bool); ok {
+		c.Sandboxed = b
+	}
+	v.mu.Lock()
+	if len(v.cache) >= verifierCacheMax {
+		for k, old := range v.cache {
+			if !now.Before(old.Expires) || len(v.cache) >= verifierCacheMax {
+				delete(v.cache, k)
+			}
+		}
+	}
+	v.cache[h] = c
+	v.mu.Unlock()
+	return c, nil
+}

@@ -1,0 +1,79 @@
+package bus
+
+import "strings"
+
+// DefaultPrefix is the subject prefix of a deployment; DESIGN.md names every
+// subject and JetStream object relative to it.
+const DefaultPrefix = "sb"
+
+// ServiceName is the micro service name, so `nats micro ls/info/stats sessionbus` work.
+const ServiceName = "sessionbus"
+
+// Names derives every subject, stream and bucket name from one prefix, so two
+// deployments can share a NATS account without colliding.
+type Names struct {
+	Prefix string
+}
+
+// NewNames returns the names for prefix (DefaultPrefix when empty).
+func NewNames(prefix string) Names {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Names{Prefix: prefix}
+}
+
+func (n Names) p() string {
+	if n.Prefix == "" {
+		return DefaultPrefix
+	}
+	return n.Prefix
+}
+
+// ToolsGroup is the subject prefix under which every tool endpoint lives.
+func (n Names) ToolsGroup() string { return n.p() + ".tools" }
+
+// Tool is the request subject of one tool.
+func (n Names) Tool(tool string) string { return n.ToolsGroup() + "." + tool }
+
+// Transcript is the subject holding the transcript entries of one encoded session key.
+func (n Names) Transcript(encKey string) string { return n.p() + ".tr." + encKey }
+
+// TranscriptsStream is the stream of every transcript.
+func (n Names) TranscriptsStream() string { return n.stream("TRANSCRIPTS") }
+
+// Signal is the signal-log subject of one encoded session key.
+func (n Names) Signal(encKey string) string { return n.p() + ".sig." + encKey }
+
+// SignalsStream is the stream of the signal log.
+func (n Names) SignalsStream() string { return n.stream("SIGNALS") }
+
+// Runs is the run-request subject of one agent.
+func (n Names) Runs(agentID string) string { return n.p() + ".runs." + agentID }
+
+// RunsStream is the work-queue stream of run requests.
+func (n Names) RunsStream() string { return n.stream("RUNS") }
+
+// SessionEvent is the notice/announce subject of one encoded session key.
+func (n Names) SessionEvent(encKey, kind string) string {
+	return n.p() + ".session." + encKey + "." + kind
+}
+
+// EventsStream captures notices and announces.
+func (n Names) EventsStream() string { return n.stream("EVENTS") }
+
+// Deliver is the outbound subject of a channel adapter.
+func (n Names) Deliver(channel string) string { return n.p() + ".deliver." + channel }
+
+// Bucket names a KV bucket or object store. With the default prefix the names
+// are exactly DESIGN.md's (`sessions`, `runs`, ...).
+func (n Names) Bucket(name string) string {
+	if n.p() == DefaultPrefix {
+		return name
+	}
+	return n.p() + "_" + name
+}
+
+func (n Names) stream(name string) string {
+	return strings.ToUpper(n.p()) + "_" + name
+}

@@ -1,0 +1,119 @@
+// Package config loads sessionbus configuration with viper: a file
+// (sessionbus.yaml or .json), then SESSIONBUS_* environment variables. Keys
+// keep OpenClaw's names, so an OpenClaw config section carries over as is.
+package config
+
+// Config is the whole configuration. Every key is documented in docs/config.md.
+type Config struct {
+	Bus     Bus     `mapstructure:"bus"`
+	Tools   Tools   `mapstructure:"tools"`
+	Session Session `mapstructure:"session"`
+	Agents  Agents  `mapstructure:"agents"`
+	Logging Logging `mapstructure:"logging"`
+}
+
+// Bus holds sessionbus's own keys (OpenClaw has no equivalent).
+type Bus struct {
+	Prefix string `mapstructure:"prefix"`
+}
+
+// Tools is OpenClaw's `tools` section.
+type Tools struct {
+	Sessions     ToolsSessions `mapstructure:"sessions"`
+	AgentToAgent AgentToAgent  `mapstructure:"agentToAgent"`
+	Profile      string        `mapstructure:"profile"`
+	AlsoAllow    []string      `mapstructure:"alsoAllow"`
+}
+
+// ToolsSessions is `tools.sessions`.
+type ToolsSessions struct {
+	Visibility string `mapstructure:"visibility"`
+}
+
+// AgentToAgent is `tools.agentToAgent`.
+type AgentToAgent struct {
+	Enabled bool     `mapstructure:"enabled"`
+	Allow   []string `mapstructure:"allow"`
+}
+
+// Session is OpenClaw's `session` section.
+type Session struct {
+	MainKey      string              `mapstructure:"mainKey"`
+	Scope        string              `mapstructure:"scope"`
+	SendPolicy   *SendPolicy         `mapstructure:"sendPolicy"`
+	AgentToAgent SessionAgentToAgent `mapstructure:"agentToAgent"`
+	Maintenance  Maintenance         `mapstructure:"maintenance"`
+}
+
+// SendPolicy is `session.sendPolicy`.
+type SendPolicy struct {
+	Default string           `mapstructure:"default"`
+	Rules   []SendPolicyRule `mapstructure:"rules"`
+}
+
+// SendPolicyRule is one `session.sendPolicy.rules[]` item.
+type SendPolicyRule struct {
+	Action string          `mapstructure:"action"`
+	Match  SendPolicyMatch `mapstructure:"match"`
+}
+
+// SendPolicyMatch selects sessions for a rule.
+type SendPolicyMatch struct {
+	Channel      string `mapstructure:"channel"`
+	ChatType     string `mapstructure:"chatType"`
+	KeyPrefix    string `mapstructure:"keyPrefix"`
+	RawKeyPrefix string `mapstructure:"rawKeyPrefix"`
+}
+
+// SessionAgentToAgent is `session.agentToAgent`.
+type SessionAgentToAgent struct {
+	MaxPingPongTurns int `mapstructure:"maxPingPongTurns"`
+}
+
+// Maintenance is `session.maintenance`.
+type Maintenance struct {
+	MaxDiskBytes string `mapstructure:"maxDiskBytes"`
+}
+
+// Agents is OpenClaw's `agents` section.
+type Agents struct {
+	Defaults AgentDefaults `mapstructure:"defaults"`
+	List     []Agent       `mapstructure:"list"`
+}
+
+// AgentDefaults is `agents.defaults`.
+type AgentDefaults struct {
+	Subagents Subagents `mapstructure:"subagents"`
+	Sandbox   Sandbox   `mapstructure:"sandbox"`
+}
+
+// Subagents is `agents.defaults.subagents` (and `agents.list[].subagents`).
+type Subagents struct {
+	MaxSpawnDepth       int      `mapstructure:"maxSpawnDepth"`
+	MaxChildrenPerAgent int      `mapstructure:"maxChildrenPerAgent"`
+	ArchiveAfterMinutes int      `mapstructure:"archiveAfterMinutes"`
+	RunTimeoutSeconds   int      `mapstructure:"runTimeoutSeconds"`
+	AllowAgents         []string `mapstructure:"allowAgents"`
+}
+
+// Sandbox is `agents.defaults.sandbox`.
+type Sandbox struct {
+	SessionToolsVisibility string `mapstructure:"sessionToolsVisibility"`
+}
+
+// Agent is one `agents.list[]` item.
+type Agent struct {
+	ID        string         `mapstructure:"id"`
+	Name      string         `mapstructure:"name"`
+	Runtime   string         `mapstructure:"runtime"`
+	Subagents *Subagents     `mapstructure:"subagents"`
+	Script    map[string]any `mapstructure:"script"`
+	Exec      map[string]any `mapstructure:"exec"`
+	OpenAI    map[string]any `mapstructure:"openai"`
+}
+
+// Logging is OpenClaw's `logging` section.
+type Logging struct {
+	RedactSensitive string   `mapstructure:"redactSensitive"`
+	RedactPatterns  []string `mapstructure:"redactPatterns"`
+}

@@ -1,0 +1,108 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// Defaults, as the reference and seed 000 give them.
+const (
+	DefaultVisibility          = "tree"
+	DefaultMaxPingPongTurns    = 5
+	MaxPingPongTurnsLimit      = 20
+	DefaultMaxSpawnDepth       = 1
+	DefaultMaxChildrenPerAgent = 5
+	DefaultArchiveAfterMinutes = 60
+	DefaultMaxDiskBytes        = "2gb"
+)
+
+var defaults = map[string]any{
+	"bus.prefix":                                    "sb",
+	"tools.sessions.visibility":                     DefaultVisibility,
+	"tools.agentToAgent.enabled":                    false,
+	"tools.agentToAgent.allow":                      []string{},
+	"tools.profile":                                 "",
+	"tools.alsoAllow":                               []string{},
+	"session.mainKey":                               "main",
+	"session.scope":                                 "per-sender",
+	"session.agentToAgent.maxPingPongTurns":         DefaultMaxPingPongTurns,
+	"session.maintenance.maxDiskBytes":              DefaultMaxDiskBytes,
+	"agents.defaults.subagents.maxSpawnDepth":       DefaultMaxSpawnDepth,
+	"agents.defaults.subagents.maxChildrenPerAgent": DefaultMaxChildrenPerAgent,
+	"agents.defaults.subagents.archiveAfterMinutes": DefaultArchiveAfterMinutes,
+	"agents.defaults.subagents.runTimeoutSeconds":   0,
+	"agents.defaults.subagents.allowAgents":         []string{},
+	"agents.defaults.sandbox.sessionToolsVisibility": "spawned",
+	"logging.redactSensitive":                       "tools",
+	"logging.redactPatterns":                        []string{},
+}
+
+// Load reads path (or, when empty, sessionbus.yaml/.json in the working
+// directory if present), then SESSIONBUS_* environment variables, and
+// validates. Warnings (a value the reference falls back on) are logged.
+func Load(path string, log *slog.Logger) (*Config, error) {
+	v := withDefaults()
+	v.SetEnvPrefix("SESSIONBUS")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if path != "" {
+		v.SetConfigFile(path)
+		if err := v.ReadInConfig(); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	} else {
+		v.SetConfigName("sessionbus")
+		v.AddConfigPath(".")
+		if err := v.ReadInConfig(); err != nil {
+			var nf viper.ConfigFileNotFoundError
+			if !errors.As(err, &nf) {
+				return nil, fmt.Errorf("config: %w", err)
+			}
+		}
+	}
+	return decode(v, log)
+}
+
+// Default is the configuration with no file and no environment.
+func Default() *Config {
+	c, err := decode(withDefaults(), nil)
+	if err != nil {
+		panic("config defaults do not validate: " + err.Error())
+	}
+	return c
+}
+
+func withDefaults() *viper.Viper {
+	v := viper.New()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	return v
+}
+
+func decode(v *viper.Viper, log *slog.Logger) (*Config, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	var c Config
+	hook := mapstructure.ComposeDecodeHookFunc(mapstructure.StringToSliceHookFunc(","))
+	if err := v.Unmarshal(&c, viper.DecodeHook(hook)); err != nil {
+		return nil, fmt.Errorf("config: %v (fix the named key in %s)", err, describe(v))
+	}
+	if err := c.Validate(log); err != nil {
+		return nil, fmt.Errorf("config: %w (fix it in %s)", err, describe(v))
+	}
+	return &c, nil
+}
+
+func describe(v *viper.Viper) string {
+	if f := v.ConfigFileUsed(); f != "" {
+		return f
+	}
+	return "the SESSIONBUS_* environment"
+}

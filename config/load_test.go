@@ -1,0 +1,95 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	c := Default()
+	if c.Tools.Sessions.Visibility != "tree" || c.Session.AgentToAgent.MaxPingPongTurns != 5 ||
+		c.Agents.Defaults.Subagents.MaxSpawnDepth != 1 || c.Agents.Defaults.Subagents.MaxChildrenPerAgent != 5 ||
+		c.Agents.Defaults.Subagents.ArchiveAfterMinutes != 60 || c.Bus.Prefix != "sb" || c.Tools.AgentToAgent.Enabled {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestOpenClawKeys(t *testing.T) {
+	p := write(t, "sessionbus.yaml", `
+tools:
+  sessions: {visibility: ALL}
+  agentToAgent: {enabled: true, allow: ["main", "ops*"]}
+session:
+  sendPolicy:
+    default: allow
+    rules: [{action: deny, match: {channel: discord, chatType: group}}]
+  agentToAgent: {maxPingPongTurns: 30}
+agents:
+  defaults:
+    subagents: {maxSpawnDepth: 2}
+  list:
+    - {id: Main, runtime: script}
+logging: {redactSensitive: "off", redactPatterns: ["foo\\d+"]}
+`)
+	c, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tools.Sessions.Visibility != "all" || !c.Tools.AgentToAgent.Enabled || len(c.Tools.AgentToAgent.Allow) != 2 {
+		t.Fatalf("tools: %+v", c.Tools)
+	}
+	if c.Session.AgentToAgent.MaxPingPongTurns != 20 {
+		t.Fatalf("maxPingPongTurns not clamped to 20: %d", c.Session.AgentToAgent.MaxPingPongTurns)
+	}
+	if c.Session.SendPolicy == nil || c.Session.SendPolicy.Rules[0].Match.ChatType != "group" {
+		t.Fatalf("sendPolicy: %+v", c.Session.SendPolicy)
+	}
+	if c.Agents.List[0].ID != "main" || c.Agents.Defaults.Subagents.MaxSpawnDepth != 2 {
+		t.Fatalf("agents: %+v", c.Agents)
+	}
+	if c.Logging.RedactSensitive != "off" || c.Logging.RedactPatterns[0] != `foo\d+` {
+		t.Fatalf("logging: %+v", c.Logging)
+	}
+}
+
+func TestInvalidVisibilityFallsBack(t *testing.T) {
+	c, err := Load(write(t, "c.yaml", "tools: {sessions: {visibility: everyone}}\n"), nil)
+	if err != nil || c.Tools.Sessions.Visibility != "tree" {
+		t.Fatalf("got %v %v", c, err)
+	}
+}
+
+func TestMalformedValuesRefuse(t *testing.T) {
+	for body, want := range map[string]string{
+		"session: {agentToAgent: {maxPingPongTurns: lots}}\n": "maxpingpongturns",
+		"session: {maintenance: {maxDiskBytes: huge}}\n":      "session.maintenance.maxDiskBytes",
+		"agents: {list: [{id: 'bad id'}]}\n":                  "agents.list[0].id",
+		"session: {sendPolicy: {default: maybe}}\n":           "session.sendPolicy.default",
+		"logging: {redactSensitive: sometimes}\n":             "logging.redactSensitive",
+		"bus: {prefix: 'a.b'}\n":                              "bus.prefix",
+	} {
+		_, err := Load(write(t, "c.yaml", body), nil)
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {
+			t.Errorf("%q: err = %v, want mention of %s", body, err, want)
+		}
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	t.Setenv("SESSIONBUS_TOOLS_SESSIONS_VISIBILITY", "agent")
+	c, err := Load(write(t, "c.yaml", "{}\n"), nil)
+	if err != nil || c.Tools.Sessions.Visibility != "agent" {
+		t.Fatalf("got %v %v", c.Tools.Sessions, err)
+	}
+}

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+var agentIDRe = regexp.MustCompile(`(?i)^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// Validate rejects malformed values with an error naming the key and value;
+// where the reference itself falls back (visibility to tree, ping-pong turns
+// clamped), it applies the fallback and logs a warning naming the key.
+func (c *Config) Validate(log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	if !regexp.MustCompile(`^[a-zA-Z0-9_-]+$`).MatchString(c.Bus.Prefix) {
+		return fmt.Errorf("bus.prefix %q must be one subject token of letters, digits, - or _", c.Bus.Prefix)
+	}
+	switch v := strings.ToLower(strings.TrimSpace(c.Tools.Sessions.Visibility)); v {
+	case "self", "tree", "agent", "all":
+		c.Tools.Sessions.Visibility = v
+	default:
+		log.Warn("invalid config value; using the default", "key", "tools.sessions.visibility", "value", c.Tools.Sessions.Visibility, "default", DefaultVisibility)
+		c.Tools.Sessions.Visibility = DefaultVisibility
+	}
+	if t := c.Session.AgentToAgent.MaxPingPongTurns; t < 0 || t > MaxPingPongTurnsLimit {
+		clamped := min(max(t, 0), MaxPingPongTurnsLimit)
+		log.Warn("config value out of range 0-20; clamped", "key", "session.agentToAgent.maxPingPongTurns", "value", t, "used", clamped)
+		c.Session.AgentToAgent.MaxPingPongTurns = clamped
+	}
+	switch c.Agents.Defaults.Sandbox.SessionToolsVisibility {
+	case "", "spawned", "all":
+	default:
+		return fmt.Errorf("agents.defaults.sandbox.sessionToolsVisibility %q must be \"spawned\" or \"all\"", c.Agents.Defaults.Sandbox.SessionToolsVisibility)
+	}
+	if err := c.Agents.Defaults.Subagents.validate("agents.defaults.subagents"); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Agents.List {
+		key := fmt.Sprintf("agents.list[%d]", i)
+		if !agentIDRe.MatchString(strings.TrimSpace(a.ID)) {
+			return fmt.Errorf("%s.id %q must match [a-z0-9][a-z0-9_-]{0,63}", key, a.ID)
+		}
+		id := strings.ToLower(strings.TrimSpace(a.ID))
+		if seen[id] {
+			return fmt.Errorf("%s.id %q is listed twice", key, a.ID)
+		}
+		seen[id] = true
+		c.Agents.List[i].ID = id
+		switch a.Runtime {
+		case "", "script", "exec", "openai":
+		default:
+			return fmt.Errorf("%s.runtime %q must be script, exec or openai", key, a.Runtime)
+		}
+		if a.Subagents != nil {
+			if err := a.Subagents.validate(key + ".subagents"); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Session.SendPolicy != nil {
+		if err := c.Session.SendPolicy.validate(); err != nil {
+			return err
+		}
+	}
+	if _, err := ParseBytes(c.Session.Maintenance.MaxDiskBytes); err != nil {
+		return fmt.Errorf("session.maintenance.maxDiskBytes %q: %v", c.Session.Maintenance.MaxDiskBytes, err)
+	}
+	switch strings.ToLower(c.Logging.RedactSensitive) {
+	case "", "off", "tools":
+	default:
+		return fmt.Errorf("logging.redactSensitive %q must be \"off\" or \"tools\"", c.Logging.RedactSensitive)
+	}
+	return nil
+}
+
+func (s Subagents) validate(key string) error {
+	if s.MaxSpawnDepth < 0 {
+		return fmt.Errorf("%s.maxSpawnDepth %d must be 0 or more", key, s.MaxSpawnDepth)
+	}
+	if s.MaxChildrenPerAgent < 0 {
+		return fmt.Errorf("%s.maxChildrenPerAgent %d must be 0 or more", key, s.MaxChildrenPerAgent)
+	}
+	if s.RunTimeoutSeconds < 0 {
+		return fmt.Errorf("%s.runTimeoutSeconds %d must be 0 or more", key, s.RunTimeoutSeconds)
+	}
+	return nil
+}
+
+func (p *SendPolicy) validate() error {
+	switch strings.ToLower(p.Default) {
+	case "", "allow", "deny":
+	default:
+		return fmt.Errorf("session.sendPolicy.default %q must be \"allow\" or \"deny\"", p.Default)
+	}
+	for i, r := range p.Rules {
+		switch strings.ToLower(r.Action) {
+		case "allow", "deny":
+		default:
+			return fmt.Errorf("session.sendPolicy.rules[%d].action %q must be \"allow\" or \"deny\"", i, r.Action)
+		}
+	}
+	return nil
+}
+
+// ParseBytes reads sizes such as "2gb", "512mb", "1048576".
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "" {
+		return 0, fmt.Errorf("empty size")
+	}
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"tb", 1 << 40}, {"gb", 1 << 30}, {"mb", 1 << 20}, {"kb", 1 << 10}, {"b", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			mult = u.m
+			t = strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(t, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("not a size (use a number with an optional kb, mb, gb or tb suffix)")
+	}
+	return int64(n * float64(mult)), nil
+}

@@ -1,0 +1,78 @@
+package kv
+
+// Origin is where a session was created.
+type Origin struct {
+	Provider  string `json:"provider,omitempty"`
+	AccountID string `json:"accountId,omitempty"`
+	ThreadID  string `json:"threadId,omitempty"`
+	ChatType  string `json:"chatType,omitempty"`
+}
+
+// DeliveryContext is the persisted delivery route of a session.
+type DeliveryContext struct {
+	Channel   string `json:"channel,omitempty"`
+	To        string `json:"to,omitempty"`
+	AccountID string `json:"accountId,omitempty"`
+	ThreadID  string `json:"threadId,omitempty"`
+}
+
+// Entry is one session in the store, with the fields of reference §2.8 and
+// the row fields of §1.1 under OpenClaw's names, so an OpenClaw store entry
+// imports as it is.
+type Entry struct {
+	Key                  string           `json:"key"`
+	AgentID              string           `json:"agentId,omitempty"`
+	SessionID            string           `json:"sessionId,omitempty"`
+	CreatedAt            int64            `json:"createdAt,omitempty"`
+	UpdatedAt            int64            `json:"updatedAt,omitempty"`
+	Label                string           `json:"label,omitempty"`
+	DisplayName          string           `json:"displayName,omitempty"`
+	Subject              string           `json:"subject,omitempty"`
+	Group                string           `json:"group,omitempty"`
+	DerivedTitle         string           `json:"derivedTitle,omitempty"`
+	Channel              string           `json:"channel,omitempty"`
+	LastChannel          string           `json:"lastChannel,omitempty"`
+	LastTo               string           `json:"lastTo,omitempty"`
+	LastAccountID        string           `json:"lastAccountId,omitempty"`
+	LastThreadID         string           `json:"lastThreadId,omitempty"`
+	Origin               *Origin          `json:"origin,omitempty"`
+	DeliveryContext      *DeliveryContext `json:"deliveryContext,omitempty"`
+	ChatType             string           `json:"chatType,omitempty"`
+	SpawnedBy            string           `json:"spawnedBy,omitempty"`
+	ParentSessionKey     string           `json:"parentSessionKey,omitempty"`
+	SpawnDepth           *int             `json:"spawnDepth,omitempty"`
+	SubagentRole         string           `json:"subagentRole,omitempty"`
+	SubagentControlScope string           `json:"subagentControlScope,omitempty"`
+	SpawnedWorkspaceDir  string           `json:"spawnedWorkspaceDir,omitempty"`
+	SendPolicy           string           `json:"sendPolicy,omitempty"`
+	Model                string           `json:"model,omitempty"`
+	ModelProvider        string           `json:"modelProvider,omitempty"`
+	ProviderOverride     string           `json:"providerOverride,omitempty"`
+	ModelOverride        string           `json:"modelOverride,omitempty"`
+	ThinkingLevel        string           `json:"thinkingLevel,omitempty"`
+	InputTokens          int64            `json:"inputTokens,omitempty"`
+	OutputTokens         int64            `json:"outputTokens,omitempty"`
+	TotalTokens          int64            `json:"totalTokens,omitempty"`
+	ContextTokens        int64            `json:"contextTokens,omitempty"`
+	CacheRead            int64            `json:"cacheRead,omitempty"`
+	CacheWrite           int64            `json:"cacheWrite,omitempty"`
+	CompactionCount      int64            `json:"compactionCount,omitempty"`
+	Status               string           `json:"status,omitempty"`
+	StartedAt            int64            `json:"startedAt,omitempty"`
+	EndedAt              int64            `json:"endedAt,omitempty"`
+	RuntimeMs            int64            `json:"runtimeMs,omitempty"`
+	AbortedLastRun       bool             `json:"abortedLastRun,omitempty"`
+	Archived             bool             `json:"archived,omitempty"`
+	Pinned               bool             `json:"pinned,omitempty"`
+	Goal                 string           `json:"goal,omitempty"`
+	StateVersion         uint64           `json:"stateVersion,omitempty"`
+}
+
+// Parent is the session this one belongs to in the visibility tree: the
+// explicit parent first, then the spawner (reference §1.1 [B]).
+func (e *Entry) Parent() string {
+	if e.ParentSessionKey != "" {
+		return e.ParentSessionKey
+	}
+	return e.SpawnedBy
+}

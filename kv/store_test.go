@@ -1,0 +1,94 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestStoreAndIndex(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s)
+	names := bus.NewNames("")
+	store, err := OpenStore(ctx, js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// idempotent
+	if _, err := OpenStore(ctx, js, names); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(ctx, &Entry{Key: "agent:main:main", SessionID: "s-main", UpdatedAt: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(ctx, &Entry{Key: "agent:main:main"}); !errors.Is(err, ErrExists) {
+		t.Fatalf("second create: %v, want ErrExists", err)
+	}
+	ix, err := StartIndex(ctx, js, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Stop()
+	if e := ix.Get("agent:main:main"); e == nil || e.SessionID != "s-main" {
+		t.Fatalf("index after start: %+v", e)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := store.Create(ctx, &Entry{Key: fmt.Sprintf("agent:main:subagent:%d", i), SpawnedBy: "agent:main:main", UpdatedAt: int64(20 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ix.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ix.Children("agent:main:main")); n != 5 {
+		t.Fatalf("children = %d, want 5", n)
+	}
+	var order []string
+	ix.Each(func(e *Entry) bool { order = append(order, e.Key); return true })
+	if order[0] != "agent:main:subagent:4" || order[len(order)-1] != "agent:main:main" {
+		t.Fatalf("order = %v", order)
+	}
+	// concurrent CAS updates never lose a write
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := store.Update(ctx, "agent:main:main", func(e *Entry) error { e.TotalTokens++; return nil }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	e, _, err := store.Get(ctx, "agent:main:main")
+	if err != nil || e.TotalTokens != 8 {
+		t.Fatalf("after 8 concurrent updates: %+v %v", e, err)
+	}
+	if err := store.Delete(ctx, "agent:main:subagent:0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Get("agent:main:subagent:0") != nil || len(ix.Children("agent:main:main")) != 4 {
+		t.Fatal("delete not applied to index")
+	}
+	if got := ix.BySessionID("s-main"); len(got) != 1 || got[0].TotalTokens != 8 {
+		t.Fatalf("BySessionID = %+v", got)
+	}
+	if _, _, err := store.Get(ctx, "agent:main:nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing get: %v", err)
+	}
+}
