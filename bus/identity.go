@@ -139,8 +139,11 @@ type Verifier struct {
 const verifierCacheMax = 16384
 
 // NewVerifier accepts tokens issued by issuer (an operator public key).
-func NewVerifier(issuer string) *Verifier {
-	return &Verifier{issuer: issuer, now: time.Now, cache: make(map[[32]byte]Caller)}
+func NewVerifier(issuer string) *Verifier { return NewVerifierAt(issuer, time.Now) }
+
+// NewVerifierAt is NewVerifier with a clock, for expiry tests.
+func NewVerifierAt(issuer string, now func() time.Time) *Verifier {
+	return &Verifier{issuer: issuer, now: now, cache: make(map[[32]byte]Caller)}
 }
 
 // Verify returns the caller a token attests, or a 401 error saying why not.

@@ -1,0 +1,52 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Call sends one tool request with a caller token and returns the reply
+// body. A thrown tool error comes back as *Error with its code.
+func Call(ctx context.Context, nc *nats.Conn, names Names, token, tool string, params []byte) ([]byte, error) {
+	if len(params) == 0 {
+		params = []byte("{}")
+	}
+	msg := nats.NewMsg(names.Tool(tool))
+	msg.Data = params
+	if token != "" {
+		msg.Header.Set(HeaderToken, token)
+	}
+	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, Errorf(CodeUnavailable, "no sessionbus worker answers on %s: start `sessionbus serve` or `sessionbus worker`", names.Tool(tool))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", names.Tool(tool), err)
+	}
+	if desc := reply.Header.Get(HeaderServiceErr); desc != "" || reply.Header.Get(HeaderServiceCode) != "" {
+		code, _ := strconv.Atoi(reply.Header.Get(HeaderServiceCode))
+		if code == 0 {
+			code = CodeInternal
+		}
+		return nil, &Error{Code: code, Message: desc}
+	}
+	return reply.Data, nil
+}
+
+// CallJSON is Call with the reply decoded into out.
+func CallJSON(ctx context.Context, nc *nats.Conn, names Names, token, tool string, params any, out any) error {
+	body, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	data, err := Call(ctx, nc, names, token, tool, body)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}

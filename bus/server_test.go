@@ -1,0 +1,53 @@
+package bus_test
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+func TestServerStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	s, err := bus.StartServer(bus.ServerOptions{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	if !strings.HasPrefix(s.URL(), "nats://127.0.0.1:") {
+		t.Fatalf("url %s", s.URL())
+	}
+	if _, err := bus.StartServer(bus.ServerOptions{DataDir: dir, Listen: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "in use by another sessionbus serve") {
+		t.Fatalf("second serve on the same data dir: %v", err)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := bus.StartServer(bus.ServerOptions{DataDir: t.TempDir(), Listen: l.Addr().String()}); err == nil || !strings.Contains(err.Error(), "cannot listen on") {
+		t.Fatalf("taken port: %v", err)
+	}
+
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.StartServer(bus.ServerOptions{DataDir: filepath.Join(file, "data"), Listen: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "not usable") {
+		t.Fatalf("unusable data dir: %v", err)
+	}
+	if _, err := bus.StartServer(bus.ServerOptions{DataDir: t.TempDir(), Listen: "nonsense"}); err == nil || !strings.Contains(err.Error(), "--listen") {
+		t.Fatalf("bad listen: %v", err)
+	}
+	// the lock is released on shutdown, so a restart on the same dir works
+	s.Shutdown()
+	s2, err := bus.StartServer(bus.ServerOptions{DataDir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("restart on the same dir: %v", err)
+	}
+	s2.Shutdown()
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("call", stderr)
+	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	creds := fs.String("creds", defaultCreds(), "operator credentials used to mint the caller token")
+	as := fs.String("as", "agent:main:main", "session key to call as")
+	sandboxed := fs.Bool("sandboxed", false, "call as a sandboxed session")
+	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
+	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for the reply")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sessionbus call [flags] TOOL [JSON]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fs.Usage()
+		return 2
+	}
+	tool := fs.Arg(0)
+	params := []byte("{}")
+	if fs.NArg() == 2 {
+		params = []byte(fs.Arg(1))
+	}
+	op, err := bus.LoadOperator(*creds)
+	if err != nil {
+		return fail(stderr, bus.CodeUnauthorized, err)
+	}
+	token, err := op.Mint(bus.Caller{SessionKey: *as, Sandboxed: *sandboxed}, 10*time.Minute)
+	if err != nil {
+		return fail(stderr, bus.CodeBadRequest, err)
+	}
+	nc, err := connect(*server, "sessionbus call")
+	if err != nil {
+		return fail(stderr, bus.CodeUnavailable, err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	reply, err := bus.Call(ctx, nc, bus.NewNames(*prefix), token, tool, params)
+	if err != nil {
+		return fail(stderr, bus.CodeUnavailable, err)
+	}
+	var out bytes.Buffer
+	if json.Indent(&out, reply, "", "  ") != nil {
+		out.Reset()
+		out.Write(reply)
+	}
+	fmt.Fprintln(stdout, out.String())
+	return 0
+}
+
+func cmdToken(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("token", stderr)
+	creds := fs.String("creds", defaultCreds(), "operator credentials")
+	as := fs.String("as", "", "session key the token speaks for (required)")
+	agent := fs.String("agent", "", "agent id claim (default: from the key)")
+	run := fs.String("run", "", "run id claim")
+	sandboxed := fs.Bool("sandboxed", false, "mark the caller sandboxed")
+	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *as == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: sessionbus token [--creds FILE] --as SESSIONKEY [--sandboxed] [--ttl 1h]")
+		return 2
+	}
+	op, err := bus.LoadOperator(*creds)
+	if err != nil {
+		return fail(stderr, bus.CodeUnauthorized, err)
+	}
+	tok, err := op.Mint(bus.Caller{SessionKey: *as, AgentID: *agent, RunID: *run, Sandboxed: *sandboxed}, *ttl)
+	if err != nil {
+		return fail(stderr, bus.CodeBadRequest, err)
+	}
+	fmt.Fprintln(stdout, tok)
+	return 0
+}

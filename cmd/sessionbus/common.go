@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+const (
+	defaultServer = "nats://127.0.0.1:4222"
+	defaultData   = "./sessionbus-data"
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// defaultCreds is --creds, else SESSIONBUS_CREDS, else the file `serve`
+// writes into its default data dir.
+func defaultCreds() string {
+	return envOr("SESSIONBUS_CREDS", filepath.Join(defaultData, bus.CredsFile))
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sessionbus "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func newLogger(stderr io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l}))
+}
+
+func connect(url, name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %v (is `sessionbus serve` running? pass --server)", url, err)
+	}
+	return nc, nil
+}
+
+// fail prints the CLI's error shape on stderr: {"error": "...", "code": N}.
+func fail(stderr io.Writer, code int, err error) int {
+	e, ok := bus.AsError(err)
+	if !ok {
+		e = &bus.Error{Code: code, Message: err.Error()}
+	}
+	b, _ := json.Marshal(e)
+	fmt.Fprintln(stderr, string(b))
+	return 1
+}
+
+func printJSON(w io.Writer, v any) {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	fmt.Fprintln(w, string(b))
+}

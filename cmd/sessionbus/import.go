@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/streams"
+)
+
+func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("import", stderr)
+	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	agent := fs.String("agent", "", "agent id (default: from the session key)")
+	label := fs.String("label", "", "session label")
+	spawnedBy := fs.String("spawned-by", "", "parent session key, so the session joins its parent's tree")
+	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sessionbus import [flags] SESSIONKEY < transcript.jsonl")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	nc, err := connect(*server, "sessionbus import")
+	if err != nil {
+		return fail(stderr, bus.CodeUnavailable, err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(stderr, bus.CodeInternal, err)
+	}
+	names := bus.NewNames(*prefix)
+	store, err := kv.OpenStore(ctx, js, names)
+	if err != nil {
+		return fail(stderr, bus.CodeUnavailable, err)
+	}
+	tr, err := streams.OpenTranscripts(ctx, nc, js, names)
+	if err != nil {
+		return fail(stderr, bus.CodeUnavailable, err)
+	}
+	res, err := handlers.Import(ctx, store, tr, handlers.ImportOptions{
+		SessionKey: fs.Arg(0), AgentID: *agent, Label: *label, SpawnedBy: *spawnedBy,
+	}, stdin, time.Now())
+	if err != nil {
+		return fail(stderr, bus.CodeBadRequest, err)
+	}
+	printJSON(stdout, res)
+	return 0
+}

@@ -1,0 +1,51 @@
+// Command sessionbus serves OpenClaw's agent session tools over NATS.
+// This package only parses flags and wires packages together.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `usage: sessionbus <command> [flags]
+
+commands:
+  serve     embedded NATS server + tool workers (--demo adds a scripted scenario)
+  worker    tool workers against an existing NATS server
+  call      call one tool and print its reply
+  token     print a caller token for any NATS client
+  import    load a JSONL transcript (stdin) into a session
+  bench     run the benchmark suite
+
+Run 'sessionbus <command> -h' for its flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmds := map[string]func([]string, io.Reader, io.Writer, io.Writer) int{
+		"serve":  cmdServe,
+		"worker": cmdWorker,
+		"call":   cmdCall,
+		"token":  cmdToken,
+		"import": cmdImport,
+		"bench":  cmdBench,
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "sessionbus: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	return c(args[1:], stdin, stdout, stderr)
+}

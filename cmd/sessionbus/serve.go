@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/demo"
+	"github.com/sessionbus/sessionbus/handlers"
+)
+
+func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", stderr)
+	data := fs.String("data", defaultData, "data dir (JetStream store, operator credentials)")
+	listen := fs.String("listen", "127.0.0.1:4222", "client listen address host:port")
+	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
+	runDemo := fs.Bool("demo", false, "add sample sessions, run a scenario against the tools, print commands to try")
+	syncAlways := fs.Bool("sync-always", false, "fsync every JetStream write (slower, survives power loss)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := newLogger(stderr, *logLevel)
+	cfg, err := config.Load(*cfgPath, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		return 1
+	}
+	srv, err := bus.StartServer(bus.ServerOptions{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways})
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		return 1
+	}
+	defer srv.Shutdown()
+	op, err := bus.LoadOrCreateOperator(*data)
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		return 1
+	}
+	nc, err := connect(srv.URL(), "sessionbus serve")
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		return 1
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), log)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		return 1
+	}
+	defer w.Stop()
+	fmt.Fprintln(stdout, "ready", srv.URL())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if *runDemo {
+		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := demo.Run(dctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: *data, URL: srv.URL(), Out: stdout})
+		dcancel()
+		if err != nil {
+			fmt.Fprintln(stderr, "sessionbus serve --demo:", err)
+			return 1
+		}
+	}
+	<-sigs
+	log.Info("shutting down")
+	return 0
+}
+
+func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("worker", stderr)
+	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	creds := fs.String("creds", defaultCreds(), "operator credentials (the worker trusts tokens they sign)")
+	issuer := fs.String("issuer", "", "operator public key to trust instead of reading --creds")
+	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := newLogger(stderr, *logLevel)
+	cfg, err := config.Load(*cfgPath, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus worker:", err)
+		return 1
+	}
+	pub := *issuer
+	if pub == "" {
+		op, err := bus.LoadOperator(*creds)
+		if err != nil {
+			fmt.Fprintln(stderr, "sessionbus worker:", err)
+			return 1
+		}
+		pub = op.PublicKey()
+	}
+	nc, err := connect(*server, "sessionbus worker")
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus worker:", err)
+		return 1
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(pub), log)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus worker:", err)
+		return 1
+	}
+	defer w.Stop()
+	fmt.Fprintln(stdout, "ready", *server)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	<-sigs
+	return 0
+}
+
+func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "sessionbus bench: not built yet")
+	return 1
+}

@@ -1,0 +1,123 @@
+// Package demo is what `sessionbus serve --demo` adds: sample sessions and a
+// short scenario that calls the tools over NATS, as an agent would.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/handlers"
+)
+
+// Options wire the demo to a running serve.
+type Options struct {
+	Conn     *nats.Conn
+	Operator *bus.Operator
+	Deps     *handlers.Deps
+	DataDir  string
+	URL      string
+	Out      io.Writer
+}
+
+// Run imports the samples (once per data dir) and prints the scenario.
+func Run(ctx context.Context, o Options) error {
+	w := o.Out
+	if err := importSamples(ctx, o); err != nil {
+		return err
+	}
+	if err := o.Deps.Index.Sync(ctx); err != nil {
+		return err
+	}
+	step := func(title, as, tool string, params string) error {
+		fmt.Fprintf(w, "\n== %s\n$ sessionbus call --as %s %s '%s'\n", title, as, tool, params)
+		tok, err := o.Operator.Mint(bus.Caller{SessionKey: as}, time.Minute)
+		if err != nil {
+			return err
+		}
+		reply, err := bus.Call(ctx, o.Conn, o.Deps.Names, tok, tool, []byte(params))
+		if e, ok := bus.AsError(err); ok && e.Code < 500 {
+			fmt.Fprintf(w, "thrown error, code %d: %s\n", e.Code, e.Message)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		_ = json.Indent(&out, reply, "", "  ")
+		fmt.Fprintln(w, out.String())
+		return nil
+	}
+	steps := []struct{ title, as, tool, params string }{
+		{"the main session lists its tree (visibility tree: itself and its sub-agents)", "agent:main:main", "sessions_list", `{}`},
+		{"mailbox triage: last-message previews and the newest message of each row", "agent:main:main", "sessions_list", `{"includeLastMessage":true,"messageLimit":1,"limit":2}`},
+		{"a sub-agent sees only itself", "agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01", "sessions_list", `{}`},
+		{"bad input is refused with the reference's message", "agent:main:main", "sessions_list", `{"limit":-1}`},
+	}
+	for _, s := range steps {
+		if err := step(s.title, s.as, s.tool, s.params); err != nil {
+			return err
+		}
+	}
+	printTry(w, o)
+	return nil
+}
+
+func importSamples(ctx context.Context, o Options) error {
+	if o.Deps.Index.Get(samples[0].key) != nil {
+		fmt.Fprintln(o.Out, "demo: sample sessions already in", o.DataDir)
+		return nil
+	}
+	for _, s := range samples {
+		_, err := handlers.Import(ctx, o.Deps.Store, o.Deps.Transcripts, handlers.ImportOptions{
+			SessionKey: s.key, Label: s.label, SpawnedBy: s.spawnedBy,
+		}, strings.NewReader(strings.Join(s.lines, "\n")), time.Now())
+		if err != nil {
+			return fmt.Errorf("import sample %s: %w", s.key, err)
+		}
+	}
+	fmt.Fprintf(o.Out, "demo: imported %d sample sessions into %s\n", len(samples), o.DataDir)
+	return nil
+}
+
+func printTry(w io.Writer, o Options) {
+	flags := serverFlag(o.URL) + credsFlag(o.DataDir)
+	srv := ""
+	if o.URL != defaultURL {
+		srv = " -s " + o.URL
+	}
+	fmt.Fprintf(w, `
+== try it yourself (in another terminal; Ctrl-C here stops the server)
+  go run ./cmd/sessionbus call%[1]s sessions_list '{"includeDerivedTitles":true}'
+  go run ./cmd/sessionbus call%[1]s --as agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01 sessions_list '{}'
+  go run ./cmd/sessionbus import%[3]s agent:main:notes < transcript.jsonl
+  # any NATS client, with the stock nats CLI (go install github.com/nats-io/natscli/nats@v0.5.0):
+  nats%[2]s req sb.tools.sessions_list '{}' -H "Sessionbus-Token:$(go run ./cmd/sessionbus token%[4]s --as agent:main:main)"
+  nats%[2]s micro ls
+  nats%[2]s stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main
+`, flags, srv, serverFlag(o.URL), credsFlag(o.DataDir))
+}
+
+const defaultURL = "nats://127.0.0.1:4222"
+
+func serverFlag(url string) string {
+	if url == defaultURL {
+		return ""
+	}
+	return " --server " + url
+}
+
+func credsFlag(dir string) string {
+	if filepath.Clean(dir) == "sessionbus-data" {
+		return ""
+	}
+	return " --creds " + filepath.Join(dir, bus.CredsFile)
+}

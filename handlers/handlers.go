@@ -1,0 +1,83 @@
+// Package handlers holds one file per tool, plus the wiring every tool
+// shares: the requester context, session references, transcript views.
+// The rules themselves (keys, visibility, send policy) live in
+// handlers/rules, the text safety filters in handlers/sanitize.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/streams"
+)
+
+// Deps is what the tools read and write.
+type Deps struct {
+	Config      *config.Config
+	Names       bus.Names
+	Store       *kv.Store
+	Index       *kv.Index
+	Transcripts *streams.Transcripts
+	Redactor    *sanitize.Redactor
+	Log         *slog.Logger
+	Now         func() time.Time
+}
+
+// tool is the signature of one tool: params decoded, requester resolved.
+type tool func(ctx context.Context, d *Deps, r *requester, p rules.Params) (any, error)
+
+// Tools returns every tool this build serves, keyed by tool name.
+func Tools(d *Deps) map[string]bus.Handler {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	all := map[string]tool{
+		"sessions_list": sessionsList,
+	}
+	out := make(map[string]bus.Handler, len(all))
+	for name, t := range all {
+		out[name] = d.handler(t)
+	}
+	return out
+}
+
+func (d *Deps) handler(t tool) bus.Handler {
+	return bus.HandlerFunc(func(ctx context.Context, req *bus.Request) (any, error) {
+		p, err := rules.ParseParams(req.Body)
+		if err != nil {
+			return nil, thrown(err)
+		}
+		r, err := d.newRequester(req.Caller)
+		if err != nil {
+			return nil, thrown(err)
+		}
+		res, err := t(ctx, d, r, p)
+		return res, thrown(err)
+	})
+}
+
+// thrown maps argument errors to code 400; other errors pass through
+// (a *bus.Error keeps its code, the rest become 500 at the transport).
+func thrown(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ie *rules.InputError
+	if errors.As(err, &ie) {
+		return bus.BadRequest(ie.Msg)
+	}
+	return err
+}
+
+// badRequest is a thrown argument error raised by a tool itself.
+func badRequest(msg string) error { return bus.BadRequest(msg) }

@@ -1,0 +1,53 @@
+package handlers
+
+import (
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/handlers/rules"
+)
+
+// requester is the calling session as the tools see it (reference §1.0):
+// identity from the verified token, everything else from config and store.
+type requester struct {
+	key               string // effective requester key (internal form)
+	agentID           string
+	sandboxed         bool
+	alias             rules.Alias
+	visibility        rules.Visibility
+	restrictToSpawned bool
+	a2a               rules.A2APolicy
+}
+
+func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
+	cfg := d.Config
+	alias := rules.ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
+	key := alias.Internal(c.SessionKey, c.SessionKey)
+	if key == "" {
+		key = alias.Alias
+	}
+	configured, _ := rules.ParseVisibility(cfg.Tools.Sessions.Visibility)
+	clamp := cfg.Agents.Defaults.Sandbox.SessionToolsVisibility
+	agentID := c.AgentID
+	if agentID == "" {
+		agentID = rules.AgentIDFromKey(key)
+	}
+	return &requester{
+		key:               key,
+		agentID:           agentID,
+		sandboxed:         c.Sandboxed,
+		alias:             alias,
+		visibility:        rules.EffectiveVisibility(configured, c.Sandboxed, clamp),
+		restrictToSpawned: rules.RestrictToSpawned(c.Sandboxed, clamp, key),
+		a2a:               rules.A2APolicy{Enabled: cfg.Tools.AgentToAgent.Enabled, Allow: cfg.Tools.AgentToAgent.Allow},
+	}, nil
+}
+
+// guard builds the visibility guard of §7.2 for one action.
+func (d *Deps) guard(r *requester, a rules.Action) rules.Guard {
+	return rules.Guard{
+		Action:       a,
+		RequesterKey: r.key,
+		Visibility:   r.visibility,
+		A2A:          r.a2a,
+		IsSpawned:    func(target string) bool { return d.Index.IsChild(r.key, target) },
+	}
+}

@@ -1,0 +1,161 @@
+package handlers
+
+import (
+	"strings"
+
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv"
+)
+
+// resolved is a session reference after §2.7 resolution.
+type resolved struct {
+	key          string // the store key
+	displayKey   string // what the tool reports back
+	viaSessionID bool
+	entry        *kv.Entry // nil when the session has no entry yet
+}
+
+// failure is a returned (not thrown) tool error: {status, error}.
+type failure struct {
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+func fail(status, msg string) *failure { return &failure{Status: status, Error: msg} }
+
+// storeKey maps an internal key onto the store: the alias "main" names the
+// requester agent's main session, `agent:<id>:<mainKey>`.
+func (r *requester) storeKey(internal string) string {
+	if internal == r.alias.Alias && r.alias.Alias != rules.KeyGlobal {
+		return r.alias.MainSessionKey(r.agentID)
+	}
+	return internal
+}
+
+// resolveReference turns a sessionKey argument (key, display key, `current`
+// or a sessionId) into a store key, as reference §2.7 does.
+func (d *Deps) resolveReference(r *requester, raw string) (resolved, *failure) {
+	value := strings.TrimSpace(raw)
+	if value == rules.KeyCurrent {
+		value = r.key
+	}
+	if rules.ShouldResolveAsSessionID(value) {
+		if e := d.Index.Get(value); e != nil && (!r.restrictToSpawned || e.Key == r.key || d.Index.IsChild(r.key, e.Key)) {
+			return resolved{key: e.Key, displayKey: r.alias.Display(e.Key), entry: e}, nil
+		}
+		if e := d.selectBySessionID(r, value); e != nil {
+			return resolved{key: e.Key, displayKey: r.alias.Display(e.Key), viaSessionID: true, entry: e}, nil
+		}
+		if r.restrictToSpawned {
+			return resolved{}, fail(rules.StatusForbidden, rules.SandboxNotVisibleError(value))
+		}
+		return resolved{}, fail("error", "Session not found: "+value+" (use the full sessionKey from sessions_list)")
+	}
+	internal := r.alias.Internal(value, r.key)
+	key := r.storeKey(internal)
+	return resolved{key: key, displayKey: r.alias.Display(internal), entry: d.Index.Get(key)}, nil
+}
+
+// checkSandboxSpawned is §7.4: a spawned-restricted sandbox may only address
+// itself and its own children by key.
+func (d *Deps) checkSandboxSpawned(r *requester, res resolved, input string) *failure {
+	if !r.restrictToSpawned || res.viaSessionID || res.key == r.key {
+		return nil
+	}
+	if d.Index.IsChild(r.key, res.key) {
+		return nil
+	}
+	return fail(rules.StatusForbidden, rules.SandboxNotVisibleError(strings.TrimSpace(input)))
+}
+
+// selectBySessionID applies the gateway's choice among store keys sharing a
+// sessionId: collapse alias duplicates, prefer structural matches, then the
+// unique freshest; a tie is ambiguous and resolves to nothing.
+func (d *Deps) selectBySessionID(r *requester, id string) *kv.Entry {
+	var cands []*kv.Entry
+	for _, e := range d.Index.BySessionID(id) {
+		if r.restrictToSpawned {
+			if e.Key == rules.KeyGlobal || e.Key == rules.KeyUnknown || !d.Index.IsChild(r.key, e.Key) {
+				continue
+			}
+		}
+		cands = append(cands, e)
+	}
+	cands = collapseAliases(cands)
+	if len(cands) <= 1 {
+		if len(cands) == 1 {
+			return cands[0]
+		}
+		return nil
+	}
+	var structural []*kv.Entry
+	for _, e := range cands {
+		if strings.HasSuffix(strings.ToLower(e.Key), ":"+strings.ToLower(id)) {
+			structural = append(structural, e)
+		}
+	}
+	if len(structural) > 0 {
+		return uniqueFreshest(structural)
+	}
+	return uniqueFreshest(cands)
+}
+
+// collapseAliases keeps one entry per request key (the key without its
+// `agent:<id>:` prefix, case-folded): the freshest, then the one already in
+// lower case, then the lexicographically first.
+func collapseAliases(es []*kv.Entry) []*kv.Entry {
+	best := map[string]*kv.Entry{}
+	var order []string
+	for _, e := range es {
+		rk := requestKey(e.Key)
+		cur, ok := best[rk]
+		if !ok {
+			order = append(order, rk)
+			best[rk] = e
+			continue
+		}
+		if betterAlias(e, cur) {
+			best[rk] = e
+		}
+	}
+	out := make([]*kv.Entry, 0, len(order))
+	for _, rk := range order {
+		out = append(out, best[rk])
+	}
+	return out
+}
+
+func requestKey(k string) string {
+	if _, rest, ok := rules.ParseAgentSessionKey(k); ok {
+		return rest
+	}
+	return strings.ToLower(strings.TrimSpace(k))
+}
+
+func betterAlias(a, b *kv.Entry) bool {
+	if a.UpdatedAt != b.UpdatedAt {
+		return a.UpdatedAt > b.UpdatedAt
+	}
+	al, bl := a.Key == strings.ToLower(a.Key), b.Key == strings.ToLower(b.Key)
+	if al != bl {
+		return al
+	}
+	return a.Key < b.Key
+}
+
+func uniqueFreshest(es []*kv.Entry) *kv.Entry {
+	var best *kv.Entry
+	tie := false
+	for _, e := range es {
+		switch {
+		case best == nil || e.UpdatedAt > best.UpdatedAt:
+			best, tie = e, false
+		case e.UpdatedAt == best.UpdatedAt:
+			tie = true
+		}
+	}
+	if tie {
+		return nil
+	}
+	return best
+}

@@ -1,0 +1,169 @@
+package rules
+
+import (
+	"regexp"
+	"strings"
+)
+
+// DefaultAgentID is the agent a key belongs to when it names none (legacy
+// bare keys such as "main" or "cron:nightly").
+const DefaultAgentID = "main"
+
+// DefaultMainKey is the last segment of an agent's main session key when
+// session.mainKey is not configured.
+const DefaultMainKey = "main"
+
+// Key shapes returned by ClassifyKeyShape.
+const (
+	ShapeMissing        = "missing"
+	ShapeAgent          = "agent"
+	ShapeMalformedAgent = "malformed_agent"
+	ShapeLegacyOrAlias  = "legacy_or_alias"
+)
+
+// ParseAgentSessionKey splits an agent-scoped key "agent:<agentId>:<rest>".
+// Both parts come back lower-cased because keys compare case-insensitively.
+// Empty segments are dropped before counting, so "agent::broken" has only two
+// segments and is not an agent key (it is "malformed_agent").
+func ParseAgentSessionKey(k string) (agentID, rest string, ok bool) {
+	raw := lowerTrim(k)
+	if raw == "" {
+		return "", "", false
+	}
+	parts := nonEmptySegments(raw)
+	if len(parts) < 3 || parts[0] != "agent" {
+		return "", "", false
+	}
+	return parts[1], strings.Join(parts[2:], ":"), true
+}
+
+func nonEmptySegments(s string) []string {
+	parts := strings.Split(s, ":")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ClassifyKeyShape tells apart keys that carry an agent id, keys that try to
+// and fail (which [B] drops from listings), and legacy or alias keys.
+func ClassifyKeyShape(k string) string {
+	raw := trim(k)
+	switch {
+	case raw == "":
+		return ShapeMissing
+	case isAgentKey(raw):
+		return ShapeAgent
+	case strings.HasPrefix(strings.ToLower(raw), "agent:"):
+		return ShapeMalformedAgent
+	default:
+		return ShapeLegacyOrAlias
+	}
+}
+
+func isAgentKey(k string) bool {
+	_, _, ok := ParseAgentSessionKey(k)
+	return ok
+}
+
+// AgentIDFromKey is the agent that owns a key; keys without an agent prefix
+// belong to the default agent. The id is normalized (as upstream's
+// resolveAgentIdFromSessionKey does) so two spellings of one agent compare
+// equal in the visibility guard.
+func AgentIDFromKey(k string) string {
+	if agentID, _, ok := ParseAgentSessionKey(k); ok {
+		return NormalizeAgentID(agentID)
+	}
+	return DefaultAgentID
+}
+
+// restOrRaw is the part of a key after "agent:<id>:", or the whole lower-cased
+// key when it has no agent prefix, so legacy bare keys classify like scoped
+// ones.
+func restOrRaw(k string) string {
+	if _, rest, ok := ParseAgentSessionKey(k); ok {
+		return rest
+	}
+	return lowerTrim(k)
+}
+
+func parsedRest(k string) string {
+	_, rest, _ := ParseAgentSessionKey(k)
+	return rest
+}
+
+var cronRunRestRe = regexp.MustCompile(`^cron:[^:]+:run:[^:]+$`)
+
+// IsCronRunKey reports a per-run cron key (agent:<id>:cron:<job>:run:<run>);
+// sessions.list never returns these.
+func IsCronRunKey(k string) bool { return cronRunRestRe.MatchString(parsedRest(k)) }
+
+// IsCronKey reports an agent-scoped cron key. A bare "cron:job" is not one:
+// the reference only recognises cron keys after parsing.
+func IsCronKey(k string) bool { return strings.HasPrefix(parsedRest(k), "cron:") }
+
+// IsSubagentKey accepts both the bare and the agent-scoped form.
+func IsSubagentKey(k string) bool {
+	return strings.HasPrefix(lowerTrim(k), "subagent:") || strings.HasPrefix(parsedRest(k), "subagent:")
+}
+
+// IsAcpKey accepts both the bare and the agent-scoped form.
+func IsAcpKey(k string) bool {
+	return strings.HasPrefix(lowerTrim(k), "acp:") || strings.HasPrefix(parsedRest(k), "acp:")
+}
+
+// SubagentDepthFromKey is only a fallback: sub-agent keys are flat, so the
+// real depth lives in the store (spawnDepth). It counts ":subagent:" markers.
+func SubagentDepthFromKey(k string) int {
+	return strings.Count(lowerTrim(k), ":subagent:")
+}
+
+const threadMarker = ":thread:"
+
+// ParseThreadSuffix splits "<base>:thread:<id>" at the last marker, matched
+// case-insensitively. base keeps the caller's casing because it may be used
+// as a store key. ok is false when there is no marker or the thread id is
+// blank; base is then k unchanged, so callers can use base unconditionally.
+// Telegram ":topic:" suffixes are deliberately not threads.
+func ParseThreadSuffix(k string) (base, threadID string, ok bool) {
+	i := lastIndexASCIIFold(k, threadMarker)
+	if i < 0 {
+		return k, "", false
+	}
+	threadID = trim(k[i+len(threadMarker):])
+	if threadID == "" {
+		return k, "", false
+	}
+	return k[:i], threadID, true
+}
+
+// lastIndexASCIIFold avoids strings.ToLower, which can change byte lengths
+// for some non-ASCII runes and would shift the index; the marker is ASCII, so
+// folding ASCII letters is exact.
+func lastIndexASCIIFold(s, marker string) int {
+	for i := len(s) - len(marker); i >= 0; i-- {
+		if asciiEqualFold(s[i:i+len(marker)], marker) {
+			return i
+		}
+	}
+	return -1
+}
+
+func asciiEqualFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		ca, cb := a[i], b[i]
+		if 'A' <= ca && ca <= 'Z' {
+			ca += 'a' - 'A'
+		}
+		if 'A' <= cb && cb <= 'Z' {
+			cb += 'a' - 'A'
+		}
+		if ca != cb {
+			return false
+		}
+	}
+	return true
+}

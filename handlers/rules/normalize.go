@@ -1,0 +1,30 @@
+package rules
+
+import "strings"
+
+// trim follows JavaScript's String.prototype.trim rather than
+// strings.TrimSpace: the two disagree on U+FEFF and U+0085, and values that
+// OpenClaw would treat as blank must be blank here too.
+func trim(s string) string { return strings.TrimFunc(s, isJSSpace) }
+
+func isJSSpace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0x00A0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200A
+}
+
+// lowerTrim is the canonical form OpenClaw compares keys and config values in.
+func lowerTrim(s string) string { return strings.ToLower(trim(s)) }
+
+// firstNonEmpty implements the reference's `a ?? b ?? c` chains, where an
+// absent value is the empty string in Go.
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v = trim(v); v != "" {
+			return v
+		}
+	}
+	return ""
+}

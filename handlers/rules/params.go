@@ -1,0 +1,246 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Params are a tool call's decoded JSON parameters. Numbers are json.Number
+// (ParseParams uses UseNumber) so integer checks see the digits the caller
+// sent rather than a float64 approximation; float64 and Go integers are also
+// accepted for maps built in code.
+//
+// Every reader looks up the camelCase name first, then its snake_case alias
+// (sessionKey, session_key). JSON null counts as absent, so a null camelCase
+// value falls through to the alias. Errors are *InputError.
+type Params map[string]any
+
+const paramsExample = `{"sessionKey":"agent:main:main"}`
+
+// ParseParams decodes a request body. An empty (or all-whitespace) body and
+// a JSON null are the empty parameter set, since tools with no required
+// parameters are legitimately called without a body.
+func ParseParams(body []byte) (Params, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return Params{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, invalidJSON(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, inputError("invalid JSON: unexpected data after the parameters object; send exactly one JSON object, e.g. " + paramsExample)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		return Params(v), nil
+	case nil:
+		return Params{}, nil
+	}
+	return nil, inputError("tool parameters must be a JSON object")
+}
+
+func invalidJSON(err error) error {
+	detail := err.Error()
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		detail = fmt.Sprintf("%s (at byte %d)", syn.Error(), syn.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		detail = "unexpected end of input"
+	}
+	return inputError("invalid JSON: " + detail + "; send the tool parameters as one JSON object, e.g. " + paramsExample)
+}
+
+func (p Params) raw(name string) (any, bool) {
+	if v, ok := p[name]; ok && v != nil {
+		return v, true
+	}
+	if alias := SnakeCase(name); alias != name {
+		if v, ok := p[alias]; ok && v != nil {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// String reads a trimmed string; blank counts as absent, as in OpenClaw.
+// Unlike OpenClaw, which silently ignores a non-string, it is an error here,
+// because an ignored argument (a numeric sessionKey, say) would make the
+// tool act on something the caller did not mean.
+func (p Params) String(name string) (string, bool, error) {
+	v, ok := p.raw(name)
+	if !ok {
+		return "", false, nil
+	}
+	s, isString := v.(string)
+	if !isString {
+		return "", false, inputError(name + " must be a string")
+	}
+	if s = trim(s); s == "" {
+		return "", false, nil
+	}
+	return s, true, nil
+}
+
+// RequiredString is String with absence reported as "<name> required".
+func (p Params) RequiredString(name string) (string, error) {
+	s, ok, err := p.String(name)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", inputError(name + " required")
+	}
+	return s, nil
+}
+
+// Bool reads a boolean. The strings "true" and "false" (any case) are
+// accepted because models often quote scalars; a blank string is absent.
+func (p Params) Bool(name string) (v, present bool, err error) {
+	raw, ok := p.raw(name)
+	if !ok {
+		return false, false, nil
+	}
+	switch b := raw.(type) {
+	case bool:
+		return b, true, nil
+	case string:
+		switch lowerTrim(b) {
+		case "true":
+			return true, true, nil
+		case "false":
+			return false, true, nil
+		case "":
+			return false, false, nil
+		}
+	}
+	return false, false, inputError(name + " must be a boolean")
+}
+
+// maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER: larger values
+// cannot round-trip through an OpenClaw client, so they are refused.
+const maxSafeInteger = 1<<53 - 1
+
+// PositiveInt reads a strict integer ≥ 1 ([B] readers).
+func (p Params) PositiveInt(name string) (int, bool, error) {
+	return p.integer(name, 1, name+" must be a positive integer")
+}
+
+// NonNegativeInt reads a strict integer ≥ 0 ([B] readers).
+func (p Params) NonNegativeInt(name string) (int, bool, error) {
+	return p.integer(name, 0, name+" must be a non-negative integer")
+}
+
+// integer accepts what JavaScript's Number.isSafeInteger would on the parsed
+// value: JSON numbers such as 10, 10.0 or 1e1, and strings holding a JSON
+// number (upstream parses numeric strings too; models quote numbers). It
+// rejects fractions, out-of-range values, booleans, and strings that are not
+// JSON numbers (hex, "NaN", "Infinity", "+1", "010"). A blank string is absent.
+func (p Params) integer(name string, min float64, msg string) (int, bool, error) {
+	raw, ok := p.raw(name)
+	if !ok {
+		return 0, false, nil
+	}
+	var f float64
+	switch v := raw.(type) {
+	case json.Number:
+		parsed, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return 0, false, inputError(msg)
+		}
+		f = parsed
+	case string:
+		s := trim(v)
+		if s == "" {
+			return 0, false, nil
+		}
+		parsed, err := strconv.ParseFloat(s, 64)
+		if err != nil || !isJSONNumber(s) {
+			return 0, false, inputError(msg)
+		}
+		f = parsed
+	case float64:
+		f = v
+	case float32:
+		f = float64(v)
+	case int:
+		f = float64(v)
+	case int64:
+		f = float64(v)
+	case int32:
+		f = float64(v)
+	default:
+		return 0, false, inputError(msg)
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) || f < min || f > maxSafeInteger {
+		return 0, false, inputError(msg)
+	}
+	return int(f), true, nil
+}
+
+var jsonNumberRe = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
+
+func isJSONNumber(s string) bool { return jsonNumberRe.MatchString(s) }
+
+// StringList reads an array of strings, trimmed, with blank entries dropped.
+// A single string is accepted as a one-element list, as upstream does. A list
+// that ends up empty is absent, so an empty filter means "no filter".
+// Non-string entries are an error rather than silently dropped, consistent
+// with String.
+func (p Params) StringList(name string) ([]string, bool, error) {
+	raw, ok := p.raw(name)
+	if !ok {
+		return nil, false, nil
+	}
+	var items []any
+	switch v := raw.(type) {
+	case string:
+		items = []any{v}
+	case []any:
+		items = v
+	case []string:
+		for _, s := range v {
+			items = append(items, s)
+		}
+	default:
+		return nil, false, inputError(name + " must be an array of strings")
+	}
+	var out []string
+	for _, item := range items {
+		s, isString := item.(string)
+		if !isString {
+			return nil, false, inputError(name + " must be an array of strings")
+		}
+		if s = trim(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, false, nil
+	}
+	return out, true, nil
+}
+
+var (
+	snakeAcronymRe = regexp.MustCompile(`([A-Z]+)([A-Z][a-z])`)
+	snakeWordRe    = regexp.MustCompile(`([a-z0-9])([A-Z])`)
+)
+
+// SnakeCase derives a parameter's snake_case alias the way OpenClaw does
+// (sessionKey → session_key, HTTPServer → http_server), so both spellings
+// reach the same reader.
+func SnakeCase(name string) string {
+	s := snakeAcronymRe.ReplaceAllString(name, "${1}_${2}")
+	s = snakeWordRe.ReplaceAllString(s, "${1}_${2}")
+	return strings.ToLower(s)
+}

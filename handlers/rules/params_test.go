@@ -1,0 +1,300 @@
+package rules
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func mustParams(t *testing.T, body string) Params {
+	t.Helper()
+	p, err := ParseParams([]byte(body))
+	if err != nil {
+		t.Fatalf("ParseParams(%s): %v", body, err)
+	}
+	return p
+}
+
+func wantInputError(t *testing.T, what string, err error, msg string) {
+	t.Helper()
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Errorf("%s: error = %v, want *InputError %q", what, err, msg)
+		return
+	}
+	if ie.Msg != msg {
+		t.Errorf("%s: error = %q, want %q", what, ie.Msg, msg)
+	}
+}
+
+func TestParseParams(t *testing.T) {
+	for _, body := range []string{"", "  \n", "null", "{}", " {} \n"} {
+		p, err := ParseParams([]byte(body))
+		if err != nil || len(p) != 0 || p == nil {
+			t.Errorf("ParseParams(%q) = (%v, %v), want empty params", body, p, err)
+		}
+	}
+
+	p := mustParams(t, `{"limit": 10, "sessionKey": "main"}`)
+	if n, ok := p["limit"].(json.Number); !ok || n.String() != "10" {
+		t.Errorf("numbers must decode as json.Number, got %T %v", p["limit"], p["limit"])
+	}
+
+	for _, body := range []string{`[]`, `[1,2]`, `"hello"`, `42`, `true`} {
+		_, err := ParseParams([]byte(body))
+		wantInputError(t, body, err, "tool parameters must be a JSON object")
+	}
+
+	malformed := map[string]string{
+		`{`:          "invalid JSON: unexpected end of input; send the tool parameters as one JSON object, e.g. {\"sessionKey\":\"agent:main:main\"}",
+		`{"a": }`:    "invalid JSON: invalid character '}' looking for beginning of value (at byte 7); send the tool parameters as one JSON object, e.g. {\"sessionKey\":\"agent:main:main\"}",
+		`{'a': 1}`:   "invalid JSON: invalid character '\\'' looking for beginning of object key string (at byte 2); send the tool parameters as one JSON object, e.g. {\"sessionKey\":\"agent:main:main\"}",
+		`{"a":1} {}`: "invalid JSON: unexpected data after the parameters object; send exactly one JSON object, e.g. {\"sessionKey\":\"agent:main:main\"}",
+		`{"a":1}}`:   "invalid JSON: unexpected data after the parameters object; send exactly one JSON object, e.g. {\"sessionKey\":\"agent:main:main\"}",
+	}
+	for body, msg := range malformed {
+		_, err := ParseParams([]byte(body))
+		wantInputError(t, body, err, msg)
+	}
+}
+
+func TestParamsString(t *testing.T) {
+	p := mustParams(t, `{
+		"sessionKey": "  agent:main:main  ",
+		"label": "",
+		"blank": "   ",
+		"message_text": "snake",
+		"timeoutSeconds": 5,
+		"agentId": null,
+		"agent_id": "ops",
+		"camel": "c", "camel_x": "unused"
+	}`)
+	tests := []struct {
+		name, want string
+		ok         bool
+		err        string
+	}{
+		{"sessionKey", "agent:main:main", true, ""},
+		{"label", "", false, ""},
+		{"blank", "", false, ""},
+		{"messageText", "snake", true, ""}, // snake_case alias
+		{"missing", "", false, ""},
+		{"agentId", "ops", true, ""}, // null camelCase falls through to the alias
+		{"timeoutSeconds", "", false, "timeoutSeconds must be a string"},
+	}
+	for _, tt := range tests {
+		got, ok, err := p.String(tt.name)
+		if tt.err != "" {
+			wantInputError(t, tt.name, err, tt.err)
+			continue
+		}
+		if err != nil || got != tt.want || ok != tt.ok {
+			t.Errorf("String(%q) = (%q, %v, %v), want (%q, %v, nil)", tt.name, got, ok, err, tt.want, tt.ok)
+		}
+	}
+
+	// camelCase wins over snake_case when both are present.
+	p = mustParams(t, `{"sessionKey": "camel", "session_key": "snake"}`)
+	if got, _, _ := p.String("sessionKey"); got != "camel" {
+		t.Errorf("camelCase must win, got %q", got)
+	}
+	// A blank camelCase value is still the value (absent), as upstream.
+	p = mustParams(t, `{"sessionKey": " ", "session_key": "snake"}`)
+	if _, ok, _ := p.String("sessionKey"); ok {
+		t.Error("blank camelCase must not fall through to the alias")
+	}
+}
+
+func TestParamsRequiredString(t *testing.T) {
+	p := mustParams(t, `{"message": " hi ", "task": "  ", "sessionKey": 7}`)
+	if got, err := p.RequiredString("message"); err != nil || got != "hi" {
+		t.Errorf("RequiredString(message) = (%q, %v)", got, err)
+	}
+	_, err := p.RequiredString("task")
+	wantInputError(t, "task", err, "task required")
+	_, err = p.RequiredString("label")
+	wantInputError(t, "label", err, "label required")
+	_, err = p.RequiredString("sessionKey")
+	wantInputError(t, "sessionKey", err, "sessionKey must be a string")
+	_, err = Params{}.RequiredString("sessionKey")
+	wantInputError(t, "empty", err, "sessionKey required")
+	_, err = Params{}.RequiredString("message")
+	wantInputError(t, "empty", err, "message required")
+}
+
+func TestParamsBool(t *testing.T) {
+	p := mustParams(t, `{"a": true, "b": false, "c": "TRUE", "d": " false ", "e": "", "f": 1, "g": "yes", "include_tools": true, "h": null}`)
+	tests := []struct {
+		name  string
+		v, ok bool
+		err   string
+	}{
+		{"a", true, true, ""},
+		{"b", false, true, ""},
+		{"c", true, true, ""},
+		{"d", false, true, ""},
+		{"e", false, false, ""},
+		{"h", false, false, ""},
+		{"missing", false, false, ""},
+		{"includeTools", true, true, ""},
+		{"f", false, false, "f must be a boolean"},
+		{"g", false, false, "g must be a boolean"},
+	}
+	for _, tt := range tests {
+		v, ok, err := p.Bool(tt.name)
+		if tt.err != "" {
+			wantInputError(t, tt.name, err, tt.err)
+			continue
+		}
+		if err != nil || v != tt.v || ok != tt.ok {
+			t.Errorf("Bool(%q) = (%v, %v, %v), want (%v, %v, nil)", tt.name, v, ok, err, tt.v, tt.ok)
+		}
+	}
+}
+
+func TestParamsIntegers(t *testing.T) {
+	const pos, nonneg = "limit must be a positive integer", "limit must be a non-negative integer"
+	tests := []struct {
+		json     string // value of "limit"
+		posV     int
+		posOK    bool
+		posErr   bool
+		nonnegV  int
+		nonnegOK bool
+		nonErr   bool
+	}{
+		{`10`, 10, true, false, 10, true, false},
+		{`1`, 1, true, false, 1, true, false},
+		{`0`, 0, false, true, 0, true, false},
+		{`-0`, 0, false, true, 0, true, false},
+		{`-1`, 0, false, true, 0, false, true},
+		{`10.0`, 10, true, false, 10, true, false}, // integral in JavaScript
+		{`1e2`, 100, true, false, 100, true, false},
+		{`10.5`, 0, false, true, 0, false, true},
+		{`0.1`, 0, false, true, 0, false, true},
+		{`9007199254740991`, 9007199254740991, true, false, 9007199254740991, true, false},
+		{`9007199254740992`, 0, false, true, 0, false, true},
+		{`1e400`, 0, false, true, 0, false, true},
+		{`"10"`, 10, true, false, 10, true, false},
+		{`" 7 "`, 7, true, false, 7, true, false},
+		{`"0"`, 0, false, true, 0, true, false},
+		{`"1e3"`, 1000, true, false, 1000, true, false},
+		{`""`, 0, false, false, 0, false, false}, // blank is absent
+		{`"  "`, 0, false, false, 0, false, false},
+		{`null`, 0, false, false, 0, false, false},
+		{`"abc"`, 0, false, true, 0, false, true},
+		{`"NaN"`, 0, false, true, 0, false, true},
+		{`"Infinity"`, 0, false, true, 0, false, true},
+		{`"0x10"`, 0, false, true, 0, false, true},
+		{`"+5"`, 0, false, true, 0, false, true},
+		{`"010"`, 0, false, true, 0, false, true},
+		{`"1.5"`, 0, false, true, 0, false, true},
+		{`"1_000"`, 0, false, true, 0, false, true},
+		{`true`, 0, false, true, 0, false, true},
+		{`[1]`, 0, false, true, 0, false, true},
+		{`{}`, 0, false, true, 0, false, true},
+	}
+	for _, tt := range tests {
+		p := mustParams(t, `{"limit": `+tt.json+`}`)
+		v, ok, err := p.PositiveInt("limit")
+		if tt.posErr {
+			wantInputError(t, "PositiveInt "+tt.json, err, pos)
+		} else if err != nil || v != tt.posV || ok != tt.posOK {
+			t.Errorf("PositiveInt(%s) = (%d, %v, %v), want (%d, %v, nil)", tt.json, v, ok, err, tt.posV, tt.posOK)
+		}
+		v, ok, err = p.NonNegativeInt("limit")
+		if tt.nonErr {
+			wantInputError(t, "NonNegativeInt "+tt.json, err, nonneg)
+		} else if err != nil || v != tt.nonnegV || ok != tt.nonnegOK {
+			t.Errorf("NonNegativeInt(%s) = (%d, %v, %v), want (%d, %v, nil)", tt.json, v, ok, err, tt.nonnegV, tt.nonnegOK)
+		}
+	}
+
+	// Reference literals, and the snake_case alias.
+	p := mustParams(t, `{"active_minutes": 0, "messageLimit": -1, "offset": 1.5}`)
+	_, _, err := p.PositiveInt("activeMinutes")
+	wantInputError(t, "activeMinutes", err, "activeMinutes must be a positive integer")
+	_, _, err = p.NonNegativeInt("messageLimit")
+	wantInputError(t, "messageLimit", err, "messageLimit must be a non-negative integer")
+	_, _, err = p.NonNegativeInt("offset")
+	wantInputError(t, "offset", err, "offset must be a non-negative integer")
+
+	// Maps built in code (no json.Number).
+	p = Params{"a": 3, "b": float64(4), "c": int64(5), "d": 2.5}
+	for name, want := range map[string]int{"a": 3, "b": 4, "c": 5} {
+		if v, ok, err := p.PositiveInt(name); err != nil || !ok || v != want {
+			t.Errorf("PositiveInt(%s) = (%d, %v, %v), want %d", name, v, ok, err, want)
+		}
+	}
+	_, _, err = p.PositiveInt("d")
+	wantInputError(t, "d", err, "d must be a positive integer")
+}
+
+func TestParamsStringList(t *testing.T) {
+	p := mustParams(t, `{
+		"kinds": [" main ", "", "GROUP"],
+		"single": " cron ",
+		"empty": [],
+		"blanks": ["", "  "],
+		"mixed": ["a", 1],
+		"num": 5,
+		"obj": {"a": "b"},
+		"agent_ids": ["x"]
+	}`)
+	tests := []struct {
+		name string
+		want []string
+		ok   bool
+		err  string
+	}{
+		{"kinds", []string{"main", "GROUP"}, true, ""},
+		{"single", []string{"cron"}, true, ""},
+		{"empty", nil, false, ""},
+		{"blanks", nil, false, ""},
+		{"missing", nil, false, ""},
+		{"agentIds", []string{"x"}, true, ""},
+		{"mixed", nil, false, "mixed must be an array of strings"},
+		{"num", nil, false, "num must be an array of strings"},
+		{"obj", nil, false, "obj must be an array of strings"},
+	}
+	for _, tt := range tests {
+		got, ok, err := p.StringList(tt.name)
+		if tt.err != "" {
+			wantInputError(t, tt.name, err, tt.err)
+			continue
+		}
+		if err != nil || ok != tt.ok || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("StringList(%q) = (%q, %v, %v), want (%q, %v, nil)", tt.name, got, ok, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestSnakeCase(t *testing.T) {
+	tests := map[string]string{
+		"sessionKey":        "session_key",
+		"activeMinutes":     "active_minutes",
+		"timeoutSeconds":    "timeout_seconds",
+		"messageLimit":      "message_limit",
+		"includeTools":      "include_tools",
+		"agentId":           "agent_id",
+		"runTimeoutSeconds": "run_timeout_seconds",
+		"message":           "message",
+		"HTTPServer":        "http_server",
+		"parseJSONBody":     "parse_json_body",
+		"v2Key":             "v2_key",
+		"already_snake":     "already_snake",
+	}
+	for in, want := range tests {
+		if got := SnakeCase(in); got != want {
+			t.Errorf("SnakeCase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestInputErrorIsAnError(t *testing.T) {
+	var err error = &InputError{Msg: "message required"}
+	if err.Error() != "message required" {
+		t.Errorf("Error() = %q", err.Error())
+	}
+}

@@ -1,0 +1,79 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxSessionKeyBytes bounds caller-supplied keys. Keys become NATS subject
+// tokens and KV keys (escaped, so up to 3 bytes per input byte); 256 leaves
+// room under the server's limits while exceeding every key OpenClaw builds.
+const MaxSessionKeyBytes = 256
+
+const (
+	echoedKeyMaxChars = 80
+	sessionKeyHint    = "session keys are colon-separated tokens like agent:main:main"
+)
+
+// ValidateSessionKeyInput refuses, at the edge, keys that could not be stored
+// or addressed safely: the store encodes keys into subjects and KV keys, so
+// wildcards, empty segments and path-like segments must never reach it. It
+// does not trim: callers pass what they will use (Params.String already
+// trims). Errors are *InputError and say what is wrong and what a valid key
+// looks like.
+func ValidateSessionKeyInput(k string) error {
+	if k == "" {
+		return inputError("sessionKey is invalid: it is empty; " + sessionKeyHint)
+	}
+	bad := func(problem string) error {
+		return inputError(fmt.Sprintf("sessionKey %s is invalid: %s; %s", echoKey(k), problem, sessionKeyHint))
+	}
+	if len(k) > MaxSessionKeyBytes {
+		return inputError(fmt.Sprintf("sessionKey %s is invalid: it is %d bytes long; use a key of at most %d bytes",
+			echoKey(k), len(k), MaxSessionKeyBytes))
+	}
+	if !utf8.ValidString(k) {
+		return bad("it is not valid UTF-8")
+	}
+	for _, r := range k {
+		switch {
+		case unicode.IsSpace(r) || isJSSpace(r):
+			return bad(fmt.Sprintf("it contains whitespace (%U)", r))
+		// Format characters (zero-width space, BOM, bidi controls) are
+		// rejected with control characters: they make distinct keys look
+		// identical in logs and UIs.
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			return bad(fmt.Sprintf("it contains a control character (%U)", r))
+		case r == '/' || r == '\\':
+			return bad("it contains " + strconv.Quote(string(r)))
+		case r == '*' || r == '>':
+			return bad("it contains " + strconv.Quote(string(r)) + ", a NATS wildcard")
+		}
+	}
+	for _, seg := range strings.Split(k, ":") {
+		switch seg {
+		case "":
+			return bad(`it has an empty segment (a leading, trailing or doubled ":")`)
+		case ".", "..":
+			return bad("it has a " + strconv.Quote(seg) + " segment")
+		}
+	}
+	return nil
+}
+
+// echoKey quotes (escaping anything unprintable) and shortens a rejected key
+// so an attacker-sized key cannot bloat the error reply.
+func echoKey(k string) string {
+	if utf8.RuneCountInString(k) > echoedKeyMaxChars {
+		cut := 0
+		for i := 0; i < echoedKeyMaxChars; i++ {
+			_, size := utf8.DecodeRuneInString(k[cut:])
+			cut += size
+		}
+		k = k[:cut] + "…"
+	}
+	return strconv.Quote(k)
+}

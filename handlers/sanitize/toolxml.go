@@ -1,0 +1,492 @@
+package sanitize
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Plain-text tool-call XML that a model printed instead of calling a tool.
+// Tag names: tool_call, tool_result, function_call, function_calls,
+// tool_calls (case-insensitive; the name must end at whitespace, '/' or '>').
+//
+//   - An opening tag followed by a payload start hides everything up to its
+//     matching closing tag (tags included), or to the end of the text. The
+//     payload start is optional attributes, then optional whitespace, then '['
+//     or '{'; tool_call also accepts an XML child <function|invoke|
+//     parameter(s)|argument(s)>.
+//   - </tool_call> also ends a tool_result block; </tool_result> does not end
+//     a tool_call block.
+//   - For a JSON payload, a closing tag that falls inside a quoted string of the
+//     payload does not end the block. XML payloads are prose-like (they contain
+//     apostrophes), so the quote rule applies to JSON payloads only, as in the
+//     reference version that introduced XML payload detection.
+//   - An opening tag that never reaches '>' and has a payload start hides the
+//     rest of the text.
+//   - An opening tag without a payload start is a prose mention: it is kept and
+//     remembered, and its matching closing tag is kept too.
+//   - Self-closing tags and unmatched closing tags are removed.
+//   - Tags starting inside code regions are left alone.
+
+var toolTagNames = map[string]bool{
+	"tool_call":      true,
+	"tool_result":    true,
+	"function_call":  true,
+	"function_calls": true,
+	"tool_calls":     true,
+}
+
+type toolTag struct {
+	lt           int    // the '<'
+	contentStart int    // just after the name
+	close        int    // index of the closing '>', or -1 when truncated
+	name         string // lower-cased
+	isClose      bool
+}
+
+func (t *toolTag) truncated() bool { return t.close < 0 }
+
+func (t *toolTag) end(n int) int {
+	if t.close < 0 {
+		return n
+	}
+	return t.close + 1
+}
+
+func (t *toolTag) selfClosing(s string) bool {
+	if t.close < 0 || t.isClose {
+		return false
+	}
+	e := t.close
+	for e > t.contentStart && isJSSpaceBefore(s, e) {
+		_, w := utf8.DecodeLastRuneInString(s[:e])
+		e -= w
+	}
+	return e > t.contentStart && s[e-1] == '/'
+}
+
+func isTagNameByte(c byte) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+// parseToolTagHead parses the head of a tool tag at s[lt] == '<'.
+func parseToolTagHead(s string, lt int) (toolTag, bool) {
+	i := skipJSSpace(s, lt+1)
+	isClose := false
+	if i < len(s) && s[i] == '/' {
+		isClose = true
+		i = skipJSSpace(s, i+1)
+	}
+	ns := i
+	for i < len(s) && isTagNameByte(s[i]) {
+		i++
+	}
+	if i-ns < len("tool_call") || i-ns > len("function_calls") {
+		return toolTag{}, false
+	}
+	name := strings.ToLower(s[ns:i])
+	if !toolTagNames[name] {
+		return toolTag{}, false
+	}
+	if i < len(s) && s[i] != '/' && s[i] != '>' && jsSpaceWidth(s, i) == 0 {
+		return toolTag{}, false
+	}
+	return toolTag{lt: lt, contentStart: i, close: -1, name: name, isClose: isClose}, true
+}
+
+// findToolTags returns every tool tag head in s, with each tag's closing '>'
+// resolved as the reference's quote-aware findTagCloseIndex would: scanning
+// from the end of the name, skipping '...' and "..." (with backslash
+// escapes), stopping at the first '>' or failing at the first '<' outside
+// quotes.
+//
+// The reference rescans from every tag, which is quadratic when tags hide in
+// each other's unclosed quotes. Here all scans advance together in one pass:
+// scans in the same quote state at the same position behave identically from
+// then on, so they share a list, and at most five lists (one per state) are
+// live at any position.
+func findToolTags(s string) []toolTag {
+	var tags []toolTag
+	for i := 0; ; {
+		lt := indexByteFrom(s, i, '<')
+		if lt < 0 {
+			break
+		}
+		if t, ok := parseToolTagHead(s, lt); ok {
+			tags = append(tags, t)
+		}
+		i = lt + 1
+	}
+	if len(tags) == 0 {
+		return nil
+	}
+	resolveTagCloses(s, tags)
+	return tags
+}
+
+const (
+	qNone = iota
+	qDouble
+	qDoubleEsc
+	qSingle
+	qSingleEsc
+	qStates
+)
+
+type scanLists struct {
+	head, tail [qStates]int32
+	next       []int32
+}
+
+func (l *scanLists) empty() bool {
+	for _, h := range l.head {
+		if h >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func resolveTagCloses(s string, tags []toolTag) {
+	l := scanLists{next: make([]int32, len(tags))}
+	for k := range l.head {
+		l.head[k], l.tail[k] = -1, -1
+	}
+	push := func(h, t *[qStates]int32, st int, lh, lt int32) {
+		if lh < 0 {
+			return
+		}
+		if h[st] < 0 {
+			h[st], t[st] = lh, lt
+			return
+		}
+		l.next[t[st]] = lh
+		t[st] = lt
+	}
+	resolve := func(lh int32, val int) {
+		for k := lh; k >= 0; k = l.next[k] {
+			tags[k].close = val
+		}
+	}
+	// Cached next positions of the bytes that can change each state's scan.
+	var nextNone, nextDouble, nextSingle = -2, -2, -2
+	ti := 0
+	for i := 0; ; {
+		for ti < len(tags) && tags[ti].contentStart == i {
+			l.next[ti] = -1
+			push(&l.head, &l.tail, qNone, int32(ti), int32(ti))
+			ti++
+		}
+		if l.empty() {
+			if ti >= len(tags) {
+				return
+			}
+			i = tags[ti].contentStart
+			continue
+		}
+		if i >= len(s) {
+			break
+		}
+		// Fast path: when one state alone is live, jump to the next byte that
+		// can change it (or to the next scan's start).
+		limit := len(s)
+		if ti < len(tags) {
+			limit = tags[ti].contentStart
+		}
+		live, single := -1, true
+		for st := 0; st < qStates; st++ {
+			if l.head[st] >= 0 {
+				if live >= 0 {
+					single = false
+				}
+				live = st
+			}
+		}
+		if single && (live == qNone || live == qDouble || live == qSingle) {
+			var j int
+			switch live {
+			case qNone:
+				if nextNone != -1 && nextNone < i {
+					nextNone = indexAnyFrom(s, i, "\"'<>")
+				}
+				j = nextNone
+			case qDouble:
+				if nextDouble != -1 && nextDouble < i {
+					nextDouble = indexAnyFrom(s, i, "\"\\")
+				}
+				j = nextDouble
+			default:
+				if nextSingle != -1 && nextSingle < i {
+					nextSingle = indexAnyFrom(s, i, "'\\")
+				}
+				j = nextSingle
+			}
+			if j < 0 || j > limit {
+				if limit >= len(s) {
+					break
+				}
+				j = limit
+			}
+			if j > i {
+				i = j
+				continue
+			}
+		}
+		c := s[i]
+		var nh, nt [qStates]int32
+		for k := range nh {
+			nh[k], nt[k] = -1, -1
+		}
+		for st := 0; st < qStates; st++ {
+			lh, ltl := l.head[st], l.tail[st]
+			if lh < 0 {
+				continue
+			}
+			to := st
+			switch st {
+			case qNone:
+				switch c {
+				case '"':
+					to = qDouble
+				case '\'':
+					to = qSingle
+				case '<':
+					resolve(lh, -1)
+					continue
+				case '>':
+					resolve(lh, i)
+					continue
+				}
+			case qDouble:
+				if c == '\\' {
+					to = qDoubleEsc
+				} else if c == '"' {
+					to = qNone
+				}
+			case qDoubleEsc:
+				to = qDouble
+			case qSingle:
+				if c == '\\' {
+					to = qSingleEsc
+				} else if c == '\'' {
+					to = qNone
+				}
+			case qSingleEsc:
+				to = qSingle
+			}
+			push(&nh, &nt, to, lh, ltl)
+		}
+		l.head, l.tail = nh, nt
+		i++
+	}
+	for st := 0; st < qStates; st++ {
+		resolve(l.head[st], -1)
+	}
+}
+
+func indexAnyFrom(s string, from int, chars string) int {
+	if from >= len(s) {
+		return -1
+	}
+	j := strings.IndexAny(s[from:], chars)
+	if j < 0 {
+		return -1
+	}
+	return from + j
+}
+
+// jsonPayloadStart reports whether s[p:] matches
+// /^(?:\s+[A-Za-z_:][-A-Za-z0-9_:.]*\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))*\s*(?:\r?\n\s*)?[[{]/.
+// The matcher is a single forward pass: the only backtracking that can change
+// the answer is shortening an unquoted value so that a '[' or '{' inside it
+// starts the payload, which is checked as the value is read.
+func jsonPayloadStart(s string, p int) bool {
+	pos := p
+	for {
+		q := skipJSSpace(s, pos)
+		if q < len(s) && (s[q] == '[' || s[q] == '{') {
+			return true
+		}
+		if q == pos || q >= len(s) || !isAttrNameStart(s[q]) {
+			return false
+		}
+		q++
+		for q < len(s) && isAttrNameByte(s[q]) {
+			q++
+		}
+		q = skipJSSpace(s, q)
+		if q >= len(s) || s[q] != '=' {
+			return false
+		}
+		q = skipJSSpace(s, q+1)
+		if q >= len(s) {
+			return false
+		}
+		switch s[q] {
+		case '"', '\'':
+			e := indexByteFrom(s, q+1, s[q])
+			if e < 0 {
+				return false
+			}
+			pos = e + 1
+		default:
+			start := q
+			for q < len(s) && unquotedValueWidth(s, q) > 0 {
+				if q > start && (s[q] == '[' || s[q] == '{') {
+					return true
+				}
+				q += unquotedValueWidth(s, q)
+			}
+			if q == start {
+				return false
+			}
+			pos = q
+		}
+	}
+}
+
+func isAttrNameStart(c byte) bool {
+	return c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+func isAttrNameByte(c byte) bool {
+	return isAttrNameStart(c) || c == '-' || c == '.' || (c >= '0' && c <= '9')
+}
+
+// unquotedValueWidth returns the width of the character at s[i] when it
+// belongs to [^\s"'=<>`], else 0.
+func unquotedValueWidth(s string, i int) int {
+	switch s[i] {
+	case '"', '\'', '=', '<', '>', '`':
+		return 0
+	}
+	if jsSpaceWidth(s, i) > 0 {
+		return 0
+	}
+	if s[i] < utf8.RuneSelf {
+		return 1
+	}
+	_, w := utf8.DecodeRuneInString(s[i:])
+	return w
+}
+
+// xmlPayloadStart reports whether s[p:] matches
+// /^\s*(?:\r?\n\s*)?<(?:function|invoke|parameters?|arguments?)\b/i.
+func xmlPayloadStart(s string, p int) bool {
+	q := skipJSSpace(s, p)
+	if q >= len(s) || s[q] != '<' {
+		return false
+	}
+	word := s[q+1 : wordRunEnd(s, q+1)]
+	switch strings.ToLower(word) {
+	case "function", "invoke", "parameter", "parameters", "argument", "arguments":
+		return true
+	}
+	return false
+}
+
+// quoteScanner answers "does the payload text [start, end) end inside a quoted
+// string?" for increasing end positions in one monotonic pass.
+type quoteScanner struct {
+	cursor  int
+	quote   byte
+	escaped bool
+}
+
+func (q *quoteScanner) insideAt(s string, end int) bool {
+	for ; q.cursor < end; q.cursor++ {
+		c := s[q.cursor]
+		switch {
+		case q.quote == 0:
+			if c == '"' || c == '\'' {
+				q.quote = c
+			}
+		case q.escaped:
+			q.escaped = false
+		case c == '\\':
+			q.escaped = true
+		case c == q.quote:
+			q.quote = 0
+		}
+	}
+	return q.quote != 0
+}
+
+func stripToolCallXML(s string) string {
+	if strings.IndexByte(s, '<') < 0 {
+		return s
+	}
+	tags := findToolTags(s)
+	if len(tags) == 0 {
+		return s
+	}
+	regions := findCodeRegions(s)
+	var b strings.Builder
+	b.Grow(len(s))
+	n := len(s)
+	last, next := 0, 0
+	inBlock, blockName, blockJSON := false, "", false
+	var qs quoteScanner
+	balance := map[string]int{}
+	for k := range tags {
+		t := &tags[k]
+		if t.lt < next {
+			continue
+		}
+		if !inBlock && regions.contains(t.lt) {
+			continue
+		}
+		end := t.end(n)
+		if !inBlock {
+			b.WriteString(s[last:t.lt])
+			if t.isClose {
+				if t.truncated() {
+					b.WriteString(s[t.lt:t.contentStart])
+					last, next = t.contentStart, t.contentStart
+					continue
+				}
+				if balance[t.name] > 0 {
+					b.WriteString(s[t.lt:end])
+					balance[t.name]--
+				}
+				last, next = end, end
+				continue
+			}
+			if t.selfClosing(s) {
+				last, next = end, end
+				continue
+			}
+			payloadStart := end
+			if t.truncated() {
+				payloadStart = t.contentStart
+			}
+			isJSON := jsonPayloadStart(s, payloadStart)
+			isXML := !isJSON && t.name == "tool_call" && xmlPayloadStart(s, payloadStart)
+			if !isJSON && !isXML {
+				preserveEnd := end
+				if t.truncated() {
+					preserveEnd = t.contentStart
+				} else {
+					balance[t.name]++
+				}
+				b.WriteString(s[t.lt:preserveEnd])
+				last, next = preserveEnd, preserveEnd
+				continue
+			}
+			inBlock, blockName, blockJSON = true, t.name, isJSON
+			qs = quoteScanner{cursor: end}
+			if t.truncated() {
+				last = n
+				break
+			}
+		} else if t.isClose &&
+			(t.name == blockName || (blockName == "tool_result" && t.name == "tool_call")) &&
+			(!blockJSON || !qs.insideAt(s, t.lt)) {
+			inBlock = false
+		}
+		last, next = end, end
+	}
+	if !inBlock {
+		b.WriteString(s[last:])
+	}
+	return b.String()
+}

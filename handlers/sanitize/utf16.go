@@ -1,0 +1,118 @@
+package sanitize
+
+import "unicode/utf8"
+
+// The reference measures text with JavaScript's String.length, i.e. in UTF-16
+// code units: a code point above U+FFFF (an emoji, say) counts as two. These
+// helpers reproduce that count on Go's UTF-8 strings. A byte that is not valid
+// UTF-8 decodes as U+FFFD and counts as one unit; it is kept, never rewritten.
+//
+// Where the reference slices a string at a unit offset that falls between the
+// two halves of a surrogate pair, these helpers never split the character:
+// a prefix stops before it and a suffix starts after it.
+
+// utf16Len returns the length of s in UTF-16 code units.
+func utf16Len(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			n++
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+		i += w
+	}
+	return n
+}
+
+// utf16PrefixEnd returns the byte length of the longest prefix of s that is
+// at most max UTF-16 units long and does not end inside a character.
+func utf16PrefixEnd(s string, max int) int {
+	if max <= 0 {
+		return 0
+	}
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		units, w := 1, 1
+		if c >= utf8.RuneSelf {
+			var r rune
+			r, w = utf8.DecodeRuneInString(s[i:])
+			if r >= 0x10000 {
+				units = 2
+			}
+		}
+		if n+units > max {
+			return i
+		}
+		n += units
+		i += w
+	}
+	return len(s)
+}
+
+// utf16SuffixStart returns the byte offset where the longest suffix of s that
+// is at most max UTF-16 units long begins.
+func utf16SuffixStart(s string, max int) int {
+	if max <= 0 {
+		return len(s)
+	}
+	n := 0
+	i := len(s)
+	for i > 0 {
+		r, w := utf8.DecodeLastRuneInString(s[:i])
+		units := 1
+		if r >= 0x10000 {
+			units = 2
+		}
+		if n+units > max {
+			return i
+		}
+		n += units
+		i -= w
+	}
+	return 0
+}
+
+// utf16Chunks splits s at every size-th UTF-16 unit, the grid the reference's
+// text.slice(index, index + size) produces. A boundary that would split a
+// surrogate pair moves back one unit so the character stays whole in the later
+// chunk; the grid itself does not shift.
+func utf16Chunks(s string, size int) []string {
+	var out []string
+	start, n, next := 0, 0, size
+	for i := 0; i < len(s); {
+		c := s[i]
+		units, w := 1, 1
+		if c >= utf8.RuneSelf {
+			var r rune
+			r, w = utf8.DecodeRuneInString(s[i:])
+			if r >= 0x10000 {
+				units = 2
+			}
+		}
+		if n+units > next {
+			out = append(out, s[start:i])
+			start = i
+			next += size
+		}
+		n += units
+		i += w
+		if n == next {
+			out = append(out, s[start:i])
+			start = i
+			next += size
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}

@@ -1,0 +1,454 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv"
+)
+
+// sessions_list limits (reference §1.1 [B], seed 000).
+const (
+	listDefaultLimit   = 100
+	listMaxLimit       = 200
+	listMaxMessages    = 20
+	listBudgetBytes    = 64 * 1024
+	listEnrichParallel = 4
+	listBudgetError    = "Session metadata exceeds the 64 KiB result budget even without previews; use a narrower inventory query"
+)
+
+var validKinds = map[string]bool{"main": true, "group": true, "cron": true, "hook": true, "node": true, "other": true}
+
+// listRow is the focused [B] row contract.
+type listRow struct {
+	Key                string            `json:"key"`
+	SessionID          string            `json:"sessionId,omitempty"`
+	AgentID            string            `json:"agentId"`
+	Kind               string            `json:"kind"`
+	Channel            string            `json:"channel"`
+	Archived           bool              `json:"archived"`
+	Pinned             bool              `json:"pinned"`
+	Label              string            `json:"label,omitempty"`
+	Group              string            `json:"group,omitempty"`
+	DisplayName        string            `json:"displayName,omitempty"`
+	DerivedTitle       string            `json:"derivedTitle,omitempty"`
+	LastMessagePreview string            `json:"lastMessagePreview,omitempty"`
+	ParentSessionKey   string            `json:"parentSessionKey,omitempty"`
+	UpdatedAt          int64             `json:"updatedAt,omitempty"`
+	StateVersion       uint64            `json:"stateVersion,omitempty"`
+	Model              string            `json:"model,omitempty"`
+	ContextTokens      int64             `json:"contextTokens,omitempty"`
+	TotalTokens        int64             `json:"totalTokens,omitempty"`
+	Status             string            `json:"status,omitempty"`
+	AbortedLastRun     bool              `json:"abortedLastRun,omitempty"`
+	ChildSessions      []string          `json:"childSessions,omitempty"`
+	Messages           []json.RawMessage `json:"messages,omitempty"`
+}
+
+type visibilityMeta struct {
+	Mode       string `json:"mode"`
+	Restricted bool   `json:"restricted"`
+	Warning    string `json:"warning"`
+}
+
+type listResult struct {
+	Count             int             `json:"count"`
+	Sessions          []*listRow      `json:"sessions"`
+	HasMore           bool            `json:"hasMore"`
+	NextOffset        *int            `json:"nextOffset,omitempty"`
+	LimitApplied      int             `json:"limitApplied"`
+	TruncationReason  string          `json:"truncationReason,omitempty"`
+	EnrichmentOmitted bool            `json:"enrichmentOmitted,omitempty"`
+	Visibility        *visibilityMeta `json:"visibility,omitempty"`
+}
+
+// listQuery is the validated sessions_list parameters.
+type listQuery struct {
+	kinds            map[string]bool
+	limit, offset    int
+	activeMinutes    int
+	messageLimit     int
+	label, agentID   string
+	search           string
+	archived         string // "false" | "true" | "all"
+	pinned           *bool
+	group            string
+	excludeSubagents bool
+	derivedTitles    bool
+	lastMessage      bool
+}
+
+func parseListQuery(p rules.Params) (*listQuery, error) {
+	q := &listQuery{limit: listDefaultLimit, archived: "false"}
+	kinds, _, err := p.StringList("kinds")
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kinds {
+		if k = strings.ToLower(strings.TrimSpace(k)); validKinds[k] {
+			if q.kinds == nil {
+				q.kinds = map[string]bool{}
+			}
+			q.kinds[k] = true
+		}
+	}
+	if v, ok, err := p.PositiveInt("limit"); err != nil {
+		return nil, err
+	} else if ok {
+		q.limit = v
+	}
+	if v, ok, err := p.NonNegativeInt("offset"); err != nil {
+		return nil, err
+	} else if ok {
+		q.offset = v
+	}
+	if q.activeMinutes, _, err = p.PositiveInt("activeMinutes"); err != nil {
+		return nil, err
+	}
+	if q.messageLimit, _, err = p.NonNegativeInt("messageLimit"); err != nil {
+		return nil, err
+	}
+	q.messageLimit = min(q.messageLimit, listMaxMessages)
+	if q.label, _, err = p.String("label"); err != nil {
+		return nil, err
+	}
+	if q.agentID, _, err = p.String("agentId"); err != nil {
+		return nil, err
+	}
+	if len(q.agentID) > 64 {
+		return nil, badRequest("agentId must be at most 64 characters")
+	}
+	q.agentID = strings.ToLower(q.agentID)
+	if q.search, _, err = p.String("search"); err != nil {
+		return nil, err
+	}
+	q.search = strings.ToLower(q.search)
+	if q.group, _, err = p.String("group"); err != nil {
+		return nil, err
+	}
+	if err := parseArchived(p, q); err != nil {
+		return nil, err
+	}
+	if v, ok, err := p.Bool("pinned"); err != nil {
+		return nil, err
+	} else if ok {
+		q.pinned = &v
+	}
+	if q.excludeSubagents, _, err = p.Bool("excludeSubagents"); err != nil {
+		return nil, err
+	}
+	if q.derivedTitles, _, err = p.Bool("includeDerivedTitles"); err != nil {
+		return nil, err
+	}
+	if q.lastMessage, _, err = p.Bool("includeLastMessage"); err != nil {
+		return nil, err
+	}
+	if rel, ok, err := p.String("relationship"); err != nil {
+		return nil, err
+	} else if ok {
+		switch rel {
+		case "owned", "created", "involving":
+			// sessionbus callers are sessions, never authenticated people.
+			return nil, badRequest("relationship requires an authenticated requesting user; use an explicit ownerId or creatorId instead")
+		default:
+			return nil, badRequest("relationship must be owned, created, or involving")
+		}
+	}
+	if v, _, err := p.Bool("activeOnly"); err != nil {
+		return nil, err
+	} else if v {
+		return nil, badRequest("activeOnly requires a Gateway-backed inventory with live run state")
+	}
+	return q, nil
+}
+
+func parseArchived(p rules.Params, q *listQuery) error {
+	raw, ok := p["archived"]
+	if !ok || raw == nil {
+		return nil
+	}
+	switch v := raw.(type) {
+	case bool:
+		if v {
+			q.archived = "true"
+		}
+		return nil
+	case string:
+		if strings.TrimSpace(v) == "all" {
+			q.archived = "all"
+			return nil
+		}
+	}
+	return badRequest(`archived must be true, false or "all"`)
+}
+
+func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (any, error) {
+	q, err := parseListQuery(p)
+	if err != nil {
+		return nil, err
+	}
+	limit := min(q.limit, listMaxLimit)
+	if err := d.Index.Sync(ctx); err != nil {
+		return nil, err
+	}
+	guard := d.guard(r, rules.ActionList)
+	nowMs := d.Now().UnixMilli()
+	var picked []*kv.Entry
+	skipped, hasMore := 0, false
+	consider := func(e *kv.Entry) bool {
+		if !d.listable(r, q, e, nowMs) {
+			return true
+		}
+		if ok, _, _ := guard.Check(e.Key); !ok {
+			return true
+		}
+		if skipped < q.offset {
+			skipped++
+			return true
+		}
+		if len(picked) == limit {
+			hasMore = true
+			return false
+		}
+		picked = append(picked, e)
+		return true
+	}
+	for _, e := range d.listCandidates(r) {
+		if !consider(e) {
+			break
+		}
+	}
+	if r.visibility == rules.VisibilityAgent || r.visibility == rules.VisibilityAll {
+		if !r.restrictToSpawned {
+			d.Index.Each(consider)
+		}
+	}
+	rows := d.buildRows(ctx, r, q, picked, guard)
+	res := &listResult{Sessions: rows, HasMore: hasMore, LimitApplied: limit}
+	if hasMore {
+		next := q.offset + len(rows)
+		res.NextOffset = &next
+	}
+	if r.visibility != rules.VisibilityAll {
+		res.Visibility = &visibilityMeta{Mode: string(r.visibility), Restricted: true, Warning: rules.VisibilityWarning(r.visibility)}
+	}
+	if err := fitBudget(res, q.offset); err != nil {
+		return nil, err
+	}
+	res.Count = len(res.Sessions)
+	return res, nil
+}
+
+// listCandidates is the small set tree/self visibility (or a spawned-only
+// sandbox) can see, newest first; wider visibility walks the whole index.
+func (d *Deps) listCandidates(r *requester) []*kv.Entry {
+	if (r.visibility == rules.VisibilityAgent || r.visibility == rules.VisibilityAll) && !r.restrictToSpawned {
+		return nil
+	}
+	out := d.Index.Children(r.key)
+	if !r.restrictToSpawned {
+		if self := d.Index.Get(r.key); self != nil {
+			out = append(out, self)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].UpdatedAt != out[j].UpdatedAt {
+			return out[i].UpdatedAt > out[j].UpdatedAt
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// listable applies the inventory filters. It runs under the index lock, so
+// it must not call back into the index.
+func (d *Deps) listable(r *requester, q *listQuery, e *kv.Entry, nowMs int64) bool {
+	k := e.Key
+	switch {
+	case k == rules.KeyUnknown, rules.IsCronRunKey(k), rules.ClassifyKeyShape(k) == "malformed_agent":
+		return false
+	case k == rules.KeyGlobal && (r.alias.Alias != rules.KeyGlobal || r.restrictToSpawned):
+		return false
+	}
+	switch q.archived {
+	case "false":
+		if e.Archived {
+			return false
+		}
+	case "true":
+		if !e.Archived {
+			return false
+		}
+	}
+	if q.pinned != nil && e.Pinned != *q.pinned {
+		return false
+	}
+	if q.label != "" && e.Label != q.label {
+		return false
+	}
+	if q.agentID != "" && entryAgentID(e) != q.agentID {
+		return false
+	}
+	if q.group != "" && e.Group != q.group {
+		return false
+	}
+	if q.excludeSubagents && rules.IsSubagentKey(k) {
+		return false
+	}
+	if q.activeMinutes > 0 && e.UpdatedAt < nowMs-int64(q.activeMinutes)*60_000 {
+		return false
+	}
+	if q.search != "" && !matchesSearch(e, q.search) {
+		return false
+	}
+	if q.kinds != nil && !q.kinds[rules.Kind(k, r.alias, e.ChatType)] {
+		return false
+	}
+	return true
+}
+
+func entryAgentID(e *kv.Entry) string {
+	if e.AgentID != "" {
+		return e.AgentID
+	}
+	return rules.AgentIDFromKey(e.Key)
+}
+
+func matchesSearch(e *kv.Entry, needle string) bool {
+	for _, f := range []string{e.DisplayName, e.Label, e.Subject, e.SessionID, e.Key} {
+		if f != "" && strings.Contains(strings.ToLower(f), needle) {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*kv.Entry, guard rules.Guard) []*listRow {
+	rows := make([]*listRow, len(es))
+	for i, e := range es {
+		rows[i] = d.baseRow(r, e, guard)
+	}
+	if q.messageLimit == 0 && !q.derivedTitles && !q.lastMessage {
+		return rows
+	}
+	sem := make(chan struct{}, listEnrichParallel)
+	var wg sync.WaitGroup
+	for i, e := range es {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d.enrichRow(ctx, q, e, rows[i])
+		}()
+	}
+	wg.Wait()
+	return rows
+}
+
+func (d *Deps) baseRow(r *requester, e *kv.Entry, guard rules.Guard) *listRow {
+	kind := rules.Kind(e.Key, r.alias, e.ChatType)
+	origin, last := "", e.LastChannel
+	if e.Origin != nil {
+		origin = e.Origin.Provider
+	}
+	if e.DeliveryContext != nil && e.DeliveryContext.Channel != "" {
+		last = e.DeliveryContext.Channel
+	}
+	row := &listRow{
+		Key:            r.alias.Display(e.Key),
+		SessionID:      e.SessionID,
+		AgentID:        entryAgentID(e),
+		Kind:           kind,
+		Channel:        rules.DeriveChannel(kind, e.Channel, origin, last, e.Key),
+		Archived:       e.Archived,
+		Pinned:         e.Pinned,
+		Label:          e.Label,
+		Group:          e.Group,
+		DisplayName:    e.DisplayName,
+		UpdatedAt:      e.UpdatedAt,
+		StateVersion:   e.StateVersion,
+		Model:          e.Model,
+		ContextTokens:  e.ContextTokens,
+		TotalTokens:    e.TotalTokens,
+		Status:         e.Status,
+		AbortedLastRun: e.AbortedLastRun,
+	}
+	if p := e.Parent(); p != "" {
+		if ok, _, _ := guard.Check(p); ok {
+			row.ParentSessionKey = r.alias.Display(p)
+		}
+	}
+	for _, c := range d.Index.Children(e.Key) {
+		if ok, _, _ := guard.Check(c.Key); ok {
+			row.ChildSessions = append(row.ChildSessions, r.alias.Display(c.Key))
+		}
+	}
+	sort.Strings(row.ChildSessions)
+	return row
+}
+
+func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *kv.Entry, row *listRow) {
+	if q.derivedTitles {
+		row.DerivedTitle = d.derivedTitle(ctx, e)
+	}
+	if q.lastMessage {
+		row.LastMessagePreview = d.lastMessagePreview(ctx, e)
+	}
+	if q.messageLimit > 0 {
+		entries, _, err := d.Transcripts.Tail(ctx, kv.EncodeKey(e.Key), q.messageLimit, 0)
+		if err != nil {
+			d.Log.Warn("sessions_list: transcript read failed", "session", e.Key, "err", err)
+			return
+		}
+		for _, m := range d.sanitizeEntries(entries, false) {
+			row.Messages = append(row.Messages, m.raw)
+		}
+	}
+}
+
+// fitBudget keeps the serialized result within 64 KiB: first dropping the
+// enrichment if even the first row does not fit, then keeping the largest
+// prefix of rows that fits.
+func fitBudget(res *listResult, offset int) error {
+	if size(res) <= listBudgetBytes {
+		return nil
+	}
+	all := res.Sessions
+	res.Sessions = all[:1]
+	if size(res) > listBudgetBytes {
+		for _, row := range all {
+			row.Messages, row.DerivedTitle, row.LastMessagePreview = nil, "", ""
+		}
+		res.EnrichmentOmitted = true
+		if size(res) > listBudgetBytes {
+			return badRequest(listBudgetError)
+		}
+	}
+	res.Sessions = all
+	if size(res) <= listBudgetBytes {
+		return nil
+	}
+	keep := sort.Search(len(all)+1, func(n int) bool {
+		if n == 0 {
+			return false
+		}
+		res.Sessions = all[:n]
+		return size(res) > listBudgetBytes
+	}) - 1
+	res.Sessions = all[:keep]
+	res.TruncationReason = "byte-limit"
+	res.HasMore = true
+	next := offset + keep
+	res.NextOffset = &next
+	return nil
+}
+
+func size(res *listResult) int {
+	res.Count = len(res.Sessions)
+	b, _ := json.Marshal(res)
+	return len(b)
+}

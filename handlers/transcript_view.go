@@ -1,0 +1,145 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/streams"
+)
+
+// Sizes of the mailbox-style previews on sessions_list rows. The reference
+// names the fields but not their lengths; these are ours (docs/tools.md).
+const (
+	derivedTitleMaxChars = 60
+	previewMaxChars      = 120
+)
+
+// decodeMessage reads one transcript entry as a generic JSON object, keeping
+// numbers exact so re-encoding does not change them.
+func decodeMessage(data []byte) (map[string]any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+func role(m map[string]any) string {
+	s, _ := m["role"].(string)
+	return s
+}
+
+// isToolMessage is the reference's filter for "tool messages".
+func isToolMessage(m map[string]any) bool {
+	r := role(m)
+	return r == "toolResult" || r == "tool"
+}
+
+// viewMessage is one entry after the history sanitizer: the JSON the agent
+// sees and the flags it raised.
+type viewMessage struct {
+	raw       json.RawMessage
+	truncated bool
+	redacted  bool
+}
+
+// sanitizeEntries decodes, filters and sanitizes transcript entries the way
+// sessions_history and sessions_list messages both need them.
+func (d *Deps) sanitizeEntries(entries []streams.Entry, includeTools bool) []viewMessage {
+	out := make([]viewMessage, 0, len(entries))
+	for _, e := range entries {
+		m, ok := decodeMessage(e.Data)
+		if !ok {
+			continue
+		}
+		if !includeTools && isToolMessage(m) {
+			continue
+		}
+		res := d.Redactor.HistoryMessage(m, true)
+		raw, err := json.Marshal(m)
+		if err != nil {
+			continue
+		}
+		out = append(out, viewMessage{raw: raw, truncated: res.Truncated, redacted: res.Redacted})
+	}
+	return out
+}
+
+// plainText is the visible text of a message for one-line previews.
+func plainText(m map[string]any) string {
+	if role(m) == "assistant" {
+		return sanitize.ExtractAssistantText(m)
+	}
+	switch c := m["content"].(type) {
+	case string:
+		return c
+	case []any:
+		var b strings.Builder
+		for _, blk := range c {
+			if bm, ok := blk.(map[string]any); ok {
+				if t, ok := bm["text"].(string); ok && (bm["type"] == nil || bm["type"] == "text") {
+					if b.Len() > 0 {
+						b.WriteByte(' ')
+					}
+					b.WriteString(t)
+				}
+			}
+		}
+		return b.String()
+	}
+	if t, ok := m["text"].(string); ok {
+		return t
+	}
+	return ""
+}
+
+// oneLine redacts, collapses whitespace and shortens text for a preview.
+func (d *Deps) oneLine(s string, max int) string {
+	s, _ = d.Redactor.ToolPayload(s)
+	s = strings.Join(strings.Fields(s), " ")
+	if cut, ok := sanitize.TruncateUTF16(s, max); ok {
+		return strings.TrimSuffix(cut, sanitize.TruncatedMarker) + "…"
+	}
+	return s
+}
+
+// derivedTitle is the first user message of the transcript, as one line.
+func (d *Deps) derivedTitle(ctx context.Context, e *kv.Entry) string {
+	if e.DerivedTitle != "" {
+		return d.oneLine(e.DerivedTitle, derivedTitleMaxChars)
+	}
+	entries, err := d.Transcripts.Read(ctx, kv.EncodeKey(e.Key), 0, 8)
+	if err != nil {
+		return ""
+	}
+	for _, en := range entries {
+		if m, ok := decodeMessage(en.Data); ok && role(m) == "user" {
+			if t := plainText(m); strings.TrimSpace(t) != "" {
+				return d.oneLine(t, derivedTitleMaxChars)
+			}
+		}
+	}
+	return ""
+}
+
+// lastMessagePreview is the newest non-tool message, as one line.
+func (d *Deps) lastMessagePreview(ctx context.Context, e *kv.Entry) string {
+	entries, _, err := d.Transcripts.Tail(ctx, kv.EncodeKey(e.Key), 4, 0)
+	if err != nil {
+		return ""
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		if m, ok := decodeMessage(entries[i].Data); ok && !isToolMessage(m) {
+			if t := plainText(m); strings.TrimSpace(t) != "" {
+				return d.oneLine(t, previewMaxChars)
+			}
+		}
+	}
+	return ""
+}

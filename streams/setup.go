@@ -1,0 +1,145 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// Option configures OpenTranscripts.
+type Option func(*options)
+
+type options struct {
+	replicas      int
+	maxEntryBytes int
+	timeout       time.Duration
+}
+
+func defaultOptions() options {
+	return options{replicas: 1, maxEntryBytes: DefaultMaxEntryBytes, timeout: 5 * time.Second}
+}
+
+// DefaultMaxEntryBytes bounds one transcript entry (the message body).
+const DefaultMaxEntryBytes = 1 << 20
+
+// WithReplicas sets the replica count used when the stream and bucket are
+// created (R3 on a 3-node cluster). Existing objects keep theirs.
+func WithReplicas(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.replicas = n
+		}
+	}
+}
+
+// WithMaxEntryBytes changes the largest entry Append accepts.
+func WithMaxEntryBytes(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxEntryBytes = n
+		}
+	}
+}
+
+// WithTimeout is the deadline applied to an operation whose context has none.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.timeout = d
+		}
+	}
+}
+
+// IndexBucket is the short name of the transcript index bucket (see bus.Names.Bucket).
+const IndexBucket = "trindex"
+
+// TranscriptStreamConfig is the configuration OpenTranscripts creates
+// SB_TRANSCRIPTS with.
+func TranscriptStreamConfig(names bus.Names, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:               names.TranscriptsStream(),
+		Description:        "sessionbus transcripts: one message per entry on " + names.Transcript("<key>"),
+		Subjects:           []string{names.Transcript(">")},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            jetstream.FileStorage,
+		Discard:            jetstream.DiscardOld,
+		MaxMsgs:            -1,
+		MaxBytes:           -1,
+		MaxMsgsPerSubject:  -1,
+		MaxAge:             0,
+		Replicas:           max(replicas, 1),
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+	}
+}
+
+// ensureTranscriptStream creates the stream if absent. An existing stream keeps
+// its settings (an operator may have set limits), except the three this code
+// depends on: our subjects, AllowDirect and AllowAtomicPublish.
+func ensureTranscriptStream(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (jetstream.Stream, error) {
+	want := TranscriptStreamConfig(names, replicas)
+	for attempt := 0; ; attempt++ {
+		s, err := js.Stream(ctx, want.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s, err = js.CreateStream(ctx, want)
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
+				continue // created concurrently: re-read and check it
+			}
+			if err != nil {
+				return nil, fmt.Errorf("create stream %s: %w", want.Name, err)
+			}
+			return s, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", want.Name, err)
+		}
+		cfg := s.CachedInfo().Config
+		if cfg.AllowDirect && cfg.AllowAtomicPublish && slices.Contains(cfg.Subjects, want.Subjects[0]) {
+			return s, nil
+		}
+		cfg.AllowDirect, cfg.AllowAtomicPublish = true, true
+		if !slices.Contains(cfg.Subjects, want.Subjects[0]) {
+			cfg.Subjects = append(cfg.Subjects, want.Subjects[0])
+		}
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("update stream %s (needs allow_direct, allow_atomic and subject %s): %w", want.Name, want.Subjects[0], err)
+		}
+		// Re-fetch so the handle's cached info says AllowDirect.
+		return js.Stream(ctx, want.Name)
+	}
+}
+
+// ensureIndexBucket creates the trindex KV bucket (history 1, file) if absent.
+func ensureIndexBucket(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (jetstream.KeyValue, jetstream.Stream, error) {
+	bucket := names.Bucket(IndexBucket)
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "sessionbus transcript index: h.<key> head, c.<key>.<chunk> sealed chunks of 64 stream sequences",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    max(replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, bucket)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("kv bucket %s: %w", bucket, err)
+	}
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kv bucket %s stream: %w", bucket, err)
+	}
+	if !st.CachedInfo().Config.AllowDirect {
+		return nil, nil, fmt.Errorf("kv bucket %s has allow_direct off; transcript reads need direct get", bucket)
+	}
+	return kv, st, nil
+}
