@@ -60,6 +60,9 @@ func Run(ctx context.Context, o Options) error {
 		{"the main session lists its tree (visibility tree: itself and its sub-agents)", "agent:main:main", "sessions_list", `{}`},
 		{"mailbox triage: last-message previews and the newest message of each row", "agent:main:main", "sessions_list", `{"includeLastMessage":true,"messageLimit":1,"limit":2}`},
 		{"a sub-agent sees only itself", "agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01", "sessions_list", `{}`},
+		{"history is sanitized: reasoning tags and tool-call XML stripped, the planted key redacted, tool results left out", "agent:main:main", "sessions_history", `{"sessionKey":"main"}`},
+		{"history pages backward from the newest entry", "agent:main:main", "sessions_history", `{"sessionKey":"main","offset":0,"limit":2,"includeTools":true}`},
+		{"outside the tree is forbidden (a returned error, not a thrown one)", "agent:main:main", "sessions_history", `{"sessionKey":"agent:main:cron:nightly"}`},
 		{"bad input is refused with the reference's message", "agent:main:main", "sessions_list", `{"limit":-1}`},
 	}
 	for _, s := range steps {
@@ -97,6 +100,7 @@ func printTry(w io.Writer, o Options) {
 	fmt.Fprintf(w, `
 == try it yourself (in another terminal; Ctrl-C here stops the server)
   go run ./cmd/sessionbus call%[1]s sessions_list '{"includeDerivedTitles":true}'
+  go run ./cmd/sessionbus call%[1]s sessions_history '{"sessionKey":"main","includeTools":true}'
   go run ./cmd/sessionbus call%[1]s --as agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01 sessions_list '{}'
   go run ./cmd/sessionbus import%[3]s agent:main:notes < transcript.jsonl
   # any NATS client, with the stock nats CLI (go install github.com/nats-io/natscli/nats@v0.5.0):

@@ -42,7 +42,8 @@ func Tools(d *Deps) map[string]bus.Handler {
 		d.Log = slog.Default()
 	}
 	all := map[string]tool{
-		"sessions_list": sessionsList,
+		"sessions_list":    sessionsList,
+		"sessions_history": sessionsHistory,
 	}
 	out := make(map[string]bus.Handler, len(all))
 	for name, t := range all {

@@ -404,7 +404,7 @@ func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *kv.Entry, row *li
 			d.Log.Warn("sessions_list: transcript read failed", "session", e.Key, "err", err)
 			return
 		}
-		for _, m := range d.sanitizeEntries(entries, false) {
+		for _, m := range d.sanitizeEntries(entries, false, false) {
 			row.Messages = append(row.Messages, m.raw)
 		}
 	}

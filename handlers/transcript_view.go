@@ -50,8 +50,10 @@ type viewMessage struct {
 }
 
 // sanitizeEntries decodes, filters and sanitizes transcript entries the way
-// sessions_history and sessions_list messages both need them.
-func (d *Deps) sanitizeEntries(entries []streams.Entry, includeTools bool) []viewMessage {
+// sessions_history and sessions_list messages both need them. withSeq tags
+// each message with its 1-based transcript position (`__openclaw.seq`), as
+// the gateway does for paginated reads.
+func (d *Deps) sanitizeEntries(entries []streams.Entry, includeTools, withSeq bool) []viewMessage {
 	out := make([]viewMessage, 0, len(entries))
 	for _, e := range entries {
 		m, ok := decodeMessage(e.Data)
@@ -61,7 +63,13 @@ func (d *Deps) sanitizeEntries(entries []streams.Entry, includeTools bool) []vie
 		if !includeTools && isToolMessage(m) {
 			continue
 		}
+		if !keepInHistory(m) {
+			continue
+		}
 		res := d.Redactor.HistoryMessage(m, true)
+		if withSeq {
+			m["__openclaw"] = map[string]any{"seq": e.N + 1}
+		}
 		raw, err := json.Marshal(m)
 		if err != nil {
 			continue
@@ -69,6 +77,37 @@ func (d *Deps) sanitizeEntries(entries []streams.Entry, includeTools bool) []vie
 		out = append(out, viewMessage{raw: raw, truncated: res.Truncated, redacted: res.Redacted})
 	}
 	return out
+}
+
+// keepInHistory is the gateway projection's drop rule (reference §3.7):
+// assistant commentary-phase messages and assistant messages that are only
+// a suppressed control reply never reach the agent.
+func keepInHistory(m map[string]any) bool {
+	if role(m) != "assistant" {
+		return true
+	}
+	if phase, _ := m["phase"].(string); phase == "commentary" {
+		return false
+	}
+	switch strings.TrimSpace(plainText(m)) {
+	case "NO_REPLY", "REPLY_SKIP", "ANNOUNCE_SKIP":
+		return !onlyText(m)
+	}
+	return true
+}
+
+// onlyText reports whether a message carries nothing but text.
+func onlyText(m map[string]any) bool {
+	blocks, ok := m["content"].([]any)
+	if !ok {
+		return true
+	}
+	for _, b := range blocks {
+		if bm, ok := b.(map[string]any); ok && bm["type"] != nil && bm["type"] != "text" {
+			return false
+		}
+	}
+	return true
 }
 
 // plainText is the visible text of a message for one-line previews.

@@ -1,0 +1,118 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/kv"
+)
+
+// sessions_history reads at most this many transcript entries per call. The
+// reference leaves the gateway's default page unconfirmed; the 80 KiB cap
+// bounds the reply anyway, and this bounds the read (docs/tools.md).
+const (
+	historyDefaultLimit = 200
+	historyMaxLimit     = 1000
+)
+
+type historyResult struct {
+	SessionKey       string            `json:"sessionKey"`
+	Messages         []json.RawMessage `json:"messages"`
+	Truncated        bool              `json:"truncated"`
+	DroppedMessages  bool              `json:"droppedMessages"`
+	ContentTruncated bool              `json:"contentTruncated"`
+	ContentRedacted  bool              `json:"contentRedacted"`
+	Bytes            int               `json:"bytes"`
+	Offset           *int              `json:"offset,omitempty"`
+	NextOffset       *int              `json:"nextOffset,omitempty"`
+	HasMore          *bool             `json:"hasMore,omitempty"`
+	TotalMessages    *int              `json:"totalMessages,omitempty"`
+}
+
+func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params) (any, error) {
+	ref, err := p.RequiredString("sessionKey")
+	if err != nil {
+		return nil, err
+	}
+	limit, hasLimit, err := p.PositiveInt("limit")
+	if err != nil {
+		return nil, err
+	}
+	if !hasLimit {
+		limit = historyDefaultLimit
+	}
+	limit = min(limit, historyMaxLimit)
+	offset, paged, err := p.NonNegativeInt("offset")
+	if err != nil {
+		return nil, err
+	}
+	includeTools, _, err := p.Bool("includeTools")
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Index.Sync(ctx); err != nil {
+		return nil, err
+	}
+	res, f := d.resolveReference(r, ref)
+	if f != nil {
+		return f, nil
+	}
+	if f := d.checkSandboxSpawned(r, res, ref); f != nil {
+		return f, nil
+	}
+	if ok, status, msg := d.guard(r, rules.ActionHistory).Check(res.key); !ok {
+		return fail(status, msg), nil
+	}
+	entries, total, err := d.Transcripts.Tail(ctx, kv.EncodeKey(res.key), limit, uint64(offset))
+	if err != nil {
+		return nil, err
+	}
+	view := d.sanitizeEntries(entries, includeTools, paged)
+	out := &historyResult{SessionKey: res.displayKey}
+	items := make([]json.RawMessage, len(view))
+	for i, m := range view {
+		items[i] = m.raw
+		out.ContentTruncated = out.ContentTruncated || m.truncated
+		out.ContentRedacted = out.ContentRedacted || m.redacted
+	}
+	kept, dropped, _, size := sanitize.CapByJSONBytes(items, sanitize.HistoryMaxBytes)
+	out.Messages, out.DroppedMessages, out.Bytes = kept, dropped, size
+	out.Truncated = out.DroppedMessages || out.ContentTruncated
+	if paged {
+		paginate(out, offset, int(total), len(entries))
+	}
+	return out, nil
+}
+
+// paginate recomputes the page metadata after filtering and capping (§3.5):
+// the next page starts right before the oldest message actually returned.
+func paginate(out *historyResult, offset, total, read int) {
+	out.Offset, out.TotalMessages = &offset, &total
+	var next int
+	if seq, ok := oldestSeq(out.Messages); ok {
+		next = max(offset, total-seq+1)
+	} else {
+		next = min(offset+read, total) // every row of the page was filtered out
+	}
+	more := next < total
+	out.HasMore = &more
+	if more {
+		out.NextOffset = &next
+	}
+}
+
+func oldestSeq(msgs []json.RawMessage) (int, bool) {
+	for _, raw := range msgs {
+		var m struct {
+			OC struct {
+				Seq int `json:"seq"`
+			} `json:"__openclaw"`
+		}
+		if json.Unmarshal(raw, &m) == nil && m.OC.Seq > 0 {
+			return m.OC.Seq, true
+		}
+	}
+	return 0, false
+}
