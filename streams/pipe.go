@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -20,12 +21,13 @@ import (
 //
 // A pipe is used by one goroutine at a time; Transcripts keeps a small pool.
 type pipe struct {
-	nc     *nats.Conn
-	sub    *nats.Subscription
-	ch     chan *nats.Msg
-	prefix string // "<inbox>."
-	next   uint64
-	broken bool
+	nc      *nats.Conn
+	sub     *nats.Subscription
+	ch      chan *nats.Msg
+	prefix  string // "<inbox>."
+	next    uint64
+	broken  bool
+	timeout time.Duration // per wave, when the context has no deadline
 }
 
 const (
@@ -35,14 +37,14 @@ const (
 	pipeChanCapacity = pipeMaxWindow + 64
 )
 
-func newPipe(nc *nats.Conn, capacity int) (*pipe, error) {
+func newPipe(nc *nats.Conn, capacity int, timeout time.Duration) (*pipe, error) {
 	inbox := nc.NewInbox()
 	ch := make(chan *nats.Msg, capacity)
 	sub, err := nc.ChanSubscribe(inbox+".*", ch)
 	if err != nil {
 		return nil, err
 	}
-	return &pipe{nc: nc, sub: sub, ch: ch, prefix: inbox + "."}, nil
+	return &pipe{nc: nc, sub: sub, ch: ch, prefix: inbox + ".", timeout: timeout}, nil
 }
 
 func (p *pipe) close() {
@@ -70,6 +72,11 @@ func (p *pipe) roundTrip(ctx context.Context, reqs []*nats.Msg) ([]*nats.Msg, er
 	n := len(reqs)
 	if n == 0 {
 		return nil, nil
+	}
+	if _, ok := ctx.Deadline(); !ok && p.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
 	}
 	// Drop anything stale (there should be nothing on a healthy pipe).
 	for len(p.ch) > 0 {

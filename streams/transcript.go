@@ -155,7 +155,7 @@ func (t *Transcripts) getPipe() (*pipe, error) {
 		return p, nil
 	}
 	t.mu.Unlock()
-	return newPipe(t.nc, pipeChanCapacity)
+	return newPipe(t.nc, pipeChanCapacity, t.opts.timeout)
 }
 
 func (t *Transcripts) putPipe(p *pipe) {
@@ -173,10 +173,9 @@ func (t *Transcripts) begin(ctx context.Context, encKey string) (context.Context
 	if err := ValidateKey(encKey); err != nil {
 		return nil, nil, nil, err
 	}
-	cancel := context.CancelFunc(func() {})
-	if _, ok := ctx.Deadline(); !ok {
-		ctx, cancel = context.WithTimeout(ctx, t.opts.timeout)
-	}
+	// Without a deadline in ctx, each wave of requests gets t.opts.timeout
+	// (see pipe), so a long Append or Read is not cut off as a whole.
+	ctx, cancel := context.WithCancel(ctx)
 	p, err := t.getPipe()
 	if err != nil {
 		cancel()
@@ -298,6 +297,11 @@ func (t *Transcripts) leaderGet(ctx context.Context, seq uint64, lastBySubj stri
 		req = fmt.Appendf(nil, `{"seq":%d}`, seq)
 	} else {
 		req, _ = json.Marshal(map[string]string{"last_by_subj": lastBySubj})
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.opts.timeout)
+		defer cancel()
 	}
 	m, err := t.nc.RequestWithContext(ctx, t.api+"STREAM.MSG.GET."+t.names.TranscriptsStream(), req)
 	if errors.Is(err, nats.ErrNoResponders) {
@@ -645,7 +649,7 @@ func (t *Transcripts) fetch(ctx context.Context, p *pipe, encKey string, h *head
 // lookup returns the stream sequences of entries [from, to).
 func (t *Transcripts) lookup(ctx context.Context, p *pipe, encKey string, h *head, from, to uint64) ([]uint64, error) {
 	seqs := make([]uint64, 0, to-from)
-	sealedEnd := h.Count - uint64(len(h.Open))
+	sealedEnd := h.Count - uint64(len(h.Tail)) // entries below come from chunks
 	if from < sealedEnd {
 		k0, k1 := from/ChunkSize, (min(to, sealedEnd)-1)/ChunkSize
 		reqs := make([]*nats.Msg, 0, k1-k0+1)
@@ -676,7 +680,7 @@ func (t *Transcripts) lookup(ctx context.Context, p *pipe, encKey string, h *hea
 		}
 	}
 	if to > sealedEnd {
-		seqs = append(seqs, h.Open[max(from, sealedEnd)-sealedEnd:to-sealedEnd]...)
+		seqs = append(seqs, h.Tail[max(from, sealedEnd)-sealedEnd:to-sealedEnd]...)
 	}
 	return seqs, nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -100,7 +101,7 @@ type RawDirectGetter struct {
 
 // NewRawDirectGetter prepares direct gets on stream.
 func NewRawDirectGetter(nc *nats.Conn, stream string) (*RawDirectGetter, error) {
-	p, err := newPipe(nc, pipeChanCapacity)
+	p, err := newPipe(nc, pipeChanCapacity, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -3,9 +3,12 @@ package streams
 // The per-session index from entry number to stream sequence, in the KV
 // bucket `trindex` (history 1):
 //
-//	h.<encKey>            head: {"v":1,"n":N,"last":L,"open":[...]}
+//	h.<encKey>            head: {"v":1,"n":N,"last":L,"tail":[...]}
 //	                      N entries, L = stream seq of entry N-1 (0 if none),
-//	                      open = seqs of entries [64*floor(N/64), N)
+//	                      tail = seqs of entries [tailStart(N), N): the
+//	                      current partial chunk plus the newest sealed chunk
+//	                      (tailStart(N) = 64*(floor(N/64)-1), or 0 below 64),
+//	                      so a page of up to 64 newest entries needs no chunk
 //	c.<encKey>.<chunkNo>  sealed chunk: [s0,...,s63], the seqs of entries
 //	                      [64*chunkNo, 64*chunkNo+64); immutable once written
 //
@@ -51,14 +54,22 @@ type head struct {
 	V     int      `json:"v"`
 	Count uint64   `json:"n"`
 	Last  uint64   `json:"last"`
-	Open  []uint64 `json:"open"`
+	Tail  []uint64 `json:"tail"`
 
 	rev uint64 // KV revision of the head subject (0: never written); CAS base
 	bad bool   // present but undecodable/inconsistent: rebuild from the stream
 }
 
+// tailStart is the first entry whose sequence the head itself carries.
+func tailStart(n uint64) uint64 {
+	if n < ChunkSize {
+		return 0
+	}
+	return (n/ChunkSize - 1) * ChunkSize
+}
+
 func (h *head) valid() bool {
-	if uint64(len(h.Open)) != h.Count%ChunkSize {
+	if uint64(len(h.Tail)) != h.Count-tailStart(h.Count) {
 		return false
 	}
 	if h.Count == 0 {
@@ -67,22 +78,22 @@ func (h *head) valid() bool {
 	if h.Last == 0 {
 		return false
 	}
-	for i := range h.Open {
-		if i > 0 && h.Open[i] <= h.Open[i-1] {
+	for i := range h.Tail {
+		if i > 0 && h.Tail[i] <= h.Tail[i-1] {
 			return false
 		}
 	}
-	return len(h.Open) == 0 || h.Open[len(h.Open)-1] == h.Last
+	return h.Tail[0] > 0 && h.Tail[len(h.Tail)-1] == h.Last
 }
 
 func encodeHead(h *head) []byte {
-	b := make([]byte, 0, 32+len(h.Open)*9)
+	b := make([]byte, 0, 32+len(h.Tail)*9)
 	b = append(b, `{"v":1,"n":`...)
 	b = strconv.AppendUint(b, h.Count, 10)
 	b = append(b, `,"last":`...)
 	b = strconv.AppendUint(b, h.Last, 10)
-	b = append(b, `,"open":`...)
-	b = appendSeqs(b, h.Open)
+	b = append(b, `,"tail":`...)
+	b = appendSeqs(b, h.Tail)
 	return append(b, '}')
 }
 
@@ -206,17 +217,16 @@ type sealedChunk struct {
 // extend returns the head after appending seqs (the stream sequences of
 // entries h.Count, h.Count+1, ...) and the chunks that become sealed.
 func (h *head) extend(seqs []uint64) (*head, []sealedChunk) {
-	all := make([]uint64, 0, len(h.Open)+len(seqs))
-	all = append(all, h.Open...)
+	base := h.Count - uint64(len(h.Tail)) // = tailStart(h.Count)
+	all := make([]uint64, 0, len(h.Tail)+len(seqs))
+	all = append(all, h.Tail...)
 	all = append(all, seqs...)
-	base := h.Count - uint64(len(h.Open))
+	n := h.Count + uint64(len(seqs))
 	var sealed []sealedChunk
-	for len(all) >= ChunkSize {
-		sealed = append(sealed, sealedChunk{no: base / ChunkSize, seqs: all[:ChunkSize:ChunkSize]})
-		all = all[ChunkSize:]
-		base += ChunkSize
+	for c := h.Count / ChunkSize * ChunkSize; c+ChunkSize <= n; c += ChunkSize {
+		sealed = append(sealed, sealedChunk{no: c / ChunkSize, seqs: all[c-base : c-base+ChunkSize : c-base+ChunkSize]})
 	}
-	nh := &head{V: 1, Count: h.Count + uint64(len(seqs)), Last: h.Last, Open: append([]uint64(nil), all...), rev: h.rev}
+	nh := &head{V: 1, Count: n, Last: h.Last, Tail: append([]uint64(nil), all[tailStart(n)-base:]...), rev: h.rev}
 	if len(seqs) > 0 {
 		nh.Last = seqs[len(seqs)-1]
 	}

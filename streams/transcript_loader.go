@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,6 +42,7 @@ type Loader struct {
 	run      [][]byte
 	added    uint64
 	err      error
+	stall    *time.Timer
 }
 
 const (
@@ -73,6 +75,7 @@ type loadSess struct {
 	count   uint64   // entries stored (acked)
 	last    uint64   // seq of entry count-1
 	open    []uint64 // seqs of entries [64*floor(count/64), count)
+	prev    []uint64 // seqs of the newest sealed chunk (nil below 64 entries)
 	rev     uint64   // head revision the final head write CASes from
 	pending *loadOp  // the session's unacknowledged append (in flight or queued)
 	dirty   bool     // head behind count
@@ -239,8 +242,21 @@ func (l *Loader) waitOne(ctx context.Context) error {
 	var m *nats.Msg
 	select {
 	case m = <-l.ch:
-	case <-ctx.Done():
-		return fmt.Errorf("streams: loader: %d acks outstanding: %w", len(l.inflight), ctx.Err())
+	default:
+		if l.stall == nil {
+			l.stall = time.NewTimer(l.t.opts.timeout)
+		} else {
+			l.stall.Reset(l.t.opts.timeout)
+		}
+		select {
+		case m = <-l.ch:
+			l.stall.Stop()
+		case <-l.stall.C:
+			return fmt.Errorf("streams: loader: no ack within %v, %d outstanding", l.t.opts.timeout, len(l.inflight))
+		case <-ctx.Done():
+			l.stall.Stop()
+			return fmt.Errorf("streams: loader: %d acks outstanding: %w", len(l.inflight), ctx.Err())
+		}
 	}
 	if len(m.Subject) <= len(l.prefix) {
 		return nil
@@ -305,7 +321,7 @@ func (l *Loader) entriesAcked(ctx context.Context, op *loadOp, ack pubAck, err e
 		s.open = append(s.open, first+i)
 		if n := s.count + i + 1; n%ChunkSize == 0 {
 			l.queue = append(l.queue, &loadOp{kind: opChunk, s: s, chunk: n/ChunkSize - 1, body: appendSeqs(make([]byte, 0, ChunkSize*9), s.open)})
-			s.open = s.open[:0]
+			s.prev, s.open = s.open, make([]uint64, 0, ChunkSize)
 		}
 	}
 	s.count += k
@@ -322,7 +338,9 @@ func (l *Loader) refresh(ctx context.Context, s *loadSess) error {
 		return fmt.Errorf("streams: loader: read state of %s: %w", s.key, err)
 	}
 	s.count, s.last, s.rev = h.Count, h.Last, h.rev
-	s.open = append(s.open[:0], h.Open...)
+	split := len(h.Tail) - int(h.Count%ChunkSize)
+	s.prev = append([]uint64(nil), h.Tail[:split]...)
+	s.open = append(make([]uint64, 0, ChunkSize), h.Tail[split:]...)
 	s.dirty = false
 	return nil
 }
@@ -354,7 +372,7 @@ func (l *Loader) Flush(ctx context.Context) error {
 	for _, s := range l.sess {
 		if s.dirty {
 			s.dirty = false
-			h := &head{V: 1, Count: s.count, Last: s.last, Open: s.open}
+			h := &head{V: 1, Count: s.count, Last: s.last, Tail: append(append([]uint64(nil), s.prev...), s.open...)}
 			l.queue = append(l.queue, &loadOp{kind: opHead, s: s, body: encodeHead(h)})
 		}
 	}

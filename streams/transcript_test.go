@@ -124,7 +124,7 @@ func (f *fixture) checkIndex(key string, total uint64) {
 	if err != nil || h.bad {
 		f.t.Fatalf("head %s undecodable: %s", key, e.Value())
 	}
-	if h.Count != total || uint64(len(h.Open)) != total%ChunkSize {
+	if h.Count != total || uint64(len(h.Tail)) != total-tailStart(total) {
 		f.t.Fatalf("head %s = %s, want %d entries", key, e.Value(), total)
 	}
 	for k := uint64(0); k < total/ChunkSize; k++ {
@@ -646,8 +646,9 @@ func TestInterleavedSessionsLoader(t *testing.T) {
 	// Two sessions exist already: the loader must notice and continue them.
 	f.appendN(BenchKey(3), 0, 5)
 	f.appendBatch(BenchKey(7), 0, 70)
+	f.rawPublish(BenchKey(5), 0, 0, 2, true) // orphans: stored, never indexed
 	const sessions, per = 300, 150
-	start := map[string]int{BenchKey(3): 5, BenchKey(7): 70}
+	start := map[string]int{BenchKey(3): 5, BenchKey(7): 70, BenchKey(5): 2}
 	n, err := f.tr.BulkLoad(ctx(t), func(yield func(string, []byte) bool) {
 		for r := 0; r < per; r++ {
 			for s := 0; s < sessions; s++ {
@@ -745,5 +746,55 @@ func TestParseSeqs(t *testing.T) {
 	}
 	if _, ok := fastAckSeq([]byte(`{"stream":"S","seq":42,"duplicate":true}`)); ok {
 		t.Fatal("fast ack took a duplicate")
+	}
+}
+
+// On a replicated stream a follower may answer direct gets late; the rare
+// paths confirm with the leader (STREAM.MSG.GET). Exercise them on R1 by
+// pretending the stream is replicated.
+func TestLeaderConfirmation(t *testing.T) {
+	f := newFixture(t)
+	f.tr.replicated = true
+	key := "agent.main.main"
+	f.appendN(key, 0, 3)
+	es, err := f.tr.Read(ctx(t), key, 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, found, err := f.tr.leaderGet(ctx(t), es[1].Seq, "")
+	if err != nil || !found || e.n != 1 || e.seq != es[1].Seq || string(e.data) != string(es[1].Data) || !e.hasPrev || e.prev != es[0].Seq || e.subject != f.tr.Subject(key) {
+		t.Fatalf("leader get by seq: %+v %v %v", e, found, err)
+	}
+	e, found, err = f.tr.leaderGet(ctx(t), 0, f.tr.Subject(key))
+	if err != nil || !found || e.n != 2 || e.time.IsZero() {
+		t.Fatalf("leader get last: %+v %v %v", e, found, err)
+	}
+	if _, found, err := f.tr.leaderGet(ctx(t), 0, f.tr.Subject("agent.none")); err != nil || found {
+		t.Fatalf("leader get of an empty subject: %v %v", found, err)
+	}
+	st, _ := f.js.Stream(ctx(t), "SB_TRANSCRIPTS")
+	if err := st.DeleteMsg(ctx(t), es[1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.tr.Read(ctx(t), key, 0, 3); !errors.Is(err, ErrEntryMissing) {
+		t.Fatalf("read over a hole: %v", err)
+	}
+	if err := st.Purge(ctx(t), jetstream.WithPurgeSubject(f.tr.Subject(key))); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.tr.Count(ctx(t), key); err != nil || c != 0 {
+		t.Fatalf("count after torn delete: %d %v", c, err)
+	}
+}
+
+func TestCloseAndDeleteIdempotent(t *testing.T) {
+	f := newFixture(t)
+	if err := f.tr.Delete(ctx(t), "agent.main.none"); err != nil {
+		t.Fatalf("delete of an empty session: %v", err)
+	}
+	f.appendN("agent.main.main", 0, 1)
+	f.tr.Close()
+	if _, err := f.tr.Count(ctx(t), "agent.main.main"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("count after close: %v", err)
 	}
 }

@@ -120,8 +120,3 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	<-sigs
 	return 0
 }
-
-func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "sessionbus bench: not built yet")
-	return 1
-}

@@ -95,7 +95,7 @@ func messageSeq(raw json.RawMessage) (int64, bool) {
 	var meta struct {
 		Seq json.RawMessage `json:"seq"`
 	}
-	if json.Unmarshal(msg.Meta, &meta) != nil || len(meta.Seq) == 0 {
+	if json.Unmarshal(msg.Meta, &meta) != nil || len(meta.Seq) == 0 || meta.Seq[0] == '"' {
 		return 0, false
 	}
 	var n json.Number

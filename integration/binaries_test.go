@@ -1,0 +1,157 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var (
+	binDir  string
+	binOnce = map[string]*sync.Once{"sessionbus": {}, "nats": {}}
+	binErr  = map[string]error{}
+	binMu   sync.Mutex
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sessionbus-integration-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// binary builds a command once per test run: our own CLI, or the stock nats
+// CLI (a go.mod tool dependency, so a fresh machine needs only Go).
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	pkg := map[string]string{
+		"sessionbus": "github.com/sessionbus/sessionbus/cmd/sessionbus",
+		"nats":       "github.com/nats-io/natscli/nats",
+	}[name]
+	out := filepath.Join(binDir, name)
+	binOnce[name].Do(func() {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			binMu.Lock()
+			binErr[name] = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+			binMu.Unlock()
+		}
+	})
+	binMu.Lock()
+	err := binErr[name]
+	binMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// proc is a running sessionbus subprocess.
+type proc struct {
+	cmd    *exec.Cmd
+	stdout *bufio.Reader
+	stderr *strings.Builder
+	done   chan error
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary(t, "sessionbus"), args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, stdout: bufio.NewReader(out), stderr: &strings.Builder{}, done: make(chan error, 1)}
+	cmd.Stderr = &syncWriter{w: p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// waitLine reads stdout until a line starting with prefix, or fails.
+func (p *proc) waitLine(t *testing.T, prefix string) string {
+	t.Helper()
+	lines := make(chan string, 1)
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			l, err := p.stdout.ReadString('\n')
+			if strings.HasPrefix(l, prefix) {
+				lines <- strings.TrimSpace(l)
+				go func() { _, _ = io.Copy(io.Discard, p.stdout) }()
+				return
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	select {
+	case l := <-lines:
+		return l
+	case err := <-errs:
+		t.Fatalf("process ended before %q: %v; stderr: %s", prefix, err, p.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no %q line within 60s; stderr: %s", prefix, p.stderr.String())
+	}
+	return ""
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// run executes a command to completion with a deadline.
+func run(t *testing.T, stdin string, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s %v: %v", bin, args, err)
+	}
+	return o.String(), e.String(), code
+}

@@ -1,0 +1,129 @@
+package integration
+
+import (
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestCLIContract runs the real binaries: serve, import, call, token, the
+// stock nats CLI, and the error and shutdown paths of serve.
+func TestCLIContract(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	data := t.TempDir()
+	addr := freePort(t)
+	srv := start(t, "serve", "--data", data, "--listen", addr)
+	ready := srv.waitLine(t, "ready ")
+	url := "nats://" + addr
+	if ready != "ready "+url {
+		t.Fatalf("ready line = %q", ready)
+	}
+	creds := filepath.Join(data, "operator.creds")
+	common := []string{"--server", url}
+
+	// import: a bad line writes nothing
+	_, errOut, code := run(t, "{\"role\":\"user\",\"content\":\"ok\"}\nnot json\n", sb, append([]string{"import"}, append(common, "agent:main:main")...)...)
+	if code != 1 || !strings.Contains(errOut, `line 2 is not a JSON object`) || !strings.Contains(errOut, `"code":400`) {
+		t.Fatalf("bad import: code %d stderr %s", code, errOut)
+	}
+	out, _, code := run(t, "", sb, append([]string{"call", "--creds", creds}, append(common, "sessions_list", "{}")...)...)
+	if code != 0 || !strings.Contains(out, `"count": 0`) {
+		t.Fatalf("a failed import left a session: %s", out)
+	}
+	transcript := `{"type":"session","id":"x"}
+{"type":"message","message":{"role":"user","content":"hello bus"}}
+{"role":"assistant","content":"hi"}
+`
+	out, errOut, code = run(t, transcript, sb, append([]string{"import", "--label", "main"}, append(common, "agent:main:main")...)...)
+	if code != 0 || !strings.Contains(out, `"imported": 2`) || !strings.Contains(out, `"skipped": 1`) {
+		t.Fatalf("import: %d %s %s", code, out, errOut)
+	}
+	_, _, code = run(t, `{"role":"user","content":"child"}`, sb, append([]string{"import", "--spawned-by", "agent:main:main"}, append(common, "agent:main:subagent:k1")...)...)
+	if code != 0 {
+		t.Fatal("import child failed")
+	}
+
+	out, _, code = run(t, "", sb, append([]string{"call", "--creds", creds}, append(common, "sessions_list", "{}")...)...)
+	var list struct {
+		Count    int `json:"count"`
+		Sessions []struct {
+			Key string `json:"key"`
+		} `json:"sessions"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || list.Count != 2 {
+		t.Fatalf("call sessions_list: %d %s", code, out)
+	}
+	out, _, code = run(t, "", sb, append([]string{"call", "--creds", creds, "--as", "agent:main:main", "--sandboxed"}, append(common, "sessions_list")...)...)
+	if code != 0 || !strings.Contains(out, `"count": 1`) || !strings.Contains(out, `"key": "agent:main:subagent:k1"`) {
+		t.Fatalf("a sandboxed main session sees only its spawned child: %s", out)
+	}
+	_, errOut, code = run(t, "", sb, append([]string{"call", "--creds", creds}, append(common, "sessions_history", "{}")...)...)
+	if code != 1 || strings.TrimSpace(errOut) != `{"code":400,"error":"sessionKey required"}` {
+		t.Fatalf("thrown error: %d %q", code, errOut)
+	}
+	_, errOut, code = run(t, "", sb, append([]string{"call", "--creds", creds}, append(common, "no_such_tool")...)...)
+	if code != 1 || !strings.Contains(errOut, `"code":404`) {
+		t.Fatalf("unknown tool: %d %q", code, errOut)
+	}
+
+	// the stock nats CLI with a minted token
+	tok, _, code := run(t, "", sb, "token", "--creds", creds, "--as", "agent:main:main")
+	if code != 0 || !strings.HasPrefix(tok, "ey") {
+		t.Fatalf("token: %q", tok)
+	}
+	nats := binary(t, "nats")
+	out, errOut, code = run(t, "", nats, "-s", url, "req", "sb.tools.sessions_history", `{"sessionKey":"main"}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")
+	if code != 0 || !strings.Contains(out, `"content":"hello bus"`) || !strings.Contains(out, `"sessionKey":"main"`) {
+		t.Fatalf("nats req: %d %s %s", code, out, errOut)
+	}
+	out, _, code = run(t, "", nats, "-s", url, "req", "sb.tools.sessions_list", `{}`, "-H", "Sessionbus-Token:bogus")
+	if code != 0 || !strings.Contains(out, "401") {
+		t.Fatalf("nats req with a bad token: %d %s", code, out)
+	}
+	out, _, code = run(t, "", nats, "-s", url, "micro", "info", "sessionbus")
+	if code != 0 || !strings.Contains(out, "sb.tools.sessions_list") || !strings.Contains(out, "sb.tools.sessions_history") {
+		t.Fatalf("nats micro info: %d %s", code, out)
+	}
+	out, _, code = run(t, "", nats, "-s", url, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
+	if code != 0 || !strings.Contains(out, `"content":"hi"`) {
+		t.Fatalf("nats stream get: %d %s", code, out)
+	}
+
+	// a second serve on the same data dir, and one on a taken port
+	_, errOut, code = run(t, "", sb, "serve", "--data", data, "--listen", freePort(t))
+	if code == 0 || !strings.Contains(errOut, "in use by another sessionbus serve") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("second serve: %d %q", code, errOut)
+	}
+	_, errOut, code = run(t, "", sb, "serve", "--data", t.TempDir(), "--listen", addr)
+	if code == 0 || !strings.Contains(errOut, "cannot listen on "+addr) {
+		t.Fatalf("taken port: %d %q", code, errOut)
+	}
+
+	// SIGTERM drains and exits 0
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-srv.done:
+		if err != nil {
+			t.Fatalf("serve exit after SIGTERM: %v; stderr %s", err, srv.stderr.String())
+		}
+		srv.done <- nil // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit after SIGTERM")
+	}
+}
