@@ -10,16 +10,16 @@ var validKV = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
 
 func TestEncodeKey(t *testing.T) {
 	cases := map[string]string{
-		"agent:main:main":                 "agent.main.main",
-		"agent:main:subagent:abc-1":       "agent.main.subagent.abc-1",
+		"agent:main:main":                  "agent.main.main",
+		"agent:main:subagent:abc-1":        "agent.main.subagent.abc-1",
 		"agent:main:whatsapp:group:1@g.us": "agent.main.whatsapp.group.1=40g=2Eus",
-		"a=b":                             "a=3Db",
-		"a b":                             "a=20b",
-		"agent::broken":                   "agent=3A.broken",
-		":lead":                           "=3Alead",
-		"trail:":                          "trail=3A",
-		"::":                              "=3A=3A",
-		"ü":                               "=C3=BC",
+		"a=b":                              "a=3Db",
+		"a b":                              "a=20b",
+		"agent::broken":                    "agent=3A.broken",
+		":lead":                            "=3Alead",
+		"trail:":                           "trail=3A",
+		"::":                               "=3A=3A",
+		"ü":                                "=C3=BC",
 	}
 	for in, want := range cases {
 		got := EncodeKey(in)
