@@ -14,7 +14,8 @@ type Config struct {
 
 // Bus holds sessionbus's own keys (OpenClaw has no equivalent).
 type Bus struct {
-	Prefix string `mapstructure:"prefix"`
+	Prefix   string `mapstructure:"prefix"`
+	Replicas int    `mapstructure:"replicas"`
 }
 
 // Tools is OpenClaw's `tools` section.

@@ -20,6 +20,11 @@ func (c *Config) Validate(log *slog.Logger) error {
 	if !regexp.MustCompile(`^[a-zA-Z0-9_-]+$`).MatchString(c.Bus.Prefix) {
 		return fmt.Errorf("bus.prefix %q must be one subject token of letters, digits, - or _", c.Bus.Prefix)
 	}
+	switch c.Bus.Replicas {
+	case 1, 3, 5:
+	default:
+		return fmt.Errorf("bus.replicas %d must be 1, 3 or 5 (the replica count of new streams and buckets)", c.Bus.Replicas)
+	}
 	switch v := strings.ToLower(strings.TrimSpace(c.Tools.Sessions.Visibility)); v {
 	case "self", "tree", "agent", "all":
 		c.Tools.Sessions.Visibility = v

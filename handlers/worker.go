@@ -34,11 +34,11 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 		return nil, err
 	}
 	names := bus.NewNames(cfg.Bus.Prefix)
-	store, err := kv.OpenStore(ctx, js, names)
+	store, err := kv.OpenStore(ctx, js, names, kv.WithReplicas(cfg.Bus.Replicas))
 	if err != nil {
 		return nil, err
 	}
-	tr, err := streams.OpenTranscripts(ctx, nc, js, names)
+	tr, err := streams.OpenTranscripts(ctx, nc, js, names, streams.WithReplicas(cfg.Bus.Replicas))
 	if err != nil {
 		return nil, err
 	}

@@ -22,14 +22,43 @@ type Store struct {
 	kv jetstream.KeyValue
 }
 
-// OpenStore creates the sessions bucket if needed (idempotent) and returns the store.
-func OpenStore(ctx context.Context, js jetstream.JetStream, names bus.Names) (*Store, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      names.Bucket("sessions"),
+// Option adjusts the bucket config used when the bucket is first created.
+type Option func(*jetstream.KeyValueConfig)
+
+// WithReplicas sets the replica count of a new bucket (3 on a 3-node cluster).
+func WithReplicas(n int) Option {
+	return func(c *jetstream.KeyValueConfig) {
+		if n > 0 {
+			c.Replicas = n
+		}
+	}
+}
+
+// OpenStore opens the sessions bucket, creating it if absent. An existing
+// bucket keeps its settings, so a client started with defaults can never
+// scale a replicated bucket down.
+func OpenStore(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
+	bucket := names.Bucket("sessions")
+	kv, err := js.KeyValue(ctx, bucket)
+	if err == nil {
+		return &Store{kv: kv}, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("open sessions bucket: %w", err)
+	}
+	cfg := jetstream.KeyValueConfig{
+		Bucket:      bucket,
 		Description: "sessionbus session entries",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	kv, err = js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, bucket)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create sessions bucket: %w", err)
 	}

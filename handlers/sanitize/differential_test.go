@@ -308,3 +308,40 @@ func TestDiffScaffoldingRegexes(t *testing.T) {
 		}
 	})
 }
+
+var redactFragments = []string{
+	" ", "\n", "\u00a0", ",", ";", "=", ":", "?", "&", "#", "/", "\"", "'", "\\", "-", "_", ".",
+	"a", "Z", "7", "123456", "1234567", "é", "😀", "KEY", "token", "Secret", "PASSWORD", "passwd",
+	"api_key", "api-key", "APIKEY", "access_token", "refresh_token", "my", "bot", "sk-", "ghp_",
+	"github_pat_", "xoxb-", "xapp-", "gsk_", "AIza", "pplx-", "npm_", "AKID", "LTAI", "hf_", "r8_",
+	"Bearer", "Authorization", "signature", "client_secret", "abcdefghij", "ABCDEFGHIJKLMNOPQRST",
+}
+
+func TestAnchoredMatchesEqualFullScan(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for i := 0; i < 30000; i++ {
+		var b strings.Builder
+		for n := 1 + rng.Intn(30); n > 0; n-- {
+			b.WriteString(redactFragments[rng.Intn(len(redactFragments))])
+		}
+		s := b.String()
+		lower := asciiLower(s)
+		for k, p := range defaults() {
+			if p.starts == nil {
+				continue
+			}
+			got := findMatches(s, lower, p)
+			want := p.re.re.FindAllStringSubmatchIndex(s, -1)
+			if len(got) != len(want) {
+				t.Fatalf("pattern %d on %q: %v vs %v", k+1, s, got, want)
+			}
+			for j := range got {
+				for x := range got[j] {
+					if got[j][x] != want[j][x] {
+						t.Fatalf("pattern %d on %q: %v vs %v", k+1, s, got, want)
+					}
+				}
+			}
+		}
+	}
+}

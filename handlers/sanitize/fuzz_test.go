@@ -115,6 +115,26 @@ func FuzzRedact(f *testing.F) {
 				t.Fatalf("planted secret survived in %q", got)
 			}
 		}
+		// The anchored fast path must find exactly what a full scan finds.
+		if len(s) <= 4096 {
+			lower := asciiLower(s)
+			for k, p := range defaults() {
+				if p.starts == nil {
+					continue
+				}
+				got, want := findMatches(s, lower, p), p.re.re.FindAllStringSubmatchIndex(s, -1)
+				if len(got) != len(want) {
+					t.Fatalf("pattern %d on %q: %v vs %v", k+1, s, got, want)
+				}
+				for j := range got {
+					for x := range got[j] {
+						if got[j][x] != want[j][x] {
+							t.Fatalf("pattern %d on %q: %v vs %v", k+1, s, got, want)
+						}
+					}
+				}
+			}
+		}
 		// Everything else a pattern can produce is built from the input.
 		if !isMaskingOf(out, s) {
 			t.Fatalf("output %q contains material not from %q", out, s)

@@ -3,8 +3,10 @@ package sanitize
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Credential redaction (spec §3.3). Patterns run one after another on the
@@ -35,9 +37,19 @@ const (
 
 // defaultPattern is a reference pattern with the lower-case literals one of
 // which any match must contain; texts without them skip the regex entirely.
+//
+// Go's regexp only accelerates patterns with a literal prefix, and the case
+// folding of "gi" patterns turns every prefix into classes, so most patterns
+// would otherwise run the NFA over every byte. Where every match must start
+// at a place that is cheap to find (a vendor prefix, the start of a word that
+// ends in KEY/TOKEN/..., a digit run before ':'), starts lists those places
+// and the pattern is tried there, anchored; the leading \b, if any, is
+// checked by starts and dropped from the anchored form. The matches are the
+// same as a full scan's (TestAnchoredMatchesEqualFullScan).
 type defaultPattern struct {
 	source  string
 	needles []string
+	starts  func(s, lower string) []int
 }
 
 // defaultPatterns lists DEFAULT_REDACT_PATTERNS (compiled with flags "gi"),
@@ -57,48 +69,161 @@ type defaultPattern struct {
 var defaultPatterns = []defaultPattern{
 	// 1. ENV-style assignments: FOO_API_KEY=..., TOKEN: ...
 	{`\b[A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)\b\s*[=:]\s*(?:"([^\s"'\\]+)"|'([^\s"'\\]+)'|([^\s"'\\]+))`,
-		[]string{"key", "token", "secret", "passw"}},
+		[]string{"key", "token", "secret", "passw"}, keywordWordStarts},
 	// 2. JSON fields.
 	{`"(?:apiKey|token|secret|password|passwd|accessToken|refreshToken)"\s*:\s*"([^"]+)"`,
-		[]string{`key"`, `token"`, `secret"`, `passw`}},
+		[]string{`key"`, `token"`, `secret"`, `passw`}, nil},
 	// 3. CLI flags.
 	{`--(?:api[-_]?key|hook[-_]?token|token|secret|password|passwd)\s+(?:"([^\s"']+)"|'([^\s"']+)'|([^\s"']+))`,
-		[]string{"--"}},
+		[]string{"--"}, nil},
 	// 4. Authorization header.
-	{`Authorization\s*[:=]\s*Bearer\s+([A-Za-z0-9._\-+=]+)`, []string{"authorization"}},
+	{`Authorization\s*[:=]\s*Bearer\s+([A-Za-z0-9._\-+=]+)`, []string{"authorization"}, needleStarts("authorization", false)},
 	// 5. Bare bearer tokens.
-	{`\bBearer\s+([A-Za-z0-9._\-+=]{18,})\b`, []string{"bearer"}},
+	{`\bBearer\s+([A-Za-z0-9._\-+=]{18,})\b`, []string{"bearer"}, needleStarts("bearer", true)},
 	// 6. PEM private keys.
-	{`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]+?-----END [A-Z ]*PRIVATE KEY-----`, []string{"private key-----"}},
+	{`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]+?-----END [A-Z ]*PRIVATE KEY-----`, []string{"private key-----"}, nil},
 	// 7-15. Vendor token prefixes.
-	{`\b(sk-[A-Za-z0-9_-]{8,})\b`, []string{"sk-"}},
-	{`\b(ghp_[A-Za-z0-9]{20,})\b`, []string{"ghp_"}},
-	{`\b(github_pat_[A-Za-z0-9_]{20,})\b`, []string{"github_pat_"}},
-	{`\b(xox[baprs]-[A-Za-z0-9-]{10,})\b`, []string{"xox"}},
-	{`\b(xapp-[A-Za-z0-9-]{10,})\b`, []string{"xapp-"}},
-	{`\b(gsk_[A-Za-z0-9_-]{10,})\b`, []string{"gsk_"}},
-	{`\b(AIza[0-9A-Za-z\-_]{20,})\b`, []string{"aiza"}},
-	{`\b(pplx-[A-Za-z0-9_-]{10,})\b`, []string{"pplx-"}},
-	{`\b(npm_[A-Za-z0-9]{10,})\b`, []string{"npm_"}},
+	{`\b(sk-[A-Za-z0-9_-]{8,})\b`, []string{"sk-"}, needleStarts("sk-", true)},
+	{`\b(ghp_[A-Za-z0-9]{20,})\b`, []string{"ghp_"}, needleStarts("ghp_", true)},
+	{`\b(github_pat_[A-Za-z0-9_]{20,})\b`, []string{"github_pat_"}, needleStarts("github_pat_", true)},
+	{`\b(xox[baprs]-[A-Za-z0-9-]{10,})\b`, []string{"xox"}, needleStarts("xox", true)},
+	{`\b(xapp-[A-Za-z0-9-]{10,})\b`, []string{"xapp-"}, needleStarts("xapp-", true)},
+	{`\b(gsk_[A-Za-z0-9_-]{10,})\b`, []string{"gsk_"}, needleStarts("gsk_", true)},
+	{`\b(AIza[0-9A-Za-z\-_]{20,})\b`, []string{"aiza"}, needleStarts("aiza", true)},
+	{`\b(pplx-[A-Za-z0-9_-]{10,})\b`, []string{"pplx-"}, needleStarts("pplx-", true)},
+	{`\b(npm_[A-Za-z0-9]{10,})\b`, []string{"npm_"}, needleStarts("npm_", true)},
 	// 16. Telegram token inside /bot<token>/ URLs. 17. Bare Telegram tokens.
-	{`\bbot(\d{6,}:[A-Za-z0-9_-]{20,})\b`, []string{"bot"}},
-	{`\b(\d{6,}:[A-Za-z0-9_-]{20,})\b`, []string{":"}},
+	{`\bbot(\d{6,}:[A-Za-z0-9_-]{20,})\b`, []string{"bot"}, needleStarts("bot", true)},
+	{`\b(\d{6,}:[A-Za-z0-9_-]{20,})\b`, []string{":"}, digitRunStarts},
 	// [B] URL query parameters.
 	{`[?&](?:access[-_]?token|auth[-_]?token|hook[-_]?token|refresh[-_]?token|api[-_]?key|client[-_]?secret|token|key|secret|password|pass|passwd|auth|signature)=([^&\s"'<>]+)`,
-		[]string{"="}},
+		[]string{"="}, queryStarts},
 	// [B] Standalone assignments.
 	{`(^|[\s,;])(?:access_token|refresh_token|api[-_]?key|token|secret|password|passwd)=([^\s&#]+)`,
-		[]string{"="}},
+		[]string{"="}, assignmentStarts},
 	// [B] Cloud and model-hub key prefixes.
-	{`\b(AKID[A-Za-z0-9]{10,})\b`, []string{"akid"}},
-	{`\b(LTAI[A-Za-z0-9]{10,})\b`, []string{"ltai"}},
-	{`\b(hf_[A-Za-z0-9]{10,})\b`, []string{"hf_"}},
-	{`\b(r8_[A-Za-z0-9]{10,})\b`, []string{"r8_"}},
+	{`\b(AKID[A-Za-z0-9]{10,})\b`, []string{"akid"}, needleStarts("akid", true)},
+	{`\b(LTAI[A-Za-z0-9]{10,})\b`, []string{"ltai"}, needleStarts("ltai", true)},
+	{`\b(hf_[A-Za-z0-9]{10,})\b`, []string{"hf_"}, needleStarts("hf_", true)},
+	{`\b(r8_[A-Za-z0-9]{10,})\b`, []string{"r8_"}, needleStarts("r8_", true)},
+}
+
+// Candidate start finders. s and lower are the same text, lower ASCII
+// lower-cased (same byte offsets). Results are ascending and unique.
+
+func wordBoundaryAt(s string, p int) bool { return p == 0 || !isWordByte(s[p-1]) }
+
+func occurrences(lower, needle string, f func(k int)) {
+	for i := 0; ; {
+		k := strings.Index(lower[i:], needle)
+		if k < 0 {
+			return
+		}
+		f(i + k)
+		i += k + 1
+	}
+}
+
+// needleStarts: matches start at the literal (after a word boundary when the
+// pattern begins with \b).
+func needleStarts(needle string, boundary bool) func(s, lower string) []int {
+	return func(s, lower string) []int {
+		var out []int
+		occurrences(lower, needle, func(k int) {
+			if !boundary || wordBoundaryAt(s, k) {
+				out = append(out, k)
+			}
+		})
+		return out
+	}
+}
+
+// keywordWordStarts: #1 matches start where a word ([A-Za-z0-9_]+) begins
+// that ends in one of its keywords, because \b[A-Z0-9_]*KEYWORD\b can only
+// consume word characters.
+func keywordWordStarts(s, lower string) []int {
+	var out []int
+	for _, kw := range [...]string{"key", "token", "secret", "password", "passwd"} {
+		occurrences(lower, kw, func(k int) {
+			if e := k + len(kw); e < len(s) && isWordByte(s[e]) {
+				return
+			}
+			p := k
+			for p > 0 && isWordByte(s[p-1]) {
+				p--
+			}
+			out = append(out, p)
+		})
+	}
+	return sortUnique(out)
+}
+
+// digitRunStarts: #17 matches start at a run of at least six digits that
+// ends at ':' and follows a word boundary.
+func digitRunStarts(s, lower string) []int {
+	var out []int
+	occurrences(lower, ":", func(k int) {
+		p := k
+		for p > 0 && s[p-1] >= '0' && s[p-1] <= '9' {
+			p--
+		}
+		if k-p >= 6 && wordBoundaryAt(s, p) {
+			out = append(out, p)
+		}
+	})
+	return out
+}
+
+func queryStarts(s, lower string) []int {
+	var out []int
+	for i := 0; i < len(s); i++ {
+		if s[i] == '?' || s[i] == '&' {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// assignmentStarts: the standalone pattern starts at the separator before a
+// key name (or at 0, via ^, when the key starts the text).
+func assignmentStarts(s, lower string) []int {
+	var out []int
+	for _, kw := range [...]string{"access_token=", "refresh_token=", "apikey=", "api-key=", "api_key=",
+		"token=", "secret=", "password=", "passwd="} {
+		occurrences(lower, kw, func(k int) {
+			switch {
+			case k == 0:
+				out = append(out, 0)
+			case s[k-1] == ',' || s[k-1] == ';':
+				out = append(out, k-1)
+			case isJSSpaceBefore(s, k):
+				_, w := utf8.DecodeLastRuneInString(s[:k])
+				out = append(out, k-w)
+			}
+		})
+	}
+	return sortUnique(out)
+}
+
+func sortUnique(xs []int) []int {
+	if len(xs) < 2 {
+		return xs
+	}
+	sort.Ints(xs)
+	out := xs[:1]
+	for _, x := range xs[1:] {
+		if x != out[len(out)-1] {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 type redactPattern struct {
-	re      *jsRegex
-	needles []string // nil: always run
+	re       *jsRegex
+	needles  []string // nil: always run
+	starts   func(s, lower string) []int
+	anchored *regexp.Regexp // the pattern anchored at a start, leading \b removed
 }
 
 var (
@@ -115,7 +240,15 @@ func defaults() []*redactPattern {
 			if err != nil {
 				panic(fmt.Sprintf("sanitize: default redaction pattern %q: %v", d.source, err))
 			}
-			compiledDefaults = append(compiledDefaults, &redactPattern{re: re, needles: d.needles})
+			p := &redactPattern{re: re, needles: d.needles, starts: d.starts}
+			if d.starts != nil {
+				a, err := compileJSRegex("^(?:"+strings.TrimPrefix(d.source, `\b`)+")", "gi")
+				if err != nil {
+					panic(fmt.Sprintf("sanitize: default redaction pattern %q: %v", d.source, err))
+				}
+				p.anchored = a.re
+			}
+			compiledDefaults = append(compiledDefaults, p)
 		}
 	})
 	return compiledDefaults
@@ -219,10 +352,12 @@ func redactText(s string, patterns []*redactPattern) string {
 	next := s
 	lower, lowerValid := "", false
 	for _, p := range patterns {
-		if p.needles != nil {
+		if p.needles != nil || p.starts != nil {
 			if !lowerValid {
 				lower, lowerValid = asciiLower(next), true
 			}
+		}
+		if p.needles != nil {
 			hit := false
 			for _, n := range p.needles {
 				if strings.Contains(lower, n) {
@@ -234,14 +369,15 @@ func redactText(s string, patterns []*redactPattern) string {
 				continue
 			}
 		}
-		if out, changed := replaceBounded(next, p.re); changed {
+		if out, changed := replaceBounded(next, lower, p); changed {
 			next, lowerValid = out, false
 		}
 	}
 	return next
 }
 
-// asciiLower lower-cases ASCII letters only, matching how the patterns fold.
+// asciiLower lower-cases ASCII letters only, matching how the patterns fold
+// and keeping byte offsets.
 func asciiLower(s string) string {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= 'A' && c <= 'Z' {
@@ -255,14 +391,22 @@ func asciiLower(s string) string {
 	return s
 }
 
-func replaceBounded(s string, re *jsRegex) (string, bool) {
+// replaceBounded applies one pattern, chunk-wise above the threshold. lower
+// is only read when the pattern has a starts finder.
+func replaceBounded(s, lower string, p *redactPattern) (string, bool) {
 	if len(s) <= redactChunkThreshold || utf16Len(s) <= redactChunkThreshold {
-		return replaceAll(s, re)
+		return replaceAll(s, lower, p)
 	}
 	var b strings.Builder
 	changed := false
-	for _, chunk := range utf16Chunks(s, redactChunkSize) {
-		out, c := replaceAll(chunk, re)
+	bounds := utf16ChunkBounds(s, redactChunkSize)
+	for i := 1; i < len(bounds); i++ {
+		lo, hi := bounds[i-1], bounds[i]
+		var lc string
+		if p.starts != nil {
+			lc = lower[lo:hi]
+		}
+		out, c := replaceAll(s[lo:hi], lc, p)
 		changed = changed || c
 		b.WriteString(out)
 	}
@@ -272,12 +416,40 @@ func replaceBounded(s string, re *jsRegex) (string, bool) {
 	return b.String(), true
 }
 
+// findMatches is FindAllStringSubmatchIndex, via the anchored candidates when
+// the pattern has them. None of those patterns can match the empty string, so
+// "next match at or after the previous end" is all FindAll does.
+func findMatches(s, lower string, p *redactPattern) [][]int {
+	if p.starts == nil {
+		return p.re.re.FindAllStringSubmatchIndex(s, -1)
+	}
+	var out [][]int
+	cursor := 0
+	for _, st := range p.starts(s, lower) {
+		if st < cursor {
+			continue
+		}
+		m := p.anchored.FindStringSubmatchIndex(s[st:])
+		if m == nil {
+			continue
+		}
+		for k := range m {
+			if m[k] >= 0 {
+				m[k] += st
+			}
+		}
+		out = append(out, m)
+		cursor = m[1]
+	}
+	return out
+}
+
 // replaceAll is String.prototype.replace with a global regex and the
 // redaction callback. Go skips an empty match that abuts the previous match
 // where JavaScript would report it; only user patterns that match the empty
 // string can tell the difference.
-func replaceAll(s string, re *jsRegex) (string, bool) {
-	ms := re.re.FindAllStringSubmatchIndex(s, -1)
+func replaceAll(s, lower string, p *redactPattern) (string, bool) {
+	ms := findMatches(s, lower, p)
 	if len(ms) == 0 {
 		return s, false
 	}
@@ -285,7 +457,7 @@ func replaceAll(s string, re *jsRegex) (string, bool) {
 	b.Grow(len(s))
 	prev := 0
 	for _, m := range ms {
-		if re.sticky && m[0] != prev {
+		if p.re.sticky && m[0] != prev {
 			break
 		}
 		b.WriteString(s[prev:m[0]])

@@ -86,8 +86,19 @@ func utf16SuffixStart(s string, max int) int {
 // surrogate pair moves back one unit so the character stays whole in the later
 // chunk; the grid itself does not shift.
 func utf16Chunks(s string, size int) []string {
-	var out []string
-	start, n, next := 0, 0, size
+	b := utf16ChunkBounds(s, size)
+	out := make([]string, 0, len(b)-1)
+	for i := 1; i < len(b); i++ {
+		out = append(out, s[b[i-1]:b[i]])
+	}
+	return out
+}
+
+// utf16ChunkBounds returns the byte offsets of those chunks, starting with 0
+// and ending with len(s).
+func utf16ChunkBounds(s string, size int) []int {
+	out := []int{0}
+	n, next := 0, size
 	for i := 0; i < len(s); {
 		c := s[i]
 		units, w := 1, 1
@@ -99,20 +110,20 @@ func utf16Chunks(s string, size int) []string {
 			}
 		}
 		if n+units > next {
-			out = append(out, s[start:i])
-			start = i
+			if i > out[len(out)-1] {
+				out = append(out, i)
+			}
 			next += size
 		}
 		n += units
 		i += w
 		if n == next {
-			out = append(out, s[start:i])
-			start = i
+			out = append(out, i)
 			next += size
 		}
 	}
-	if start < len(s) {
-		out = append(out, s[start:])
+	if out[len(out)-1] < len(s) {
+		out = append(out, len(s))
 	}
 	return out
 }

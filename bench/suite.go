@@ -1,0 +1,322 @@
+// Package bench is the `sessionbus bench` suite: each benchmark runs against
+// an embedded server in a temp dir, in one process, together with the raw
+// NATS baselines measured in the same run (DESIGN.md, "Benchmarks (public
+// contract)"). Latency is measured per operation, sequentially, after a
+// warm-up; ops_per_sec is ops / wall time of the timed loop.
+//
+// Each benchmark's result names its baseline and carries ratio = p50 / the
+// baseline's p50. A baseline names itself and has ratio 1. sanitize_80k is
+// pure CPU work with no NATS counterpart: it has neither field.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Options select and scale a run.
+type Options struct {
+	// Only selects benchmarks by name; the baselines they reference run
+	// too. Empty runs everything.
+	Only []string
+	// Quick scales every data set and iteration count down (for tests).
+	Quick bool
+	// Log receives progress lines (loads, each benchmark as it runs) and
+	// worker warnings. Nil discards them.
+	Log io.Writer
+}
+
+// Result is one benchmark's figures. Field names are the public JSON contract.
+type Result struct {
+	Name      string  `json:"name"`
+	Ops       int     `json:"ops"`
+	P50       int64   `json:"p50_ns"`
+	P99       int64   `json:"p99_ns"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	// Baseline is the raw NATS benchmark this one is compared with; a
+	// baseline names itself. Empty (omitted) for sanitize_80k.
+	Baseline string `json:"baseline,omitempty"`
+	// Ratio is P50 / the baseline's P50 (1 for a baseline). Omitted with Baseline.
+	Ratio *float64 `json:"ratio,omitempty"`
+	// Sync is the JetStream sync setting the server ran with.
+	Sync string `json:"sync"`
+	// Dataset says what the benchmark ran over (sizes differ with --quick).
+	Dataset string `json:"dataset"`
+
+	// Extras, set by some benchmarks only.
+	BytesPerSession *float64 `json:"bytes_per_session,omitempty"` // list_*: heap of a kv.Index / indexed sessions
+	MBPerSec        *float64 `json:"mb_per_sec,omitempty"`        // sanitize_80k: 10^6 bytes per second of input
+	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
+}
+
+// Load is one shared data load, timed.
+type Load struct {
+	Name    string  `json:"name"`
+	Items   int     `json:"items"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Report is the whole run: what `--json` prints.
+type Report struct {
+	Go         string   `json:"go"`
+	CPUs       int      `json:"cpus"`
+	NATSServer string   `json:"nats_server"`
+	Quick      bool     `json:"quick,omitempty"`
+	Results    []Result `json:"results"`
+	Loads      []Load   `json:"loads,omitempty"`
+}
+
+// spec is one registered benchmark.
+type spec struct {
+	name     string
+	baseline string // "" for baselines themselves and for sanitize_80k
+	isBase   bool
+	run      func(ctx context.Context, e *env) (Result, error)
+}
+
+// registry lists every benchmark in execution order: the quick baselines on
+// a quiet server first, then each family after the loads it needs (shared
+// across families, done once per run).
+var registry = []spec{
+	{name: "raw_request_reply", isBase: true, run: runRawRequestReply},
+	{name: "raw_js_publish", isBase: true, run: runRawJSPublish},
+	{name: "raw_kv_get", isBase: true, run: runRawKVGet},
+	{name: "list_10k", baseline: "raw_request_reply", run: runList10k},
+	{name: "list_100k", baseline: "raw_request_reply", run: runList100k},
+	{name: "raw_direct_get_50", isBase: true, run: runRawDirectGet50},
+	{name: "transcript_tail_interleaved", baseline: "raw_direct_get_50", run: runTranscriptTailInterleaved},
+	{name: "transcript_tail_1m", baseline: "raw_direct_get_50", run: runTranscriptTail1M},
+	{name: "transcript_offset_1m", baseline: "raw_direct_get_50", run: runTranscriptOffset1M},
+	{name: "history_tail_100", baseline: "raw_direct_get_50", run: runHistoryTail100},
+	{name: "history_tail_1m", baseline: "raw_direct_get_50", run: runHistoryTail1M},
+	{name: "history_offset_1m", baseline: "raw_direct_get_50", run: runHistoryOffset1M},
+	{name: "history_tail_interleaved", baseline: "raw_direct_get_50", run: runHistoryTailInterleaved},
+	{name: "sanitize_80k", run: runSanitize80k},
+}
+
+// Names lists every benchmark name, in execution order.
+func Names() []string {
+	out := make([]string, len(registry))
+	for i, s := range registry {
+		out[i] = s.name
+	}
+	return out
+}
+
+// selectSpecs resolves Options.Only (plus the baselines it references).
+func selectSpecs(only []string) ([]spec, error) {
+	if len(only) == 0 {
+		return registry, nil
+	}
+	want := map[string]bool{}
+	for _, n := range only {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		i := slices.IndexFunc(registry, func(s spec) bool { return s.name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown benchmark %q; known: %s", n, strings.Join(Names(), ", "))
+		}
+		want[n] = true
+		if b := registry[i].baseline; b != "" {
+			want[b] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, errors.New("--only names no benchmark")
+	}
+	var out []spec
+	for _, s := range registry {
+		if want[s.name] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Run executes the selected benchmarks against a fresh embedded server in a
+// temp dir (removed afterwards) and returns the report.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	specs, err := selectSpecs(o.Only)
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEnv(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick}
+	e.logf("sessionbus bench: %s, %d cpus, GOMAXPROCS %d, nats-server %s, sync %s, data in %s",
+		rep.Go, rep.CPUs, runtime.GOMAXPROCS(0), rep.NATSServer, e.sync, e.dir)
+	for _, s := range specs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r, err := s.run(ctx, e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		r.Name = s.name
+		if s.isBase {
+			r.Baseline = s.name
+		} else {
+			r.Baseline = s.baseline
+		}
+		if r.Sync == "" {
+			r.Sync = e.sync
+		}
+		rep.Results = append(rep.Results, r)
+		e.logf("  %-28s p50 %-9s p99 %-9s %10.0f ops/s  (%d ops)", s.name, fmtDur(r.P50), fmtDur(r.P99), r.OpsPerSec, r.Ops)
+	}
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if r.Baseline == "" {
+			continue
+		}
+		j := slices.IndexFunc(rep.Results, func(b Result) bool { return b.Name == r.Baseline })
+		if j < 0 || rep.Results[j].P50 <= 0 {
+			return nil, fmt.Errorf("%s: baseline %s did not run", r.Name, r.Baseline)
+		}
+		ratio := round(float64(r.P50)/float64(rep.Results[j].P50), 3)
+		r.Ratio = &ratio
+	}
+	rep.Loads = e.loads
+	return rep, nil
+}
+
+// plan is how often a benchmark's operation runs.
+type plan struct{ warm, ops int }
+
+// measure runs op warm times untimed, collects garbage, then times ops
+// sequential calls one by one.
+func measure(ctx context.Context, p plan, op func() error) (Result, error) {
+	runtime.GC()
+	for i := 0; i < p.warm; i++ {
+		if err := op(); err != nil {
+			return Result{}, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	runtime.GC()
+	samples := make([]time.Duration, p.ops)
+	start := time.Now()
+	for i := range samples {
+		if i%256 == 0 && ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		t0 := time.Now()
+		if err := op(); err != nil {
+			return Result{}, fmt.Errorf("op %d: %w", i, err)
+		}
+		samples[i] = time.Since(t0)
+	}
+	wall := time.Since(start)
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	return Result{
+		Ops:       p.ops,
+		P50:       int64(percentile(samples, 0.50)),
+		P99:       int64(percentile(samples, 0.99)),
+		OpsPerSec: round(float64(p.ops)/wall.Seconds(), 1),
+	}, nil
+}
+
+// percentile is the nearest-rank percentile of sorted samples.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+// WriteJSON prints the report as one JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+// WriteTable prints the report as a readable table.
+func (r *Report) WriteTable(w io.Writer) error {
+	mode := ""
+	if r.Quick {
+		mode = " (--quick: reduced data sets)"
+	}
+	fmt.Fprintf(w, "sessionbus bench: %s, %d cpus, nats-server %s%s\n\n", r.Go, r.CPUs, r.NATSServer, mode)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "name\tops\tp50\tp99\tops/s\tbaseline\tratio\textra\tdataset\tsync\t")
+	for _, res := range r.Results {
+		ratio, base := "-", "-"
+		if res.Ratio != nil {
+			ratio = fmt.Sprintf("%.2fx", *res.Ratio)
+		}
+		if res.Baseline == res.Name {
+			base = "(baseline)"
+		} else if res.Baseline != "" {
+			base = res.Baseline
+		}
+		var extra []string
+		if res.BytesPerSession != nil {
+			extra = append(extra, fmt.Sprintf("%.0f B/session", *res.BytesPerSession))
+		}
+		if res.MBPerSec != nil {
+			extra = append(extra, fmt.Sprintf("%.1f MB/s", *res.MBPerSec))
+		}
+		if res.ReplyBytes > 0 {
+			extra = append(extra, fmt.Sprintf("reply %s", fmtBytes(res.ReplyBytes)))
+		}
+		ex := strings.Join(extra, ", ")
+		if ex == "" {
+			ex = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n",
+			res.Name, res.Ops, fmtDur(res.P50), fmtDur(res.P99), res.OpsPerSec, base, ratio, ex, res.Dataset, res.Sync)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Loads) > 0 {
+		fmt.Fprintln(w, "\nloads:")
+		for _, l := range r.Loads {
+			fmt.Fprintf(w, "  %-40s %9d items in %6.2fs (%.0f/s)\n", l.Name, l.Items, l.Seconds, float64(l.Items)/l.Seconds)
+		}
+	}
+	return nil
+}
+
+func fmtDur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+func fmtBytes(n int) string {
+	if n < 10*1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+}
