@@ -64,8 +64,8 @@ func TestCapByJSONBytes(t *testing.T) {
 	if !strings.Contains(string(kept[0]), `"seq":3}`) {
 		t.Fatalf("seq 3.0: %s", kept[0])
 	}
-	// Hard cap keeps the last item when it alone fits (only reachable with a
-	// tiny cap and several items).
+	// Dropping stops as soon as the rest fits; the hard cap's "keep the last
+	// item if it fits alone" branch cannot then trigger.
 	kept, dropped, hard, b = CapByJSONBytes(raws(`{"a":1}`, `{"b":2}`), 9)
 	if len(kept) != 1 || string(kept[0]) != `{"b":2}` || !dropped || hard || b != 9 {
 		t.Fatalf("tiny cap: %s %v %v %d", kept, dropped, hard, b)

@@ -12,8 +12,8 @@ func naiveStripToolCallXML(s string) string {
 	regions := findCodeRegions(s)
 	var b strings.Builder
 	last := 0
-	inBlock, blockName, blockJSON, contentStart := false, "", false, 0
-	balance := map[string]int{}
+	inBlock, blockName, blockJSON, contentStart := false, int8(-1), false, 0
+	balance := map[int8]int{}
 	insideQuote := func(start, end int) bool {
 		var q quoteScanner
 		q.cursor = start
@@ -59,7 +59,7 @@ func naiveStripToolCallXML(s string) string {
 				ps = tag.contentStart
 			}
 			isJSON := jsonPayloadStart(s, ps)
-			isXML := !isJSON && tag.name == "tool_call" && xmlPayloadStart(s, ps)
+			isXML := !isJSON && tag.name == nameToolCall && xmlPayloadStart(s, ps)
 			if isJSON || isXML {
 				inBlock, blockName, blockJSON, contentStart = true, tag.name, isJSON, end
 				if tag.truncated() {
@@ -78,7 +78,7 @@ func naiveStripToolCallXML(s string) string {
 				idx = max(idx, pe-1)
 				continue
 			}
-		} else if tag.isClose && (tag.name == blockName || (blockName == "tool_result" && tag.name == "tool_call")) &&
+		} else if tag.isClose && (tag.name == blockName || (blockName == nameToolResult && tag.name == nameToolCall)) &&
 			(!blockJSON || !insideQuote(contentStart, idx)) {
 			inBlock = false
 		}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // MessageResult reports what HistoryMessage did to one message:
@@ -138,7 +140,7 @@ func estimateBase64DecodedBytes(s string) int {
 			i++
 			continue
 		}
-		r, w := decodeRune(s, i)
+		r, w := utf8.DecodeRuneInString(s[i:])
 		if r >= 0x10000 {
 			n += 2
 		} else {
@@ -166,4 +168,117 @@ func estimateBase64DecodedBytes(s string) int {
 		}
 	}
 	return max(0, n*3/4-padding)
+}
+
+// ExtractAssistantText returns the visible reply of an assistant message, as
+// sessions_send replies and announces use it (the reference's
+// extractAssistantText): "" for any other role. When some text block carries
+// a phased text signature, only final_answer text is taken; otherwise all
+// text is. Each piece is cleaned with VisibleText(History), the pieces are
+// joined with "" and the result trimmed. For stopReason "error" the text is
+// rewritten as user-facing error copy.
+func ExtractAssistantText(m map[string]any) string {
+	if m["role"] != "assistant" {
+		return ""
+	}
+	clean := func(s string) string { return VisibleText(s, History) }
+	joined, ok := textForPhase(m, "final_answer", clean)
+	if !ok {
+		joined, ok = textForPhase(m, "", clean)
+	}
+	if !ok {
+		return ""
+	}
+	if m["stopReason"] == "error" {
+		return userFacingError(joined)
+	}
+	return joined
+}
+
+func normalizePhase(v any) string {
+	if s, ok := v.(string); ok && (s == "commentary" || s == "final_answer") {
+		return s
+	}
+	return ""
+}
+
+// signaturePhase parses a textSignature: a plain string is a bare id; a JSON
+// object must have v == 1 and may carry a phase.
+func signaturePhase(v any) string {
+	s, ok := v.(string)
+	if !ok || trimJS(s) == "" || !strings.HasPrefix(s, "{") {
+		return ""
+	}
+	var sig struct {
+		V     any `json:"v"`
+		Phase any `json:"phase"`
+	}
+	if json.Unmarshal([]byte(s), &sig) != nil {
+		return ""
+	}
+	if f, ok := sig.V.(float64); !ok || f != 1 {
+		return ""
+	}
+	return normalizePhase(sig.Phase)
+}
+
+// textForPhase is extractAssistantTextForPhase with joinWith "".
+func textForPhase(m map[string]any, phase string, clean func(string) string) (string, bool) {
+	include := func(resolved string) bool { return resolved == phase }
+	messagePhase := normalizePhase(m["phase"])
+	finish := func(s string) (string, bool) {
+		s = trimJS(s)
+		return s, s != ""
+	}
+	if t, ok := m["text"].(string); ok {
+		if !include(messagePhase) {
+			return "", false
+		}
+		return finish(clean(t))
+	}
+	if t, ok := m["content"].(string); ok {
+		if !include(messagePhase) {
+			return "", false
+		}
+		return finish(clean(t))
+	}
+	blocks, ok := m["content"].([]any)
+	if !ok {
+		return "", false
+	}
+	explicit := false
+	for _, blk := range blocks {
+		if b, ok := blk.(map[string]any); ok && b["type"] == "text" && signaturePhase(b["textSignature"]) != "" {
+			explicit = true
+			break
+		}
+	}
+	if phase == "" && explicit {
+		return "", false
+	}
+	var parts []string
+	for _, blk := range blocks {
+		b, ok := blk.(map[string]any)
+		if !ok || b["type"] != "text" {
+			continue
+		}
+		t, ok := b["text"].(string)
+		if !ok {
+			continue
+		}
+		resolved := signaturePhase(b["textSignature"])
+		if resolved == "" && !explicit {
+			resolved = messagePhase
+		}
+		if !include(resolved) {
+			continue
+		}
+		if c := clean(t); trimJS(c) != "" {
+			parts = append(parts, c)
+		}
+	}
+	if len(parts) == 0 {
+		return "", false
+	}
+	return finish(strings.Join(parts, ""))
 }

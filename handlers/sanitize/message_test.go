@@ -3,7 +3,6 @@ package sanitize
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 )
@@ -56,6 +55,8 @@ func TestHistoryMessage(t *testing.T) {
 			`{"content":[{"bytes":1234,"omitted":true,"type":"image"}],"role":"user"}`, false, MessageResult{}},
 		{"image non-string data", `{"role":"user","content":[{"type":"image","data":null,"bytes":9}]}`,
 			`{"content":[{"bytes":9,"omitted":true,"type":"image"}],"role":"user"}`, false, MessageResult{Truncated: true}},
+		{"redact before truncate", `{"role":"user","content":"` + strings.Repeat("x", 3990) + ` ` + secret + `"}`,
+			`{"content":"` + strings.Repeat("x", 3990) + ` ghp_DD…DD` + `\n…(truncated)…","role":"user"}`, false, MessageResult{Truncated: true, Redacted: true}},
 		{"top-level text", `{"role":"system","text":"TOKEN=abc"}`, `{"role":"system","text":"TOKEN=***"}`, false, MessageResult{Redacted: true}},
 		{"visible off keeps tags", `{"role":"assistant","content":"<think>x</think>Hi"}`,
 			`{"content":"<think>x</think>Hi","role":"assistant"}`, false, MessageResult{}},
@@ -170,5 +171,4 @@ func TestExtractAssistantText(t *testing.T) {
 			}
 		})
 	}
-	_ = reflect.DeepEqual
 }

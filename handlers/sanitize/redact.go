@@ -254,7 +254,8 @@ func defaults() []*redactPattern {
 	return compiledDefaults
 }
 
-// Redactor masks credentials. It is immutable and safe for concurrent use.
+// Redactor masks credentials. It is immutable and safe for concurrent use;
+// a nil *Redactor behaves like DefaultRedactor().
 type Redactor struct {
 	logOff       bool
 	logPatterns  []*redactPattern
@@ -332,6 +333,9 @@ func parseUserPattern(raw string) (*redactPattern, error) {
 // whatever logging.redactSensitive says, and applies the user patterns first,
 // then the defaults. changed reports whether anything was masked.
 func (r *Redactor) ToolPayload(s string) (out string, changed bool) {
+	if r == nil {
+		r = DefaultRedactor()
+	}
 	out = redactText(s, r.toolPatterns)
 	return out, out != s
 }
@@ -339,28 +343,51 @@ func (r *Redactor) ToolPayload(s string) (out string, changed bool) {
 // Log redacts text bound for logs: a no-op when logging.redactSensitive is
 // "off"; otherwise the user patterns, or the defaults when there are none.
 func (r *Redactor) Log(s string) string {
+	if r == nil {
+		r = DefaultRedactor()
+	}
 	if r.logOff {
 		return s
 	}
 	return redactText(s, r.logPatterns)
 }
 
+// redactState is the evolving text with the derived forms the patterns
+// need, recomputed only after a pattern changes the text.
+type redactState struct {
+	s      string
+	lower  string
+	bounds []int // chunk byte offsets, or nil when the text is one chunk
+	fresh  bool
+}
+
+func (st *redactState) set(s, lower string) {
+	st.s, st.lower, st.fresh = s, lower, false
+}
+
+func (st *redactState) derive() {
+	if st.fresh {
+		return
+	}
+	st.bounds = nil
+	if len(st.s) > redactChunkThreshold && utf16Len(st.s) > redactChunkThreshold {
+		st.bounds = utf16ChunkBounds(st.s, redactChunkSize)
+	}
+	st.fresh = true
+}
+
 func redactText(s string, patterns []*redactPattern) string {
 	if s == "" {
 		return s
 	}
-	next := s
-	lower, lowerValid := "", false
+	var st redactState
+	st.set(s, asciiLower(s))
 	for _, p := range patterns {
-		if p.needles != nil || p.starts != nil {
-			if !lowerValid {
-				lower, lowerValid = asciiLower(next), true
-			}
-		}
+		st.derive()
 		if p.needles != nil {
 			hit := false
 			for _, n := range p.needles {
-				if strings.Contains(lower, n) {
+				if strings.Contains(st.lower, n) {
 					hit = true
 					break
 				}
@@ -369,11 +396,11 @@ func redactText(s string, patterns []*redactPattern) string {
 				continue
 			}
 		}
-		if out, changed := replaceBounded(next, lower, p); changed {
-			next, lowerValid = out, false
+		if out, lower, changed := replaceBounded(&st, p); changed {
+			st.set(out, lower)
 		}
 	}
-	return next
+	return st.s
 }
 
 // asciiLower lower-cases ASCII letters only, matching how the patterns fold
@@ -383,7 +410,9 @@ func asciiLower(s string) string {
 		if c := s[i]; c >= 'A' && c <= 'Z' {
 			b := []byte(s)
 			for j := i; j < len(b); j++ {
-				b[j] = lowerASCII(b[j])
+				if c := b[j]; c >= 'A' && c <= 'Z' {
+					b[j] = c + ('a' - 'A')
+				}
 			}
 			return string(b)
 		}
@@ -391,29 +420,25 @@ func asciiLower(s string) string {
 	return s
 }
 
-// replaceBounded applies one pattern, chunk-wise above the threshold. lower
-// is only read when the pattern has a starts finder.
-func replaceBounded(s, lower string, p *redactPattern) (string, bool) {
-	if len(s) <= redactChunkThreshold || utf16Len(s) <= redactChunkThreshold {
-		return replaceAll(s, lower, p)
+// replaceBounded applies one pattern, chunk-wise above the threshold, and
+// returns the new text with its lower-cased form.
+func replaceBounded(st *redactState, p *redactPattern) (string, string, bool) {
+	if st.bounds == nil {
+		return replaceAll(st.s, st.lower, p)
 	}
-	var b strings.Builder
+	var b, bl strings.Builder
 	changed := false
-	bounds := utf16ChunkBounds(s, redactChunkSize)
-	for i := 1; i < len(bounds); i++ {
-		lo, hi := bounds[i-1], bounds[i]
-		var lc string
-		if p.starts != nil {
-			lc = lower[lo:hi]
-		}
-		out, c := replaceAll(s[lo:hi], lc, p)
+	for i := 1; i < len(st.bounds); i++ {
+		lo, hi := st.bounds[i-1], st.bounds[i]
+		out, lower, c := replaceAll(st.s[lo:hi], st.lower[lo:hi], p)
 		changed = changed || c
 		b.WriteString(out)
+		bl.WriteString(lower)
 	}
 	if !changed {
-		return s, false
+		return st.s, st.lower, false
 	}
-	return b.String(), true
+	return b.String(), bl.String(), true
 }
 
 // findMatches is FindAllStringSubmatchIndex, via the anchored candidates when
@@ -448,25 +473,33 @@ func findMatches(s, lower string, p *redactPattern) [][]int {
 // redaction callback. Go skips an empty match that abuts the previous match
 // where JavaScript would report it; only user patterns that match the empty
 // string can tell the difference.
-func replaceAll(s, lower string, p *redactPattern) (string, bool) {
+func replaceAll(s, lower string, p *redactPattern) (string, string, bool) {
 	ms := findMatches(s, lower, p)
 	if len(ms) == 0 {
-		return s, false
+		return s, lower, false
 	}
-	var b strings.Builder
+	var b, bl strings.Builder
 	b.Grow(len(s))
-	prev := 0
+	bl.Grow(len(s))
+	prev, changed := 0, false
 	for _, m := range ms {
 		if p.re.sticky && m[0] != prev {
 			break
 		}
+		r := redactMatch(s, m)
+		changed = changed || r != s[m[0]:m[1]]
 		b.WriteString(s[prev:m[0]])
-		b.WriteString(redactMatch(s, m))
+		b.WriteString(r)
+		bl.WriteString(lower[prev:m[0]])
+		bl.WriteString(asciiLower(r))
 		prev = m[1]
 	}
+	if !changed {
+		return s, lower, false
+	}
 	b.WriteString(s[prev:])
-	out := b.String()
-	return out, out != s
+	bl.WriteString(lower[prev:])
+	return b.String(), bl.String(), true
 }
 
 func redactMatch(s string, m []int) string {

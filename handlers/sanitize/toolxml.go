@@ -27,19 +27,19 @@ import (
 //   - Self-closing tags and unmatched closing tags are removed.
 //   - Tags starting inside code regions are left alone.
 
-var toolTagNames = map[string]bool{
-	"tool_call":      true,
-	"tool_result":    true,
-	"function_call":  true,
-	"function_calls": true,
-	"tool_calls":     true,
-}
+// toolTagNames is indexed by toolTag.name.
+var toolTagNames = [...]string{"tool_call", "tool_result", "function_call", "function_calls", "tool_calls"}
+
+const (
+	nameToolCall   = 0
+	nameToolResult = 1
+)
 
 type toolTag struct {
-	lt           int    // the '<'
-	contentStart int    // just after the name
-	close        int    // index of the closing '>', or -1 when truncated
-	name         string // lower-cased
+	lt           int  // the '<'
+	contentStart int  // just after the name
+	close        int  // index of the closing '>', or -1 when truncated
+	name         int8 // index into toolTagNames
 	isClose      bool
 }
 
@@ -80,11 +80,14 @@ func parseToolTagHead(s string, lt int) (toolTag, bool) {
 	for i < len(s) && isTagNameByte(s[i]) {
 		i++
 	}
-	if i-ns < len("tool_call") || i-ns > len("function_calls") {
-		return toolTag{}, false
+	name := int8(-1)
+	for k, n := range toolTagNames {
+		if equalFoldASCII(s[ns:i], n) {
+			name = int8(k)
+			break
+		}
 	}
-	name := strings.ToLower(s[ns:i])
-	if !toolTagNames[name] {
+	if name < 0 {
 		return toolTag{}, false
 	}
 	if i < len(s) && s[i] != '/' && s[i] != '>' && jsSpaceWidth(s, i) == 0 {
@@ -105,7 +108,7 @@ func parseToolTagHead(s string, lt int) (toolTag, bool) {
 // then on, so they share a list, and at most five lists (one per state) are
 // live at any position.
 func findToolTags(s string) []toolTag {
-	var tags []toolTag
+	tags := make([]toolTag, 0, min(strings.Count(s, "<"), 1<<16))
 	for i := 0; ; {
 		lt := indexByteFrom(s, i, '<')
 		if lt < 0 {
@@ -424,9 +427,9 @@ func stripToolCallXML(s string) string {
 	b.Grow(len(s))
 	n := len(s)
 	last, next := 0, 0
-	inBlock, blockName, blockJSON := false, "", false
+	inBlock, blockName, blockJSON := false, int8(-1), false
 	var qs quoteScanner
-	balance := map[string]int{}
+	var balance [len(toolTagNames)]int
 	for k := range tags {
 		t := &tags[k]
 		if t.lt < next {
@@ -460,7 +463,7 @@ func stripToolCallXML(s string) string {
 				payloadStart = t.contentStart
 			}
 			isJSON := jsonPayloadStart(s, payloadStart)
-			isXML := !isJSON && t.name == "tool_call" && xmlPayloadStart(s, payloadStart)
+			isXML := !isJSON && t.name == nameToolCall && xmlPayloadStart(s, payloadStart)
 			if !isJSON && !isXML {
 				preserveEnd := end
 				if t.truncated() {
@@ -479,7 +482,7 @@ func stripToolCallXML(s string) string {
 				break
 			}
 		} else if t.isClose &&
-			(t.name == blockName || (blockName == "tool_result" && t.name == "tool_call")) &&
+			(t.name == blockName || (blockName == nameToolResult && t.name == nameToolCall)) &&
 			(!blockJSON || !qs.insideAt(s, t.lt)) {
 			inBlock = false
 		}

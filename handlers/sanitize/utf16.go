@@ -15,6 +15,14 @@ import "unicode/utf8"
 func utf16Len(s string) int {
 	n := 0
 	for i := 0; i < len(s); {
+		// ASCII runs, eight bytes at a time.
+		for i+8 <= len(s) && (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 == 0 {
+			n += 8
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			n++
