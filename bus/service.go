@@ -49,6 +49,7 @@ type ServiceOptions struct {
 
 // Service is the running micro service of one worker.
 type Service struct {
+	nc     *nats.Conn
 	svc    micro.Service
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -75,7 +76,7 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{svc: svc, ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight), log: o.Logger}
+	s := &Service{nc: nc, svc: svc, ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight), log: o.Logger}
 	grp := svc.AddGroup(o.Names.ToolsGroup())
 	for name, h := range tools {
 		if err := grp.AddEndpoint(name, s.wrap(name, h, o.Verifier)); err != nil {
@@ -120,6 +121,10 @@ func (s *Service) wrap(name string, h Handler, v *Verifier) micro.Handler {
 			respondError(r, Errorf(CodeUnavailable, "worker is stopping; retry"))
 			return
 		}
+		// The reply goes out on the connection, not through r: micro reads the
+		// request's error state once the handler returns, which would race
+		// with a goroutine answering later.
+		reply := r.Reply()
 		s.wg.Add(1)
 		go func() {
 			defer func() { <-s.sem; s.wg.Done() }()
@@ -131,20 +136,37 @@ func (s *Service) wrap(name string, h Handler, v *Verifier) micro.Handler {
 					s.log.Error("tool failed", "tool", name, "caller", caller.SessionKey, "err", err)
 					e = Errorf(CodeInternal, "internal error in %s; see worker logs", name)
 				}
-				respondError(r, e)
+				s.send(reply, errorMsg(e))
 				return
 			}
 			data, err := json.Marshal(res)
 			if err != nil {
 				s.log.Error("encode reply", "tool", name, "err", err)
-				respondError(r, Errorf(CodeInternal, "internal error encoding %s reply", name))
+				s.send(reply, errorMsg(Errorf(CodeInternal, "internal error encoding %s reply", name)))
 				return
 			}
-			if err := r.Respond(data); err != nil {
-				s.log.Warn("respond", "tool", name, "err", err)
-			}
+			s.send(reply, &nats.Msg{Data: data})
 		}()
 	})
+}
+
+func (s *Service) send(reply string, m *nats.Msg) {
+	if reply == "" {
+		return
+	}
+	m.Subject = reply
+	if err := s.nc.PublishMsg(m); err != nil {
+		s.log.Warn("respond", "subject", reply, "err", err)
+	}
+}
+
+// errorMsg carries a thrown error the way micro's Request.Error does.
+func errorMsg(e *Error) *nats.Msg {
+	body, _ := json.Marshal(e)
+	return &nats.Msg{
+		Header: nats.Header{HeaderServiceErr: []string{e.Message}, HeaderServiceCode: []string{strconv.Itoa(e.Code)}},
+		Data:   body,
+	}
 }
 
 func respondError(r micro.Request, e *Error) {
