@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
@@ -49,9 +52,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), log)
-	cancel()
+	w, err := startWorker(nc, cfg, op.PublicKey(), log)
 	if err != nil {
 		fmt.Fprintln(stderr, "sessionbus serve:", err)
 		return 1
@@ -106,9 +107,7 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(pub), log)
-	cancel()
+	w, err := startWorker(nc, cfg, pub, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "sessionbus worker:", err)
 		return 1
@@ -119,4 +118,12 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	<-sigs
 	return 0
+}
+
+// startWorker gives stream and bucket creation a bounded time: on a cluster
+// still electing leaders it fails with a clear error instead of hanging.
+func startWorker(nc *nats.Conn, cfg *config.Config, issuer string, log *slog.Logger) (*handlers.Worker, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(issuer), log)
 }

@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // MessageResult reports what HistoryMessage did to one message:
@@ -140,12 +139,8 @@ func estimateBase64DecodedBytes(s string) int {
 			i++
 			continue
 		}
-		r, w := utf8.DecodeRuneInString(s[i:])
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
+		u, w := charUnits(s, i)
+		n += u
 		i += w
 	}
 	if n == 0 {

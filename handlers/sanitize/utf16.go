@@ -11,6 +11,19 @@ import "unicode/utf8"
 // two halves of a surrogate pair, these helpers never split the character:
 // a prefix stops before it and a suffix starts after it.
 
+// charUnits returns the UTF-16 length and the UTF-8 width of the character
+// starting at byte i of s.
+func charUnits(s string, i int) (units, width int) {
+	if s[i] < utf8.RuneSelf {
+		return 1, 1
+	}
+	r, w := utf8.DecodeRuneInString(s[i:])
+	if r >= 0x10000 {
+		return 2, w
+	}
+	return 1, w
+}
+
 // utf16Len returns the length of s in UTF-16 code units.
 func utf16Len(s string) int {
 	n := 0
@@ -29,12 +42,8 @@ func utf16Len(s string) int {
 			i++
 			continue
 		}
-		r, w := utf8.DecodeRuneInString(s[i:])
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
+		u, w := charUnits(s, i)
+		n += u
 		i += w
 	}
 	return n
@@ -48,15 +57,7 @@ func utf16PrefixEnd(s string, max int) int {
 	}
 	n := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		units, w := 1, 1
-		if c >= utf8.RuneSelf {
-			var r rune
-			r, w = utf8.DecodeRuneInString(s[i:])
-			if r >= 0x10000 {
-				units = 2
-			}
-		}
+		units, w := charUnits(s, i)
 		if n+units > max {
 			return i
 		}
@@ -108,15 +109,7 @@ func utf16ChunkBounds(s string, size int) []int {
 	out := []int{0}
 	n, next := 0, size
 	for i := 0; i < len(s); {
-		c := s[i]
-		units, w := 1, 1
-		if c >= utf8.RuneSelf {
-			var r rune
-			r, w = utf8.DecodeRuneInString(s[i:])
-			if r >= 0x10000 {
-				units = 2
-			}
-		}
+		units, w := charUnits(s, i)
 		if n+units > next {
 			if i > out[len(out)-1] {
 				out = append(out, i)
