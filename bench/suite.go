@@ -56,6 +56,7 @@ type Result struct {
 	// Extras, set by some benchmarks only.
 	BytesPerSession *float64 `json:"bytes_per_session,omitempty"` // list_*: heap of a kv.Index / indexed sessions
 	MBPerSec        *float64 `json:"mb_per_sec,omitempty"`        // sanitize_80k: 10^6 bytes per second of input
+	IndexStartMs    *float64 `json:"index_start_ms,omitempty"`    // list_*: time that kv.Index took to load every session
 	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
 }
 
@@ -111,6 +112,13 @@ func Names() []string {
 		out[i] = s.name
 	}
 	return out
+}
+
+// Check reports whether every name in only is a benchmark (what Run would
+// refuse), so a CLI can tell a usage error from a failed run.
+func Check(only []string) error {
+	_, err := selectSpecs(only)
+	return err
 }
 
 // selectSpecs resolves Options.Only (plus the baselines it references).
@@ -262,8 +270,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		mode = " (--quick: reduced data sets)"
 	}
 	fmt.Fprintf(w, "sessionbus bench: %s, %d cpus, nats-server %s%s\n\n", r.Go, r.CPUs, r.NATSServer, mode)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "name\tops\tp50\tp99\tops/s\tbaseline\tratio\textra\tdataset\tsync\t")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "name\tops\tp50\tp99\tops/s\tbaseline\tratio\textra\tsync")
 	for _, res := range r.Results {
 		ratio, base := "-", "-"
 		if res.Ratio != nil {
@@ -278,6 +286,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if res.BytesPerSession != nil {
 			extra = append(extra, fmt.Sprintf("%.0f B/session", *res.BytesPerSession))
 		}
+		if res.IndexStartMs != nil {
+			extra = append(extra, fmt.Sprintf("index start %.0f ms", *res.IndexStartMs))
+		}
 		if res.MBPerSec != nil {
 			extra = append(extra, fmt.Sprintf("%.1f MB/s", *res.MBPerSec))
 		}
@@ -288,16 +299,24 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if ex == "" {
 			ex = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n",
-			res.Name, res.Ops, fmtDur(res.P50), fmtDur(res.P99), res.OpsPerSec, base, ratio, ex, res.Dataset, res.Sync)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\n",
+			res.Name, res.Ops, fmtDur(res.P50), fmtDur(res.P99), res.OpsPerSec, base, ratio, ex, res.Sync)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "\ndatasets:")
+	for _, res := range r.Results {
+		fmt.Fprintf(w, "  %-28s %s\n", res.Name, res.Dataset)
+	}
 	if len(r.Loads) > 0 {
 		fmt.Fprintln(w, "\nloads:")
 		for _, l := range r.Loads {
-			fmt.Fprintf(w, "  %-40s %9d items in %6.2fs (%.0f/s)\n", l.Name, l.Items, l.Seconds, float64(l.Items)/l.Seconds)
+			rate := ""
+			if l.Seconds > 0 {
+				rate = fmt.Sprintf(" (%.0f/s)", float64(l.Items)/l.Seconds)
+			}
+			fmt.Fprintf(w, "  %-56s %8d in %7.3fs%s\n", l.Name, l.Items, l.Seconds, rate)
 		}
 	}
 	return nil

@@ -1,11 +1,57 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sessionbus/sessionbus/bench"
 )
 
 func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "sessionbus bench: being built")
-	return 1
+	fs := newFlags("bench", stderr)
+	only := fs.String("only", "", "comma-separated benchmarks to run (their baselines run too); known: "+strings.Join(bench.Names(), ", "))
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	quick := fs.Bool("quick", false, "scale every data set and iteration count down (smoke test)")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sessionbus bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var names []string
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	if err := bench.Check(names); err != nil {
+		fmt.Fprintln(stderr, "sessionbus bench:", err)
+		return 2
+	}
+	opts := bench.Options{Only: names, Quick: *quick, Log: stderr}
+	if *quiet {
+		opts.Log = nil
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus bench:", err)
+		return 1
+	}
+	if *asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus bench:", err)
+		return 1
+	}
+	return 0
 }

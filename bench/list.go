@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv"
+)
+
+var channels = [...]string{"telegram", "whatsapp", "discord", "slack", "signal"}
+
+// listEntry is session i of the list inventory: 70% direct chats, 20%
+// groups, 10% sub-agents spawned by a direct session, with the fields an
+// OpenClaw store entry carries (ids, channel, origin, model, token counts)
+// and updatedAt spread over 30 days.
+func listEntry(i int, now int64) *kv.Entry {
+	ch := channels[i%len(channels)]
+	h := uint64(i)*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019
+	h ^= h >> 31
+	e := &kv.Entry{
+		AgentID:       "main",
+		SessionID:     fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(h), uint16(h>>32), uint16(h>>48)&0xfff, i&0xfff, i),
+		UpdatedAt:     now - int64(h%(30*24*3600*1000)),
+		Channel:       ch,
+		LastChannel:   ch,
+		Model:         "gpt-5.2",
+		ModelProvider: "openai",
+		InputTokens:   int64(h % 90_000),
+		OutputTokens:  int64(h % 9_000),
+		ContextTokens: 200_000,
+	}
+	e.CreatedAt = e.UpdatedAt - int64(h%(7*24*3600*1000))
+	e.TotalTokens = e.InputTokens + e.OutputTokens
+	switch i % 10 {
+	case 7, 8:
+		e.Key = fmt.Sprintf("agent:main:%s:group:g%07d", ch, i)
+		e.ChatType = "group"
+		e.DisplayName = fmt.Sprintf("%s group %d", ch, i)
+		e.Origin = &kv.Origin{Provider: ch, ChatType: "group"}
+		e.DeliveryContext = &kv.DeliveryContext{Channel: ch, To: fmt.Sprintf("g%07d", i)}
+	case 9:
+		parent := i - 9 // a direct session (i-9 ≡ 0 mod 10)
+		e.Key = fmt.Sprintf("agent:main:subagent:%s", e.SessionID)
+		e.SpawnedBy = fmt.Sprintf("agent:main:%s:direct:u%07d", channels[parent%len(channels)], parent)
+		depth := 1
+		e.SpawnDepth = &depth
+		e.Label = fmt.Sprintf("research task %d", i)
+		e.Channel, e.LastChannel = "", ""
+	default:
+		e.Key = fmt.Sprintf("agent:main:%s:direct:u%07d", ch, i)
+		e.ChatType = "direct"
+		e.DisplayName = fmt.Sprintf("%s user %d", ch, i)
+		e.Origin = &kv.Origin{Provider: ch, ChatType: "direct"}
+		e.DeliveryContext = &kv.DeliveryContext{Channel: ch, To: fmt.Sprintf("u%07d", i)}
+	}
+	return e
+}
+
+// ensureSessions grows the sessions bucket to n entries with async
+// publishes straight to the KV subjects, then waits until the worker's index
+// has applied them.
+func (e *env) ensureSessions(ctx context.Context, n int) error {
+	if e.sessions >= n {
+		return nil
+	}
+	from := e.sessions
+	return e.timed(fmt.Sprintf("sessions: %d to %d entries, + worker index catch-up", from, n), n-from, func() error {
+		var failed atomic.Int64
+		var firstErr atomic.Value
+		js, err := jetstream.New(e.nc,
+			jetstream.WithPublishAsyncMaxPending(4096),
+			jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}))
+		if err != nil {
+			return err
+		}
+		bucket := "$KV." + e.names.Bucket("sessions") + "."
+		now := time.Now().UnixMilli()
+		for i := from; i < n; i++ {
+			ent := listEntry(i, now)
+			data, err := json.Marshal(ent)
+			if err != nil {
+				return err
+			}
+			if _, err := js.PublishAsync(bucket+kv.EncodeKey(ent.Key), data); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(2 * time.Minute):
+			return errors.New("async publishes not acknowledged within 2m")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if f := failed.Load(); f > 0 {
+			return fmt.Errorf("%d session publishes failed, first: %v", f, firstErr.Load())
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := e.worker.Deps.Index.Sync(sctx); err != nil {
+			return err
+		}
+		if got := e.worker.Deps.Index.Len(); got < n {
+			return fmt.Errorf("worker index has %d sessions, want %d", got, n)
+		}
+		e.sessions = n
+		return nil
+	})
+}
+
+// indexBytesPerSession starts a separate kv.Index over the loaded bucket and
+// returns its retained heap per indexed session: HeapAlloc after GC with the
+// index built minus before it. A throwaway index reads the bucket first, so
+// the embedded server's block cache for it is warm in both snapshots and
+// cancels out.
+// It also returns how long that index took to start (load every entry):
+// a worker's cold start of its session index.
+func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration, error) {
+	store, err := kv.OpenStore(ctx, e.js, e.names)
+	if err != nil {
+		return 0, 0, err
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	warm, err := kv.StartIndex(ctx, e.js, store, quiet)
+	if err != nil {
+		return 0, 0, err
+	}
+	warm.Stop()
+	warm = nil
+	before := heapAfterGC()
+	start := time.Now()
+	idx, err := kv.StartIndex(ctx, e.js, store, quiet)
+	took := time.Since(start)
+	if err != nil {
+		return 0, 0, err
+	}
+	after := heapAfterGC()
+	n := idx.Len()
+	idx.Stop()
+	if n == 0 {
+		return 0, 0, errors.New("index is empty")
+	}
+	return round((float64(after)-float64(before))/float64(n), 0), took, nil
+}
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+func runList10k(ctx context.Context, e *env) (Result, error) {
+	return e.runList(ctx, e.sz.list10k)
+}
+
+func runList100k(ctx context.Context, e *env) (Result, error) {
+	return e.runList(ctx, e.sz.list100k)
+}
+
+// runList calls tool sessions_list {"limit":100} through NATS with a real
+// token over n sessions (agent visibility: the page comes from the whole
+// inventory, newest first).
+func (e *env) runList(ctx context.Context, n int) (Result, error) {
+	if err := e.ensureSessions(ctx, n); err != nil {
+		return Result{}, err
+	}
+	bps, took, err := e.indexBytesPerSession(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("index memory: %w", err)
+	}
+	cctx, cancel := opCtx(ctx)
+	defer cancel()
+	params := []byte(`{"limit":100}`)
+	first, err := bus.Call(cctx, e.nc, e.names, e.token, "sessions_list", params)
+	if err != nil {
+		return Result{}, err
+	}
+	var chk struct {
+		Count   int  `json:"count"`
+		HasMore bool `json:"hasMore"`
+	}
+	if err := json.Unmarshal(first, &chk); err != nil || chk.Count != 100 || !chk.HasMore {
+		return Result{}, fmt.Errorf("sessions_list reply: count %d hasMore %v (%v): %.300s", chk.Count, chk.HasMore, err, first)
+	}
+	r, err := measure(ctx, e.sz.list, func() error {
+		_, err := bus.Call(cctx, e.nc, e.names, e.token, "sessions_list", params)
+		return err
+	})
+	r.Dataset = fmt.Sprintf("limit 100 of %d sessions, visibility agent", n)
+	r.BytesPerSession = f64(bps)
+	r.IndexStartMs = f64(round(took.Seconds()*1000, 1))
+	r.ReplyBytes = len(first)
+	return r, err
+}
