@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv"
 )
 
@@ -134,7 +135,7 @@ func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration,
 		return 0, 0, err
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	warm, err := kv.StartIndex(ctx, e.js, store, quiet)
+	warm, err := kv.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -142,7 +143,7 @@ func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration,
 	warm = nil
 	before := heapAfterGC()
 	start := time.Now()
-	idx, err := kv.StartIndex(ctx, e.js, store, quiet)
+	idx, err := kv.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
 	took := time.Since(start)
 	if err != nil {
 		return 0, 0, err

@@ -139,7 +139,7 @@ func (s *Service) wrap(name string, h Handler, v *Verifier) micro.Handler {
 				s.send(reply, errorMsg(e))
 				return
 			}
-			data, err := json.Marshal(res)
+			data, err := encodeReply(res)
 			if err != nil {
 				s.log.Error("encode reply", "tool", name, "err", err)
 				s.send(reply, errorMsg(Errorf(CodeInternal, "internal error encoding %s reply", name)))
@@ -148,6 +148,16 @@ func (s *Service) wrap(name string, h Handler, v *Verifier) micro.Handler {
 			s.send(reply, &nats.Msg{Data: data})
 		}()
 	})
+}
+
+// encodeReply passes already-encoded results through: a tool that had to
+// measure its encoded size (sessions_list's 64 KiB budget) should not pay
+// for a second encoding.
+func encodeReply(res any) ([]byte, error) {
+	if raw, ok := res.(json.RawMessage); ok {
+		return raw, nil
+	}
+	return json.Marshal(res)
 }
 
 func (s *Service) send(reply string, m *nats.Msg) {

@@ -44,10 +44,11 @@ func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
 // guard builds the visibility guard of §7.2 for one action.
 func (d *Deps) guard(r *requester, a rules.Action) rules.Guard {
 	return rules.Guard{
-		Action:       a,
-		RequesterKey: r.key,
-		Visibility:   r.visibility,
-		A2A:          r.a2a,
-		IsSpawned:    func(target string) bool { return d.Index.IsChild(r.key, target) },
+		Action:         a,
+		RequesterKey:   r.key,
+		RequesterAgent: rules.AgentIDFromKey(r.key),
+		Visibility:     r.visibility,
+		A2A:            r.a2a,
+		IsSpawned:      func(target string) bool { return d.Index.IsChild(r.key, target) },
 	}
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"strings"
 
 	"github.com/sessionbus/sessionbus/handlers/rules"
@@ -158,4 +159,34 @@ func uniqueFreshest(es []*kv.Entry) *kv.Entry {
 		return nil
 	}
 	return best
+}
+
+// resolveVisible resolves a reference and applies the sandbox and visibility
+// checks of one action. The index is read without a barrier; only when that
+// read denies or misses does it sync and decide again, so a session written
+// a moment ago through another worker is never refused for index lag.
+func (d *Deps) resolveVisible(ctx context.Context, r *requester, ref string, a rules.Action) (resolved, *failure) {
+	res, f := d.checkVisible(r, ref, a)
+	if f == nil {
+		return res, nil
+	}
+	if err := d.Index.Sync(ctx); err != nil {
+		d.Log.Warn("session index sync", "err", err)
+		return res, f
+	}
+	return d.checkVisible(r, ref, a)
+}
+
+func (d *Deps) checkVisible(r *requester, ref string, a rules.Action) (resolved, *failure) {
+	res, f := d.resolveReference(r, ref)
+	if f != nil {
+		return res, f
+	}
+	if f := d.checkSandboxSpawned(r, res, ref); f != nil {
+		return res, f
+	}
+	if ok, status, msg := d.guard(r, a).Check(res.key); !ok {
+		return res, fail(status, msg)
+	}
+	return res, nil
 }

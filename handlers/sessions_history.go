@@ -52,18 +52,9 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.Index.Sync(ctx); err != nil {
-		return nil, err
-	}
-	res, f := d.resolveReference(r, ref)
+	res, f := d.resolveVisible(ctx, r, ref, rules.ActionHistory)
 	if f != nil {
 		return f, nil
-	}
-	if f := d.checkSandboxSpawned(r, res, ref); f != nil {
-		return f, nil
-	}
-	if ok, status, msg := d.guard(r, rules.ActionHistory).Check(res.key); !ok {
-		return fail(status, msg), nil
 	}
 	entries, total, err := d.Transcripts.Tail(ctx, kv.EncodeKey(res.key), limit, uint64(offset))
 	if err != nil {
@@ -81,18 +72,24 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 	out.Messages, out.DroppedMessages, out.Bytes = kept, dropped, size
 	out.Truncated = out.DroppedMessages || out.ContentTruncated
 	if paged {
-		paginate(out, offset, int(total), len(entries))
+		// the cap keeps a suffix (or one placeholder carrying the replaced
+		// message's seq), so the oldest kept message is known by position
+		oldest := uint64(0)
+		if len(kept) > 0 && len(view) > 0 {
+			oldest = view[max(len(view)-len(kept), 0)].seq
+		}
+		paginate(out, offset, int(total), len(entries), int(oldest))
 	}
 	return out, nil
 }
 
 // paginate recomputes the page metadata after filtering and capping (§3.5):
 // the next page starts right before the oldest message actually returned.
-func paginate(out *historyResult, offset, total, read int) {
+func paginate(out *historyResult, offset, total, read, oldestSeq int) {
 	out.Offset, out.TotalMessages = &offset, &total
 	var next int
-	if seq, ok := oldestSeq(out.Messages); ok {
-		next = max(offset, total-seq+1)
+	if oldestSeq > 0 {
+		next = max(offset, total-oldestSeq+1)
 	} else {
 		next = min(offset+read, total) // every row of the page was filtered out
 	}
@@ -101,18 +98,4 @@ func paginate(out *historyResult, offset, total, read int) {
 	if more {
 		out.NextOffset = &next
 	}
-}
-
-func oldestSeq(msgs []json.RawMessage) (int, bool) {
-	for _, raw := range msgs {
-		var m struct {
-			OC struct {
-				Seq int `json:"seq"`
-			} `json:"__openclaw"`
-		}
-		if json.Unmarshal(raw, &m) == nil && m.OC.Seq > 0 {
-			return m.OC.Seq, true
-		}
-	}
-	return 0, false
 }

@@ -192,9 +192,8 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		return nil, err
 	}
 	limit := min(q.limit, listMaxLimit)
-	if err := d.Index.Sync(ctx); err != nil {
-		return nil, err
-	}
+	// No per-call index barrier: the watch applies a write within one
+	// server round trip, and a barrier would double the call's cost.
 	guard := d.guard(r, rules.ActionList)
 	nowMs := d.Now().UnixMilli()
 	var picked []*kv.Entry
@@ -203,7 +202,7 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		if !d.listable(r, q, e, nowMs) {
 			return true
 		}
-		if ok, _, _ := guard.Check(e.Key); !ok {
+		if ok, _, _ := guard.CheckAgent(e.Key, r.facts(e).agentID); !ok {
 			return true
 		}
 		if skipped < q.offset {
@@ -236,11 +235,7 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	if r.visibility != rules.VisibilityAll {
 		res.Visibility = &visibilityMeta{Mode: string(r.visibility), Restricted: true, Warning: rules.VisibilityWarning(r.visibility)}
 	}
-	if err := fitBudget(res, q.offset); err != nil {
-		return nil, err
-	}
-	res.Count = len(res.Sessions)
-	return res, nil
+	return fitBudget(res, q.offset)
 }
 
 // listCandidates is the small set tree/self visibility (or a spawned-only
@@ -267,9 +262,9 @@ func (d *Deps) listCandidates(r *requester) []*kv.Entry {
 // listable applies the inventory filters. It runs under the index lock, so
 // it must not call back into the index.
 func (d *Deps) listable(r *requester, q *listQuery, e *kv.Entry, nowMs int64) bool {
-	k := e.Key
+	k, f := e.Key, r.facts(e)
 	switch {
-	case k == rules.KeyUnknown, rules.IsCronRunKey(k), rules.ClassifyKeyShape(k) == "malformed_agent":
+	case k == rules.KeyUnknown, f.cronRun, f.malformed:
 		return false
 	case k == rules.KeyGlobal && (r.alias.Alias != rules.KeyGlobal || r.restrictToSpawned):
 		return false
@@ -290,13 +285,13 @@ func (d *Deps) listable(r *requester, q *listQuery, e *kv.Entry, nowMs int64) bo
 	if q.label != "" && e.Label != q.label {
 		return false
 	}
-	if q.agentID != "" && entryAgentID(e) != q.agentID {
+	if q.agentID != "" && f.agentID != q.agentID {
 		return false
 	}
 	if q.group != "" && e.Group != q.group {
 		return false
 	}
-	if q.excludeSubagents && rules.IsSubagentKey(k) {
+	if q.excludeSubagents && f.subagent {
 		return false
 	}
 	if q.activeMinutes > 0 && e.UpdatedAt < nowMs-int64(q.activeMinutes)*60_000 {
@@ -305,17 +300,10 @@ func (d *Deps) listable(r *requester, q *listQuery, e *kv.Entry, nowMs int64) bo
 	if q.search != "" && !matchesSearch(e, q.search) {
 		return false
 	}
-	if q.kinds != nil && !q.kinds[rules.Kind(k, r.alias, e.ChatType)] {
+	if q.kinds != nil && !q.kinds[f.kind] {
 		return false
 	}
 	return true
-}
-
-func entryAgentID(e *kv.Entry) string {
-	if e.AgentID != "" {
-		return e.AgentID
-	}
-	return rules.AgentIDFromKey(e.Key)
 }
 
 func matchesSearch(e *kv.Entry, needle string) bool {
@@ -350,20 +338,13 @@ func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*
 }
 
 func (d *Deps) baseRow(r *requester, e *kv.Entry, guard rules.Guard) *listRow {
-	kind := rules.Kind(e.Key, r.alias, e.ChatType)
-	origin, last := "", e.LastChannel
-	if e.Origin != nil {
-		origin = e.Origin.Provider
-	}
-	if e.DeliveryContext != nil && e.DeliveryContext.Channel != "" {
-		last = e.DeliveryContext.Channel
-	}
+	f := r.facts(e)
 	row := &listRow{
 		Key:            r.alias.Display(e.Key),
 		SessionID:      e.SessionID,
-		AgentID:        entryAgentID(e),
-		Kind:           kind,
-		Channel:        rules.DeriveChannel(kind, e.Channel, origin, last, e.Key),
+		AgentID:        f.agentID,
+		Kind:           f.kind,
+		Channel:        f.channel,
 		Archived:       e.Archived,
 		Pinned:         e.Pinned,
 		Label:          e.Label,
@@ -383,7 +364,7 @@ func (d *Deps) baseRow(r *requester, e *kv.Entry, guard rules.Guard) *listRow {
 		}
 	}
 	for _, c := range d.Index.Children(e.Key) {
-		if ok, _, _ := guard.Check(c.Key); ok {
+		if ok, _, _ := guard.CheckAgent(c.Key, r.facts(c).agentID); ok {
 			row.ChildSessions = append(row.ChildSessions, r.alias.Display(c.Key))
 		}
 	}
@@ -412,43 +393,43 @@ func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *kv.Entry, row *li
 
 // fitBudget keeps the serialized result within 64 KiB: first dropping the
 // enrichment if even the first row does not fit, then keeping the largest
-// prefix of rows that fits.
-func fitBudget(res *listResult, offset int) error {
-	if size(res) <= listBudgetBytes {
-		return nil
+// prefix of rows that fits. It returns the encoded reply.
+func fitBudget(res *listResult, offset int) (json.RawMessage, error) {
+	if b := encode(res); len(b) <= listBudgetBytes {
+		return b, nil
 	}
 	all := res.Sessions
 	res.Sessions = all[:1]
-	if size(res) > listBudgetBytes {
+	if len(encode(res)) > listBudgetBytes {
 		for _, row := range all {
 			row.Messages, row.DerivedTitle, row.LastMessagePreview = nil, "", ""
 		}
 		res.EnrichmentOmitted = true
-		if size(res) > listBudgetBytes {
-			return badRequest(listBudgetError)
+		if len(encode(res)) > listBudgetBytes {
+			return nil, badRequest(listBudgetError)
 		}
 	}
 	res.Sessions = all
-	if size(res) <= listBudgetBytes {
-		return nil
+	if b := encode(res); len(b) <= listBudgetBytes {
+		return b, nil
 	}
 	keep := sort.Search(len(all)+1, func(n int) bool {
 		if n == 0 {
 			return false
 		}
 		res.Sessions = all[:n]
-		return size(res) > listBudgetBytes
+		return len(encode(res)) > listBudgetBytes
 	}) - 1
 	res.Sessions = all[:keep]
 	res.TruncationReason = "byte-limit"
 	res.HasMore = true
 	next := offset + keep
 	res.NextOffset = &next
-	return nil
+	return encode(res), nil
 }
 
-func size(res *listResult) int {
+func encode(res *listResult) json.RawMessage {
 	res.Count = len(res.Sessions)
 	b, _ := json.Marshal(res)
-	return len(b)
+	return b
 }

@@ -45,6 +45,7 @@ func isToolMessage(m map[string]any) bool {
 // sees and the flags it raised.
 type viewMessage struct {
 	raw       json.RawMessage
+	seq       uint64 // 1-based transcript position
 	truncated bool
 	redacted  bool
 }
@@ -74,7 +75,7 @@ func (d *Deps) sanitizeEntries(entries []streams.Entry, includeTools, withSeq bo
 		if err != nil {
 			continue
 		}
-		out = append(out, viewMessage{raw: raw, truncated: res.Truncated, redacted: res.Redacted})
+		out = append(out, viewMessage{raw: raw, seq: e.N + 1, truncated: res.Truncated, redacted: res.Redacted})
 	}
 	return out
 }

@@ -46,7 +46,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if err != nil {
 		return nil, fmt.Errorf("config logging.redactPatterns: %w", err)
 	}
-	idx, err := kv.StartIndex(ctx, js, store, log)
+	idx, err := kv.StartIndex(ctx, js, store, log, IndexDerive(cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,10 @@ type Entry struct {
 	Pinned               bool             `json:"pinned,omitempty"`
 	Goal                 string           `json:"goal,omitempty"`
 	StateVersion         uint64           `json:"stateVersion,omitempty"`
+
+	// Derived is what the index's Derive hook computed from this entry
+	// when it was indexed (parsed key facts); never stored.
+	Derived any `json:"-"`
 }
 
 // Parent is the session this one belongs to in the visibility tree: the

@@ -18,6 +18,7 @@ type Index struct {
 	store  *Store
 	stream jetstream.Stream
 	log    *slog.Logger
+	derive Derive
 
 	mu          sync.RWMutex
 	changed     *sync.Cond
@@ -45,8 +46,13 @@ func orderLess(a, b orderItem) bool {
 	return a.key < b.key
 }
 
+// Derive computes per-entry facts once, when an entry is indexed, so hot
+// paths such as listing do not re-parse every key on every call.
+type Derive func(*Entry) any
+
 // StartIndex loads every entry and keeps following the bucket until Stop.
-func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *slog.Logger) (*Index, error) {
+// derive may be nil.
+func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *slog.Logger, derive Derive) (*Index, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -61,7 +67,7 @@ func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *
 		return nil, fmt.Errorf("watch sessions bucket: %w", err)
 	}
 	ix := &Index{
-		store: store, stream: stream, log: log,
+		store: store, stream: stream, log: log, derive: derive,
 		byKey:       make(map[string]*Entry),
 		order:       btree.NewG(32, orderLess),
 		children:    make(map[string]map[string]struct{}),
@@ -117,6 +123,9 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 			ix.log.Warn("session index: skipping corrupt entry", "key", key, "err", err)
 		} else {
 			e.Key = key
+			if ix.derive != nil {
+				e.Derived = ix.derive(e)
+			}
 		}
 	}
 	ix.mu.Lock()

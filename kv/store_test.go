@@ -36,7 +36,7 @@ func TestStoreAndIndex(t *testing.T) {
 	if _, err := store.Create(ctx, &Entry{Key: "agent:main:main"}); !errors.Is(err, ErrExists) {
 		t.Fatalf("second create: %v, want ErrExists", err)
 	}
-	ix, err := StartIndex(ctx, js, store, nil)
+	ix, err := StartIndex(ctx, js, store, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,9 @@ func (s *Stack) Import(o handlers.ImportOptions, lines ...string) *handlers.Impo
 	if err != nil {
 		s.T.Fatalf("import %s: %v", o.SessionKey, err)
 	}
+	if err := d.Index.Sync(ctx); err != nil {
+		s.T.Fatal(err)
+	}
 	return res
 }
 

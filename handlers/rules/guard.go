@@ -24,6 +24,9 @@ type Guard struct {
 	// IsSpawned reports whether target is in the requester's spawned tree;
 	// consulted only under tree visibility. Nil means no children.
 	IsSpawned func(target string) bool
+	// RequesterAgent, when set, is AgentIDFromKey(RequesterKey), computed
+	// once by the caller instead of once per checked target.
+	RequesterAgent string
 }
 
 // Check returns allowed, or a denial with status "forbidden" and the exact
@@ -31,10 +34,18 @@ type Guard struct {
 // under self/tree/agent gets the message that says how to open cross-agent
 // access. Keys compare exactly, as upstream's do.
 func (g Guard) Check(targetKey string) (allowed bool, status, errMsg string) {
+	return g.CheckAgent(targetKey, AgentIDFromKey(targetKey))
+}
+
+// CheckAgent is Check for a target whose agent id the caller already knows
+// (the session index parses every key once, not on every list call).
+func (g Guard) CheckAgent(targetKey, targetAgent string) (allowed bool, status, errMsg string) {
 	m := guardMessagesFor(g.Action)
 	vis := g.Visibility.norm()
-	requesterAgent := AgentIDFromKey(g.RequesterKey)
-	targetAgent := AgentIDFromKey(targetKey)
+	requesterAgent := g.RequesterAgent
+	if requesterAgent == "" {
+		requesterAgent = AgentIDFromKey(g.RequesterKey)
+	}
 	deny := func(msg string) (bool, string, string) { return false, StatusForbidden, msg }
 
 	if targetAgent != requesterAgent {

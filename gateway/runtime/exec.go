@@ -1,0 +1,392 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+const (
+	defaultExecTimeout = 60 * time.Second
+	// stderrTail is how much of stderr a run error quotes: enough for a stack
+	// trace's last frames, small enough for a run record.
+	stderrTail = 2 << 10
+	// maxExecStdout bounds what a runaway agent can make the gateway buffer;
+	// a reply larger than this would not fit a NATS message anyway.
+	maxExecStdout = 8 << 20
+	// execWaitDelay bounds how long Wait lingers after the process exits (or
+	// is killed) while a straggler still holds stdout or stderr open.
+	execWaitDelay = 2 * time.Second
+)
+
+// execConfig is agents.list[].exec.
+type execConfig struct {
+	Command        []string `mapstructure:"command"`
+	TimeoutSeconds *int     `mapstructure:"timeoutSeconds"`
+	// Env is a mapping or a list of "NAME=value" strings; see parseEnv.
+	Env any    `mapstructure:"env"`
+	Dir string `mapstructure:"dir"`
+}
+
+type execRuntime struct {
+	argv    []string
+	dir     string
+	env     []string // appended to the filtered gateway environment
+	timeout time.Duration
+	label   string // for messages: the command as configured
+}
+
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func newExec(key string, raw map[string]any) (*execRuntime, error) {
+	var c execConfig
+	if err := decodeSection(key, raw, &c); err != nil {
+		return nil, err
+	}
+	if len(c.Command) == 0 || strings.TrimSpace(c.Command[0]) == "" {
+		return nil, fmt.Errorf(`%s.command: required, the program and its arguments as a list, e.g. ["./my-agent", "--flag"]`, key)
+	}
+	r := &execRuntime{argv: c.Command, dir: c.Dir, timeout: defaultExecTimeout, label: quoteShort(c.Command[0])}
+	if c.TimeoutSeconds != nil {
+		if *c.TimeoutSeconds < 1 {
+			return nil, fmt.Errorf("%s.timeoutSeconds: must be 1 or more, got %d", key, *c.TimeoutSeconds)
+		}
+		r.timeout = time.Duration(*c.TimeoutSeconds) * time.Second
+	}
+	if c.Dir != "" {
+		st, err := os.Stat(c.Dir)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s.dir: %v", key, err)
+		case !st.IsDir():
+			return nil, fmt.Errorf("%s.dir: %s is not a directory", key, quoteShort(c.Dir))
+		}
+	}
+	if err := checkProgram(c.Command[0], c.Dir); err != nil {
+		return nil, fmt.Errorf("%s.command[0]: %v", key, err)
+	}
+	env, err := parseEnv(key+".env", c.Env)
+	if err != nil {
+		return nil, err
+	}
+	r.env = env
+	return r, nil
+}
+
+// checkProgram fails at startup on a program that cannot run, instead of on
+// every turn. A path with a slash is taken relative to dir, as exec.Cmd does.
+func checkProgram(prog, dir string) error {
+	if !strings.ContainsRune(prog, os.PathSeparator) {
+		if _, err := exec.LookPath(prog); err != nil {
+			return fmt.Errorf("%s not found in PATH", quoteShort(prog))
+		}
+		return nil
+	}
+	path := prog
+	if !filepath.IsAbs(path) && dir != "" {
+		path = filepath.Join(dir, path)
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %v", quoteShort(prog), errors.Unwrap(err))
+	case st.IsDir():
+		return fmt.Errorf("%s is a directory", quoteShort(prog))
+	case st.Mode()&0o111 == 0:
+		return fmt.Errorf("%s is not executable (chmod +x it)", quoteShort(prog))
+	}
+	return nil
+}
+
+// parseEnv accepts a mapping or a list of "NAME=value". Viper folds mapping
+// keys to lower case, so mapping names are upper-cased (MY_VAR survives as
+// MY_VAR, not my_var); the list form keeps a name exactly as written.
+func parseEnv(key string, v any) ([]string, error) {
+	var out []string
+	add := func(k, name, value string) error {
+		if !envNameRe.MatchString(name) {
+			return fmt.Errorf("%s: %s is not an environment variable name (letters, digits and _, not starting with a digit)", k, quoteShort(name))
+		}
+		out = append(out, name+"="+value)
+		return nil
+	}
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		names := make([]string, 0, len(v))
+		for name := range v {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			value, ok := scalarString(v[name])
+			if !ok {
+				return nil, fmt.Errorf("%s.%s: must be a string, got %s", key, name, describeValue(v[name]))
+			}
+			if err := add(key+"."+name, strings.ToUpper(name), value); err != nil {
+				return nil, err
+			}
+		}
+	case map[string]string:
+		m := make(map[string]any, len(v))
+		for name, value := range v {
+			m[name] = value
+		}
+		return parseEnv(key, m)
+	case []any:
+		for i, x := range v {
+			k := fmt.Sprintf("%s[%d]", key, i)
+			s, ok := x.(string)
+			name, value, found := strings.Cut(s, "=")
+			if !ok || !found {
+				return nil, fmt.Errorf(`%s: must be a "NAME=value" string, got %s`, k, describeValue(x))
+			}
+			if err := add(k, name, value); err != nil {
+				return nil, err
+			}
+		}
+	case []string:
+		l := make([]any, len(v))
+		for i, s := range v {
+			l[i] = s
+		}
+		return parseEnv(key, l)
+	default:
+		return nil, fmt.Errorf(`%s: must be a mapping {NAME: value} or a list of "NAME=value", got %s`, key, describeValue(v))
+	}
+	return out, nil
+}
+
+func scalarString(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case int, int64, float64, bool, uint64, int32:
+		return fmt.Sprint(v), true
+	}
+	return "", false
+}
+
+// execInput is the JSON an exec agent reads on stdin.
+type execInput struct {
+	SessionKey        string            `json:"sessionKey"`
+	AgentID           string            `json:"agentId"`
+	RunID             string            `json:"runId"`
+	Message           string            `json:"message"`
+	Prompt            string            `json:"prompt"`
+	ExtraSystemPrompt string            `json:"extraSystemPrompt"`
+	Messages          []json.RawMessage `json:"messages"`
+	NATSURL           string            `json:"natsUrl"`
+	Token             string            `json:"token"`
+	ToolsSubject      string            `json:"toolsSubject"`
+}
+
+// execOutput is the one JSON object an exec agent writes on stdout.
+type execOutput struct {
+	Reply     *string    `json:"reply"`
+	Error     string     `json:"error"`
+	ToolCalls []ToolCall `json:"toolCalls"`
+}
+
+// Run starts one process for the turn. The process runs in its own process
+// group, so a timeout kills whatever it started too, not just the leader.
+func (r *execRuntime) Run(ctx context.Context, t Turn, _ Tools) (*Result, error) {
+	res, err := r.run(ctx, t)
+	var re *RunError
+	if errors.As(err, &re) && re.Message != "" {
+		// Run errors travel far (run records, a sender's sessions_send
+		// result); an agent that prints its stdin must not leak its token,
+		// which would let another session act as this one until it expires.
+		re.Message = scrub(re.Message, t.Token)
+	}
+	return res, err
+}
+
+func (r *execRuntime) run(ctx context.Context, t Turn) (*Result, error) {
+	in := execInput{
+		SessionKey: t.SessionKey, AgentID: t.AgentID, RunID: t.RunID,
+		Message: t.Message, Prompt: t.Prompt, ExtraSystemPrompt: t.ExtraSystemPrompt,
+		Messages: t.History, NATSURL: t.NATSURL, Token: t.Token, ToolsSubject: t.ToolsSubject,
+	}
+	if in.Messages == nil {
+		in.Messages = []json.RawMessage{}
+	}
+	if in.ToolsSubject == "" {
+		in.ToolsSubject = bus.NewNames("").ToolsGroup()
+	}
+	stdin, err := json.Marshal(in)
+	if err != nil {
+		return nil, runErrorf("exec %s: encoding the turn: %v (a history message is not valid JSON)", r.label, err)
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, r.argv[0], r.argv[1:]...)
+	cmd.Dir = r.dir
+	cmd.Env = append(childEnv(), r.env...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	stdout := &capWriter{max: maxExecStdout}
+	// The extra len(token) bytes make sure a token overlapping the quoted
+	// tail is whole in the buffer, so scrubbing can find it.
+	stderr := &tailWriter{max: stderrTail + len(t.Token), token: t.Token}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// Negative pid: the whole group. Pgid == pid because of Setpgid.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = execWaitDelay
+
+	err = cmd.Run()
+	if cmd.Process != nil {
+		// Reap what the turn left behind in its group (a backgrounded helper):
+		// one process per turn means nothing outlives it. The group id cannot
+		// have been reused while any member lives; ESRCH when none does.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("exec %s: %w", r.label, ctx.Err())
+	}
+	if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+		// ErrWaitDelay alone means it exited 0 but a child held the pipes
+		// open: the leader wrote its reply before exiting, so carry on.
+		var ee *exec.ExitError
+		switch {
+		case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+			return nil, &RunError{Timeout: true, Message: fmt.Sprintf(
+				"exec %s: timed out after %s (exec.timeoutSeconds); process group killed%s",
+				r.label, r.timeout, stderr.suffix())}
+		case errors.As(err, &ee):
+			return nil, runErrorf("exec %s: %s%s", r.label, ee.ProcessState, stderr.suffix())
+		default:
+			return nil, runErrorf("exec %s: %v%s", r.label, err, stderr.suffix())
+		}
+	}
+	if stdout.overflow {
+		return nil, runErrorf("exec %s: stdout exceeded %d MiB; write one JSON object {\"reply\": \"...\"}%s", r.label, maxExecStdout>>20, stderr.suffix())
+	}
+	out, perr := parseExecOutput(stdout.buf.Bytes(), t.Token)
+	if perr != nil {
+		return nil, runErrorf("exec %s: exit status 0 but %v%s", r.label, perr, stderr.suffix())
+	}
+	res := &Result{ToolCalls: out.ToolCalls}
+	if out.Error != "" {
+		return res, &RunError{Message: out.Error}
+	}
+	res.Reply = *out.Reply
+	return res, nil
+}
+
+func parseExecOutput(b []byte, token string) (*execOutput, error) {
+	want := `want one JSON object {"reply": "..."}`
+	began := func() string { return quoteShort(scrub(string(b), token)) }
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("stdout was empty; " + want)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var out execOutput
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("stdout is not valid reply JSON (%v); %s; stdout began %s", err, want, began())
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("stdout has data after the reply object; %s; stdout began %s", want, began())
+	}
+	if out.Reply == nil && out.Error == "" {
+		return nil, fmt.Errorf("stdout object has no \"reply\" (use \"\" for an empty reply); %s; stdout began %s", want, began())
+	}
+	for i, c := range out.ToolCalls {
+		if c.Name == "" {
+			return nil, fmt.Errorf("stdout toolCalls[%d] has no \"name\"", i)
+		}
+	}
+	return &out, nil
+}
+
+// childEnv is the gateway's environment minus SESSIONBUS_* variables: those
+// configure the gateway itself, and SESSIONBUS_CREDS in particular would let
+// the agent mint tokens for any session, when it must act as its own only
+// (its run token is on stdin). Set what the agent needs with exec.env.
+func childEnv() []string {
+	env := os.Environ()
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "SESSIONBUS_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// capWriter keeps up to max bytes and then swallows the rest, so a chatty
+// process is not blocked on a full pipe (it would hang until the timeout).
+type capWriter struct {
+	buf      bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if room := w.max - w.buf.Len(); room < len(p) {
+		w.overflow = true
+		if room > 0 {
+			w.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return w.buf.Write(p)
+}
+
+// tailWriter keeps the last max bytes written.
+type tailWriter struct {
+	buf     []byte
+	max     int
+	dropped bool
+	token   string // scrubbed from the rendered tail
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= w.max {
+		w.dropped = w.dropped || len(w.buf) > 0 || len(p) > w.max
+		w.buf = append(w.buf[:0], p[len(p)-w.max:]...)
+		return n, nil
+	}
+	if over := len(w.buf) + len(p) - w.max; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+		w.dropped = true
+	}
+	w.buf = append(w.buf, p...)
+	return n, nil
+}
+
+// suffix renders the last stderrTail bytes for a run error, "" when stderr
+// was silent.
+func (w *tailWriter) suffix() string {
+	b := scrubBytes(w.buf, w.token)
+	dropped := w.dropped
+	if len(b) > stderrTail {
+		b, dropped = b[len(b)-stderrTail:], true
+	}
+	s := strings.ToValidUTF8(string(bytes.TrimSpace(b)), "\uFFFD")
+	switch {
+	case s == "":
+		return ""
+	case dropped:
+		return "; stderr (last 2 KiB): ..." + s
+	}
+	return "; stderr: " + s
+}

@@ -1,0 +1,174 @@
+// Package runtime runs one agent turn with the runtime an agent's config
+// names in agents.list[].runtime: "script" (deterministic rules, for tests,
+// demos and benchmarks), "exec" (one external process per turn) or "openai"
+// (an OpenAI-compatible chat-completions endpoint with the session tools
+// offered as function tools).
+//
+// The package does not talk to NATS, runs or transcripts: the gateway
+// builds a Turn, hands in a Tools that executes session tools as the turn's
+// session, and records the Result. That keeps every runtime testable without
+// a server.
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sessionbus/sessionbus/config"
+)
+
+// Runtime names accepted in agents.list[].runtime.
+const (
+	KindScript = "script"
+	KindExec   = "exec"
+	KindOpenAI = "openai"
+)
+
+// Turn is everything a runtime may use to produce one reply.
+type Turn struct {
+	SessionKey string
+	AgentID    string
+	RunID      string
+	// Message is the inbound body without the inter-session provenance
+	// lines: what script rules match and {{message}} expands to, so a rule
+	// does not have to anticipate the annotation.
+	Message string
+	// Prompt is the full annotated prompt as the transcript stores it; model
+	// runtimes see this, as in the reference.
+	Prompt string
+	// ExtraSystemPrompt carries e.g. the "Agent-to-agent message context:"
+	// lines, which belong in the system role rather than the user turn.
+	ExtraSystemPrompt string
+	// History holds recent transcript messages, oldest first. It may end with
+	// this turn's own prompt; the openai runtime drops such a duplicate.
+	History []json.RawMessage
+	// NATSURL, Token and ToolsSubject let an exec process call tools over NATS
+	// itself, authenticated as this session: request subject
+	// ToolsSubject+"."+tool, token in the Sessionbus-Token header.
+	NATSURL      string
+	Token        string
+	ToolsSubject string // e.g. "sb.tools"; exec sends the default prefix's when empty
+}
+
+// ToolCall records one tool invocation made during a turn.
+type ToolCall struct {
+	Name   string          `json:"name"`
+	Params json.RawMessage `json:"params,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Err    string          `json:"error,omitempty"`
+}
+
+// Result is a finished turn.
+type Result struct {
+	// Reply is the final assistant text; "" is allowed. REPLY_SKIP and
+	// ANNOUNCE_SKIP are plain text here: the gateway gives them meaning.
+	Reply string
+	// ToolCalls lists the tools invoked during the turn, in order.
+	ToolCalls []ToolCall
+}
+
+// Tools executes a session tool as the turn's session. The gateway implements
+// it with bus.Call and the run's token. A returned error is a thrown tool
+// error (bad arguments, identity, transport); returned errors in the
+// reference's sense (status "error"/"forbidden") are ordinary results.
+type Tools interface {
+	Call(ctx context.Context, tool string, params json.RawMessage) (json.RawMessage, error)
+}
+
+// ToolsFunc adapts a function to Tools.
+type ToolsFunc func(ctx context.Context, tool string, params json.RawMessage) (json.RawMessage, error)
+
+// Call calls f.
+func (f ToolsFunc) Call(ctx context.Context, tool string, params json.RawMessage) (json.RawMessage, error) {
+	return f(ctx, tool, params)
+}
+
+// Runtime runs turns. Implementations are safe for concurrent use: one
+// Runtime serves every session of its agent.
+//
+// Run's error is a *RunError when the turn itself failed (its message is what
+// the run record should show), or wraps ctx.Err() when ctx ended first. When
+// tools were called before a failure, Run also returns a non-nil *Result
+// holding those ToolCalls, so the gateway can still record them.
+type Runtime interface {
+	Run(ctx context.Context, t Turn, tools Tools) (*Result, error)
+}
+
+// ErrTimeout matches (errors.Is) a RunError caused by a runtime's own time
+// bound (exec.timeoutSeconds, openai.timeoutSeconds), so the gateway can
+// record the run as timed out rather than failed.
+var ErrTimeout = errors.New("runtime timed out")
+
+// RunError is a failed turn. Error() is exactly Message, so a scripted
+// `error: "scripted failure"` reaches the run record verbatim.
+type RunError struct {
+	Message string
+	Timeout bool
+}
+
+func (e *RunError) Error() string { return e.Message }
+
+// Is reports ErrTimeout for timeouts.
+func (e *RunError) Is(target error) bool { return target == ErrTimeout && e.Timeout }
+
+func runErrorf(format string, args ...any) *RunError {
+	return &RunError{Message: fmt.Sprintf(format, args...)}
+}
+
+// New builds the runtime agent a names. Config errors name the key, e.g.
+// `agents.list[main].script.rules[2].match: invalid regexp: ...`.
+func New(a config.Agent) (Runtime, error) {
+	key := agentKey(a)
+	if err := unusedSections(key, a); err != nil {
+		return nil, err
+	}
+	switch kind := strings.ToLower(strings.TrimSpace(a.Runtime)); kind {
+	case "", KindScript:
+		return nonNil(newScript(key+".script", a.Script))
+	case KindExec:
+		return nonNil(newExec(key+".exec", a.Exec))
+	case KindOpenAI:
+		return nonNil(newOpenAI(key+".openai", a.OpenAI))
+	default:
+		return nil, fmt.Errorf("%s.runtime: %s is not a runtime; use script, exec or openai", key, quoteShort(a.Runtime))
+	}
+}
+
+// nonNil keeps a failed constructor's typed nil pointer from becoming a
+// non-nil Runtime interface.
+func nonNil[R Runtime](r R, err error) (Runtime, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func agentKey(a config.Agent) string {
+	id := strings.TrimSpace(a.ID)
+	if id == "" {
+		id = "?"
+	}
+	return "agents.list[" + id + "]"
+}
+
+// unusedSections catches a section for another runtime when runtime is left
+// at its default: a user who writes `exec: {...}` but forgets `runtime: exec`
+// would otherwise get the echoing script runtime and no hint why. With an
+// explicit runtime, other sections are ignored, so switching is one line.
+func unusedSections(key string, a config.Agent) error {
+	if strings.TrimSpace(a.Runtime) != "" || len(a.Script) > 0 {
+		return nil
+	}
+	for _, s := range []struct {
+		name string
+		m    map[string]any
+	}{{KindExec, a.Exec}, {KindOpenAI, a.OpenAI}} {
+		if len(s.m) > 0 {
+			return fmt.Errorf("%s.%s is set but %s.runtime is empty (meaning script); set runtime: %s", key, s.name, key, s.name)
+		}
+	}
+	return nil
+}

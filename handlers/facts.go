@@ -1,0 +1,56 @@
+package handlers
+
+import (
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv"
+)
+
+// facts are what the tools need to know about a session key, parsed once
+// when the index takes the entry in: listing 100 rows would otherwise parse
+// each key several times per call.
+type facts struct {
+	agentID   string
+	kind      string
+	channel   string
+	malformed bool
+	cronRun   bool
+	subagent  bool
+}
+
+// IndexDerive is the kv.Derive hook workers index with (exported so the
+// benchmarks measure the same per-session memory).
+func IndexDerive(cfg *config.Config) kv.Derive {
+	alias := rules.ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
+	return func(e *kv.Entry) any { return computeFacts(alias, e) }
+}
+
+func computeFacts(alias rules.Alias, e *kv.Entry) *facts {
+	kind := rules.Kind(e.Key, alias, e.ChatType)
+	origin, last := "", e.LastChannel
+	if e.Origin != nil {
+		origin = e.Origin.Provider
+	}
+	if e.DeliveryContext != nil && e.DeliveryContext.Channel != "" {
+		last = e.DeliveryContext.Channel
+	}
+	agentID := e.AgentID
+	if agentID == "" {
+		agentID = rules.AgentIDFromKey(e.Key)
+	}
+	return &facts{
+		agentID:   agentID,
+		kind:      kind,
+		channel:   rules.DeriveChannel(kind, e.Channel, origin, last, e.Key),
+		malformed: rules.ClassifyKeyShape(e.Key) == rules.ShapeMalformedAgent,
+		cronRun:   rules.IsCronRunKey(e.Key),
+		subagent:  rules.IsSubagentKey(e.Key),
+	}
+}
+
+func (r *requester) facts(e *kv.Entry) *facts {
+	if f, ok := e.Derived.(*facts); ok {
+		return f
+	}
+	return computeFacts(r.alias, e)
+}
