@@ -47,25 +47,25 @@ const (
 func Import(ctx context.Context, store *kv.Store, tr *streams.Transcripts, o ImportOptions, in io.Reader, now time.Time) (*ImportResult, error) {
 	key := strings.TrimSpace(o.SessionKey)
 	if err := rules.ValidateSessionKeyInput(key); err != nil {
-		return nil, err
+		return nil, thrown(err)
 	}
 	if o.SpawnedBy != "" {
 		if err := rules.ValidateSessionKeyInput(o.SpawnedBy); err != nil {
-			return nil, fmt.Errorf("--spawned-by: %w", err)
+			return nil, badRequest("--spawned-by: " + err.Error())
 		}
 	}
 	agentID := strings.ToLower(strings.TrimSpace(o.AgentID))
 	if agentID == "" {
 		agentID = rules.AgentIDFromKey(key)
 	} else if !rules.ValidAgentID(agentID) {
-		return nil, fmt.Errorf("--agent %q is invalid: agent ids must match [a-z0-9][a-z0-9_-]{0,63}", o.AgentID)
+		return nil, badRequest(fmt.Sprintf("--agent %q is invalid: agent ids must match [a-z0-9][a-z0-9_-]{0,63}", o.AgentID))
 	}
 	if len([]rune(o.Label)) > labelMaxLength {
-		return nil, fmt.Errorf("--label is %d characters; the limit is %d", len([]rune(o.Label)), labelMaxLength)
+		return nil, badRequest(fmt.Sprintf("--label is %d characters; the limit is %d", len([]rune(o.Label)), labelMaxLength))
 	}
 	msgs, skipped, err := readTranscript(in)
 	if err != nil {
-		return nil, err
+		return nil, badRequest(err.Error())
 	}
 	res := &ImportResult{SessionKey: key, Skipped: skipped}
 	e := &kv.Entry{

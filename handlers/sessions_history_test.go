@@ -185,3 +185,4 @@ func TestHistoryPagination(t *testing.T) {
 		t.Fatalf("tail: %v", res)
 	}
 }
+

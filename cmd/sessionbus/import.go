@@ -56,7 +56,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		SessionKey: fs.Arg(0), AgentID: *agent, Label: *label, SpawnedBy: *spawnedBy,
 	}, stdin, time.Now())
 	if err != nil {
-		return fail(stderr, bus.CodeBadRequest, err)
+		return fail(stderr, bus.CodeInternal, err)
 	}
 	printJSON(stdout, res)
 	return 0
