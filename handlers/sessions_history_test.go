@@ -185,4 +185,3 @@ func TestHistoryPagination(t *testing.T) {
 		t.Fatalf("tail: %v", res)
 	}
 }
-
