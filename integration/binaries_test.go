@@ -99,6 +99,15 @@ func start(t *testing.T, args ...string) *proc {
 // waitLine reads stdout until a line starting with prefix, or fails.
 func (p *proc) waitLine(t *testing.T, prefix string) string {
 	t.Helper()
+	l, _ := p.collect(t, prefix)
+	return l
+}
+
+// collect reads stdout until a line starting with prefix and returns that
+// line and everything read before it; the rest of stdout is drained.
+func (p *proc) collect(t *testing.T, prefix string) (string, string) {
+	t.Helper()
+	var seen strings.Builder
 	lines := make(chan string, 1)
 	errs := make(chan error, 1)
 	go func() {
@@ -109,6 +118,7 @@ func (p *proc) waitLine(t *testing.T, prefix string) string {
 				go func() { _, _ = io.Copy(io.Discard, p.stdout) }()
 				return
 			}
+			seen.WriteString(l) // read only after the lines send, which orders it
 			if err != nil {
 				errs <- err
 				return
@@ -117,13 +127,13 @@ func (p *proc) waitLine(t *testing.T, prefix string) string {
 	}()
 	select {
 	case l := <-lines:
-		return l
+		return l, seen.String()
 	case err := <-errs:
 		t.Fatalf("process ended before %q: %v; stderr: %s", prefix, err, p.stderr.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("no %q line within 60s; stderr: %s", prefix, p.stderr.String())
 	}
-	return ""
+	return "", ""
 }
 
 type syncWriter struct {

@@ -127,3 +127,34 @@ func TestCLIContract(t *testing.T) {
 		t.Fatal("serve did not exit after SIGTERM")
 	}
 }
+
+// TestServeDemo runs the README's first command (on a temp dir and a free
+// port) and checks the scenario shows the tools working end to end.
+func TestServeDemo(t *testing.T) {
+	addr := freePort(t)
+	p := start(t, "serve", "--demo", "--data", t.TempDir(), "--listen", addr)
+	_, out := p.collect(t, "== try it yourself")
+	for _, want := range []string{
+		"ready nats://" + addr,
+		"demo: imported 6 sample sessions",
+		`"warning": "Session visibility is restricted (effective tools.sessions.visibility=tree`,
+		`"lastMessagePreview": "Draft ready: 5 highlights, 12 fixes."`,
+		`OPENAI_API_KEY=sk-dem…mnop`,
+		`"contentRedacted": true`,
+		`"text": "I'll split the work: research and writing."`,
+		`"status": "forbidden"`,
+		"thrown error, code 400: limit must be a positive integer",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	for _, leak := range []string{"sk-demo1234567890abcdefghijklmnop", "<thinking>", "<tool_call>"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("demo output shows %q, which sessions_history must filter", leak)
+		}
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+}
