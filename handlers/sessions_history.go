@@ -36,6 +36,9 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 	if err != nil {
 		return nil, err
 	}
+	if err := rules.ValidateSessionKeyInput(ref); err != nil {
+		return nil, err
+	}
 	limit, hasLimit, err := p.PositiveInt("limit")
 	if err != nil {
 		return nil, err

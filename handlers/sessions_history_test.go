@@ -26,6 +26,12 @@ func msgs(t *testing.T, res map[string]any) []map[string]any {
 
 func TestHistoryThrownErrors(t *testing.T) {
 	s := handlerstest.Start(t, nil)
+	for _, bad := range []string{"../../etc", strings.Repeat("k", 10*1024), "agent:main:a b"} {
+		_, err := s.Call(mainKey, "sessions_history", fmt.Sprintf(`{"sessionKey":%q}`, bad))
+		if e, ok := bus.AsError(err); !ok || e.Code != 400 || !strings.Contains(e.Message, "is invalid") {
+			t.Errorf("sessionKey %.20q: got %v, want a 400", bad, err)
+		}
+	}
 	for params, want := range map[string]string{
 		`{}`:                                         "sessionKey required",
 		`{"sessionKey":"  "}`:                        "sessionKey required",

@@ -77,6 +77,7 @@ type listQuery struct {
 	archived         string // "false" | "true" | "all"
 	pinned           *bool
 	group            string
+	exact            []exactFilter // ownerId, creatorId, projectId, workspaceDir
 	excludeSubagents bool
 	derivedTitles    bool
 	lastMessage      bool
@@ -130,6 +131,15 @@ func parseListQuery(p rules.Params) (*listQuery, error) {
 	if q.group, _, err = p.String("group"); err != nil {
 		return nil, err
 	}
+	for _, f := range exactFilters {
+		v, ok, err := p.String(f.name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			q.exact = append(q.exact, exactFilter{field: f.field, value: v})
+		}
+	}
 	if err := parseArchived(p, q); err != nil {
 		return nil, err
 	}
@@ -164,6 +174,23 @@ func parseListQuery(p rules.Params) (*listQuery, error) {
 		return nil, badRequest("activeOnly requires a Gateway-backed inventory with live run state")
 	}
 	return q, nil
+}
+
+// exactFilter is one of the [B] inventory filters that match an entry
+// field exactly.
+type exactFilter struct {
+	field func(*kv.Entry) string
+	value string
+}
+
+var exactFilters = []struct {
+	name  string
+	field func(*kv.Entry) string
+}{
+	{"ownerId", func(e *kv.Entry) string { return e.OwnerID }},
+	{"creatorId", func(e *kv.Entry) string { return e.CreatorID }},
+	{"projectId", func(e *kv.Entry) string { return e.ProjectID }},
+	{"workspaceDir", func(e *kv.Entry) string { return e.WorkspaceDir }},
 }
 
 func parseArchived(p rules.Params, q *listQuery) error {
@@ -290,6 +317,11 @@ func (d *Deps) listable(r *requester, q *listQuery, e *kv.Entry, nowMs int64) bo
 	}
 	if q.group != "" && e.Group != q.group {
 		return false
+	}
+	for _, x := range q.exact {
+		if x.field(e) != x.value {
+			return false
+		}
 	}
 	if q.excludeSubagents && f.subagent {
 		return false

@@ -166,7 +166,7 @@ func TestListFilters(t *testing.T) {
 		&kv.Entry{Key: "agent:main:telegram:group:g1", Label: "Ops Room", DisplayName: "Ops war room", ChatType: "group"},
 		&kv.Entry{Key: "agent:main:hook:deploy", Archived: true},
 		&kv.Entry{Key: "agent:main:node-device", UpdatedAt: old},
-		&kv.Entry{Key: "agent:main:subagent:x", SpawnedBy: mainKey, Group: "g"},
+		&kv.Entry{Key: "agent:main:subagent:x", SpawnedBy: mainKey, Group: "g", OwnerID: "u1", ProjectID: "p1", WorkspaceDir: "/w", CreatorID: "c1"},
 	)
 	cases := []struct{ params, want string }{
 		{`{"kinds":["group","BOGUS"]}`, "agent:main:telegram:group:g1"},
@@ -184,6 +184,9 @@ func TestListFilters(t *testing.T) {
 		{`{"pinned":false,"excludeSubagents":true}`, "agent:main:telegram:group:g1,agent:main:node-device"},
 		{`{"group":"g"}`, "agent:main:subagent:x"},
 		{`{"kinds":["node"]}`, "agent:main:node-device"},
+		{`{"ownerId":"u1","projectId":"p1"}`, "agent:main:subagent:x"},
+		{`{"creator_id":"c1","workspaceDir":"/w"}`, "agent:main:subagent:x"},
+		{`{"ownerId":"u2"}`, ""},
 	}
 	for _, c := range cases {
 		res := s.MustCall(mainKey, "sessions_list", c.params)

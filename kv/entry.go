@@ -65,6 +65,10 @@ type Entry struct {
 	Archived             bool             `json:"archived,omitempty"`
 	Pinned               bool             `json:"pinned,omitempty"`
 	Goal                 string           `json:"goal,omitempty"`
+	OwnerID              string           `json:"ownerId,omitempty"`
+	CreatorID            string           `json:"creatorId,omitempty"`
+	ProjectID            string           `json:"projectId,omitempty"`
+	WorkspaceDir         string           `json:"workspaceDir,omitempty"`
 	StateVersion         uint64           `json:"stateVersion,omitempty"`
 
 	// Derived is what the index's Derive hook computed from this entry
