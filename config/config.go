@@ -16,6 +16,9 @@ type Config struct {
 type Bus struct {
 	Prefix   string `mapstructure:"prefix"`
 	Replicas int    `mapstructure:"replicas"`
+	// MaxRunHops bounds an agent-to-agent chain of runs (each run started
+	// from inside another adds a hop), so two agents cannot echo forever.
+	MaxRunHops int `mapstructure:"maxRunHops"`
 }
 
 // Tools is OpenClaw's `tools` section.

@@ -24,6 +24,7 @@ const (
 var defaults = map[string]any{
 	"bus.prefix":                                     "sb",
 	"bus.replicas":                                   1,
+	"bus.maxRunHops":                                 16,
 	"tools.sessions.visibility":                      DefaultVisibility,
 	"tools.agentToAgent.enabled":                     false,
 	"tools.agentToAgent.allow":                       []string{},

@@ -25,6 +25,7 @@ type Deps struct {
 	Store       *kv.Store
 	Index       *kv.Index
 	Transcripts *streams.Transcripts
+	Runs        *streams.Runs
 	Redactor    *sanitize.Redactor
 	Log         *slog.Logger
 	Now         func() time.Time

@@ -42,6 +42,10 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if err != nil {
 		return nil, err
 	}
+	runs, err := streams.OpenRuns(ctx, js, names, cfg.Bus.Replicas)
+	if err != nil {
+		return nil, err
+	}
 	red, err := sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns)
 	if err != nil {
 		return nil, fmt.Errorf("config logging.redactPatterns: %w", err)
@@ -50,7 +54,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if err != nil {
 		return nil, err
 	}
-	d := &Deps{Config: cfg, Names: names, Store: store, Index: idx, Transcripts: tr, Redactor: red, Log: log, Now: time.Now}
+	d := &Deps{Config: cfg, Names: names, Store: store, Index: idx, Transcripts: tr, Runs: runs, Redactor: red, Log: log, Now: time.Now}
 	svc, err := bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log})
 	if err != nil {
 		idx.Stop()

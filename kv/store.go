@@ -38,16 +38,8 @@ func WithReplicas(n int) Option {
 // bucket keeps its settings, so a client started with defaults can never
 // scale a replicated bucket down.
 func OpenStore(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
-	bucket := names.Bucket("sessions")
-	kv, err := js.KeyValue(ctx, bucket)
-	if err == nil {
-		return &Store{kv: kv}, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("open sessions bucket: %w", err)
-	}
 	cfg := jetstream.KeyValueConfig{
-		Bucket:      bucket,
+		Bucket:      names.Bucket("sessions"),
 		Description: "sessionbus session entries",
 		History:     1,
 		Storage:     jetstream.FileStorage,
@@ -55,12 +47,9 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, names bus.Names, opt
 	for _, o := range opts {
 		o(&cfg)
 	}
-	kv, err = js.CreateKeyValue(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, bucket)
-	}
+	kv, err := bus.EnsureKV(ctx, js, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("create sessions bucket: %w", err)
+		return nil, err
 	}
 	return &Store{kv: kv}, nil
 }

@@ -118,21 +118,15 @@ func ensureTranscriptStream(ctx context.Context, js jetstream.JetStream, names b
 // ensureIndexBucket creates the trindex KV bucket (history 1, file) if absent.
 func ensureIndexBucket(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (jetstream.KeyValue, jetstream.Stream, error) {
 	bucket := names.Bucket(IndexBucket)
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      bucket,
-			Description: "sessionbus transcript index: h.<key> head, c.<key>.<chunk> sealed chunks of 64 stream sequences",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    max(replicas, 1),
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, bucket)
-		}
-	}
+	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "sessionbus transcript index: h.<key> head, c.<key>.<chunk> sealed chunks of 64 stream sequences",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("kv bucket %s: %w", bucket, err)
+		return nil, nil, err
 	}
 	st, err := js.Stream(ctx, "KV_"+bucket)
 	if err != nil {

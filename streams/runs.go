@@ -1,0 +1,261 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// Run statuses of a RunRecord.
+const (
+	RunPending = "pending"
+	RunRunning = "running"
+	RunOK      = "ok"
+	RunError   = "error"
+	RunTimeout = "timeout"
+	RunKilled  = "killed"
+)
+
+// Headers every run request carries, so loops are visible to any gateway
+// without decoding the body.
+const (
+	HeaderChainID = "Sb-Chain-Id"
+	HeaderHop     = "Sb-Hop"
+)
+
+// GatewaysConsumer is the durable pull consumer every gateway replica shares.
+const GatewaysConsumer = "gateways"
+
+// Provenance marks a message that came from another session (reference §4.2).
+type Provenance struct {
+	Kind             string `json:"kind"` // external_user | inter_session | internal_system
+	SourceSessionKey string `json:"sourceSessionKey,omitempty"`
+	SourceChannel    string `json:"sourceChannel,omitempty"`
+	SourceTool       string `json:"sourceTool,omitempty"`
+}
+
+// A2A asks the gateway to run the agent-to-agent flow (ping-pong turns, then
+// the announce step) after the primary run; its progress lives in A2AState.
+type A2A struct {
+	RequesterKey      string `json:"requesterKey"`
+	RequesterChannel  string `json:"requesterChannel,omitempty"`
+	TargetDisplayKey  string `json:"targetDisplayKey"`
+	OriginalMessage   string `json:"originalMessage"`
+	MaxPingPongTurns  int    `json:"maxPingPongTurns"`
+	AnnounceTimeoutMs int64  `json:"announceTimeoutMs"`
+}
+
+// RunRequest is the body of a message on <prefix>.runs.<agentId> in the
+// work-queue stream: one agent turn to execute.
+type RunRequest struct {
+	RunID             string      `json:"runId"`
+	SessionKey        string      `json:"sessionKey"` // store key of the session the turn runs in
+	AgentID           string      `json:"agentId"`
+	Message           string      `json:"message"` // body without provenance lines (what scripts match)
+	Prompt            string      `json:"prompt"`  // the annotated prompt stored as the user message
+	ExtraSystemPrompt string      `json:"extraSystemPrompt,omitempty"`
+	Provenance        *Provenance `json:"provenance,omitempty"`
+	Lane              string      `json:"lane,omitempty"`
+	TimeoutSeconds    int         `json:"timeoutSeconds,omitempty"` // 0 = the gateway default
+	ChainID           string      `json:"chainId"`
+	Hop               int         `json:"hop"`
+	A2A               *A2A        `json:"a2a,omitempty"`
+	// Step names an A2A continuation ("pingpong:<n>", "announce"); empty for
+	// an ordinary turn.
+	Step      string `json:"step,omitempty"`
+	ParentRun string `json:"parentRun,omitempty"` // the primary run of an A2A step
+	CreatedAt int64  `json:"createdAt"`
+}
+
+// RunRecord is the state of one run in the `runs` bucket, key = run id.
+// Waiting on a run is a watch on its key.
+type RunRecord struct {
+	RunID      string `json:"runId"`
+	SessionKey string `json:"sessionKey"`
+	AgentID    string `json:"agentId"`
+	Status     string `json:"status"`
+	Gateway    string `json:"gateway,omitempty"`
+	Attempts   int    `json:"attempts,omitempty"`
+	CreatedAt  int64  `json:"createdAt"`
+	StartedAt  int64  `json:"startedAt,omitempty"`
+	EndedAt    int64  `json:"endedAt,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Reply      string `json:"reply,omitempty"`
+	ChainID    string `json:"chainId,omitempty"`
+	Hop        int    `json:"hop,omitempty"`
+	// IdempotencyKey is the caller's key when the run came from
+	// sessions_send with one; the run id is derived from it.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Terminal reports whether the run has finished.
+func (r *RunRecord) Terminal() bool {
+	switch r.Status {
+	case RunOK, RunError, RunTimeout, RunKilled:
+		return true
+	}
+	return false
+}
+
+// Runs is the run protocol's storage: the work queue and the run records.
+type Runs struct {
+	js      jetstream.JetStream
+	names   bus.Names
+	stream  jetstream.Stream
+	records jetstream.KeyValue
+}
+
+// RunsDedupeWindow is how long a repeated run id (idempotency key) is
+// recognised by the work queue itself; the run record catches it after.
+const RunsDedupeWindow = 10 * time.Minute
+
+// OpenRuns creates the SB_RUNS work queue and the runs bucket if absent.
+func OpenRuns(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (*Runs, error) {
+	st, err := bus.EnsureStream(ctx, js, jetstream.StreamConfig{
+		Name:        names.RunsStream(),
+		Description: "sessionbus run requests; gateways pull, ack when the run is recorded finished",
+		Subjects:    []string{names.Runs(">")},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+		Duplicates:  RunsDedupeWindow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      names.Bucket("runs"),
+		Description: "sessionbus run records",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Runs{js: js, names: names, stream: st, records: kv}, nil
+}
+
+// Stream is the work-queue stream.
+func (r *Runs) Stream() jetstream.Stream { return r.stream }
+
+// Records is the runs bucket.
+func (r *Runs) Records() jetstream.KeyValue { return r.records }
+
+// Submit creates the pending record and publishes the request. The record
+// comes first, so a waiter never watches a run nobody recorded; the publish
+// carries Nats-Msg-Id = run id, so a retried submit never queues twice.
+// ErrRunExists means a record with this id exists (an idempotent repeat).
+func (r *Runs) Submit(ctx context.Context, req *RunRequest, rec *RunRecord) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := r.records.Create(ctx, rec.RunID, data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return ErrRunExists
+		}
+		return fmt.Errorf("create run record %s: %w", rec.RunID, err)
+	}
+	return r.Publish(ctx, req)
+}
+
+// Publish queues a run request (also used for A2A continuation steps,
+// whose message id is runId + step).
+func (r *Runs) Publish(ctx context.Context, req *RunRequest) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(r.names.Runs(req.AgentID))
+	msg.Data = body
+	msg.Header.Set(HeaderChainID, req.ChainID)
+	msg.Header.Set(HeaderHop, fmt.Sprint(req.Hop))
+	id := req.RunID
+	if req.Step != "" {
+		id = req.ParentRun + ":" + req.Step
+	}
+	if _, err := r.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
+		return fmt.Errorf("queue run %s: %w", id, err)
+	}
+	return nil
+}
+
+// ErrRunExists is returned by Submit for a run id already recorded.
+var ErrRunExists = errors.New("run already exists")
+
+// Get returns a run record and its revision.
+func (r *Runs) Get(ctx context.Context, runID string) (*RunRecord, uint64, error) {
+	e, err := r.records.Get(ctx, runID)
+	if err != nil {
+		return nil, 0, err
+	}
+	var rec RunRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, 0, fmt.Errorf("run record %s: %w", runID, err)
+	}
+	return &rec, e.Revision(), nil
+}
+
+// Update applies fn with compare-and-set, retrying on a concurrent write.
+func (r *Runs) Update(ctx context.Context, runID string, fn func(*RunRecord) error) (*RunRecord, error) {
+	for attempt := 0; attempt < 32; attempt++ {
+		rec, rev, err := r.Get(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		if err := fn(rec); err != nil {
+			return nil, err
+		}
+		data, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := r.records.Update(ctx, runID, data, rev); err == nil {
+			return rec, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("run %s: too many concurrent updates", runID)
+}
+
+// Wait watches a run record until it is terminal or ctx ends; it returns the
+// last record seen (nil if none) and ctx's error on timeout. No polling: the
+// watch delivers each change.
+func (r *Runs) Wait(ctx context.Context, runID string) (*RunRecord, error) {
+	w, err := r.records.Watch(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	var last *RunRecord
+	for {
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return last, errors.New("run watch closed")
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var rec RunRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				return last, fmt.Errorf("run record %s: %w", runID, err)
+			}
+			last = &rec
+			if rec.Terminal() {
+				return last, nil
+			}
+		}
+	}
+}
