@@ -41,6 +41,11 @@ func isToolMessage(m map[string]any) bool {
 	return r == "toolResult" || r == "tool"
 }
 
+// runMarker is the field the gateway puts on the transcript entries a run
+// appends, so a redelivered run can see what it already wrote; it is
+// bookkeeping, never shown to agents.
+const runMarker = "__sessionbus"
+
 // viewMessage is one entry after the history sanitizer: the JSON the agent
 // sees and the flags it raised.
 type viewMessage struct {
@@ -67,6 +72,7 @@ func (d *Deps) sanitizeEntries(entries []streams.Entry, includeTools, withSeq bo
 		if !keepInHistory(m) {
 			continue
 		}
+		delete(m, runMarker)
 		res := d.Redactor.HistoryMessage(m, true)
 		if withSeq {
 			m["__openclaw"] = map[string]any{"seq": e.N + 1}
