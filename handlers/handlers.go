@@ -45,6 +45,7 @@ func Tools(d *Deps) map[string]bus.Handler {
 	all := map[string]tool{
 		"sessions_list":    sessionsList,
 		"sessions_history": sessionsHistory,
+		"sessions_send":    sessionsSend,
 	}
 	out := make(map[string]bus.Handler, len(all))
 	for name, t := range all {

@@ -15,6 +15,7 @@ type requester struct {
 	visibility        rules.Visibility
 	restrictToSpawned bool
 	a2a               rules.A2APolicy
+	runID             string // the run the caller's token was minted for, if any
 }
 
 func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
@@ -38,6 +39,7 @@ func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
 		visibility:        rules.EffectiveVisibility(configured, c.Sandboxed, clamp),
 		restrictToSpawned: rules.RestrictToSpawned(c.Sandboxed, clamp, key),
 		a2a:               rules.A2APolicy{Enabled: cfg.Tools.AgentToAgent.Enabled, Allow: cfg.Tools.AgentToAgent.Allow},
+		runID:             c.RunID,
 	}, nil
 }
 

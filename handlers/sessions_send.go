@@ -1,0 +1,420 @@
+package handlers
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/streams"
+)
+
+// sessions_send limits and defaults (reference §1.3, seed 000).
+const (
+	sendDefaultTimeoutSeconds = 30
+	sendLabelMaxLength        = 512
+	sendAgentIDMaxLength      = 64
+	sendIdempotencyMaxLength  = 256
+	sendDefaultAnnounceMs     = 30_000
+	sendLane                  = "nested"
+	deliveryModeAnnounce      = "announce"
+	defaultMaxRunHops         = 16
+)
+
+// Exact reference strings of §4.1.
+const (
+	errSendBothTargets     = "Provide either sessionKey or label (not both)."
+	errSendNoTarget        = "Either sessionKey or label is required"
+	errSendThreadTarget    = "sessions_send cannot target a thread session for inter-agent coordination. Use the parent channel session key instead."
+	errSendSandboxLabel    = "Sandboxed sessions_send label lookup is limited to this agent"
+	errSendA2ADisabled     = "Agent-to-agent messaging is disabled. Set tools.agentToAgent.enabled=true to allow cross-agent sends."
+	errSendA2ADenied       = "Agent-to-agent messaging denied by tools.agentToAgent.allow."
+	errSendSandboxNotFound = "Session not visible from this sandboxed agent session."
+	errSendAgentError      = "agent error"
+	errSendRunTimeout      = "agent run timed out"
+)
+
+type sendDelivery struct {
+	Status string `json:"status"`
+	Mode   string `json:"mode"`
+}
+
+// sendResult is every shape of §1.3; runId is always present.
+type sendResult struct {
+	RunID           string        `json:"runId"`
+	Status          string        `json:"status"`
+	Reply           string        `json:"reply,omitempty"`
+	Error           string        `json:"error,omitempty"`
+	SessionKey      string        `json:"sessionKey,omitempty"`
+	Delivery        *sendDelivery `json:"delivery,omitempty"`
+	SentBeforeError bool          `json:"sentBeforeError,omitempty"`
+}
+
+func sendFail(runID, status, msg, displayKey string) *sendResult {
+	return &sendResult{RunID: runID, Status: status, Error: msg, SessionKey: displayKey}
+}
+
+type sendParams struct {
+	sessionKey, label, agentID, message, idempotencyKey string
+	hasKey, hasLabel, hasAgent                          bool
+	timeoutSeconds                                      int
+}
+
+func readSendParams(p rules.Params) (sendParams, error) {
+	var sp sendParams
+	var err error
+	if sp.message, err = p.RequiredString("message"); err != nil {
+		return sp, err
+	}
+	if sp.sessionKey, sp.hasKey, err = p.String("sessionKey"); err != nil {
+		return sp, err
+	}
+	if sp.hasKey {
+		if err := rules.ValidateSessionKeyInput(sp.sessionKey); err != nil {
+			return sp, err
+		}
+	}
+	if sp.label, sp.hasLabel, err = p.String("label"); err != nil {
+		return sp, err
+	}
+	if n := utf8.RuneCountInString(sp.label); n > sendLabelMaxLength {
+		return sp, badRequest(fmt.Sprintf("label must be at most %d characters (got %d)", sendLabelMaxLength, n))
+	}
+	if sp.agentID, sp.hasAgent, err = p.String("agentId"); err != nil {
+		return sp, err
+	}
+	if n := utf8.RuneCountInString(sp.agentID); n > sendAgentIDMaxLength {
+		return sp, badRequest(fmt.Sprintf("agentId must be at most %d characters (got %d)", sendAgentIDMaxLength, n))
+	}
+	t, hasT, err := p.NonNegativeInt("timeoutSeconds")
+	if err != nil {
+		return sp, err
+	}
+	sp.timeoutSeconds = sendDefaultTimeoutSeconds
+	if hasT {
+		sp.timeoutSeconds = t
+	}
+	if sp.idempotencyKey, _, err = p.String("idempotencyKey"); err != nil {
+		return sp, err
+	}
+	if n := len(sp.idempotencyKey); n > sendIdempotencyMaxLength {
+		return sp, badRequest(fmt.Sprintf("idempotencyKey must be at most %d bytes (got %d)", sendIdempotencyMaxLength, n))
+	}
+	return sp, nil
+}
+
+func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (any, error) {
+	sp, err := readSendParams(p)
+	if err != nil {
+		return nil, err
+	}
+	earlyID := kv.NewSessionID()
+
+	// §4.1 target selection, in order.
+	if sp.hasKey && sp.hasLabel {
+		return sendFail(earlyID, "error", errSendBothTargets, ""), nil
+	}
+	ref := sp.sessionKey
+	switch {
+	case sp.hasKey:
+	case sp.hasLabel:
+		key, f := d.lookupLabel(ctx, r, sp.label, sp.agentID, sp.hasAgent)
+		if f != nil {
+			return sendFail(earlyID, f.Status, f.Error, ""), nil
+		}
+		ref = key
+	case sp.hasAgent:
+		id := rules.NormalizeAgentID(sp.agentID)
+		if !agentConfigured(d.Config, id) {
+			return sendFail(earlyID, "error", "agent not found: "+sp.agentID, ""), nil
+		}
+		ref = r.alias.MainSessionKey(id)
+	default:
+		return sendFail(earlyID, "error", errSendNoTarget, ""), nil
+	}
+	res, f := d.resolveSendTarget(ctx, r, ref)
+	if f != nil {
+		return f, nil
+	}
+	target := res.key
+
+	// send policy (§4.6): enforced where the run is started, after target
+	// resolution; the entry's override wins over config.
+	var override, channel, chatType string
+	if e := res.entry; e != nil {
+		override, chatType = e.SendPolicy, e.ChatType
+		channel = firstNonEmpty(e.Channel, e.LastChannel)
+	}
+	if rules.ResolveSendPolicy(sendPolicy(d.Config.Session.SendPolicy), override, target, channel, chatType) == rules.SendDeny {
+		return sendFail(earlyID, "error", rules.SendBlockedError, res.displayKey), nil
+	}
+
+	// loop protection: a send made from inside a run continues its chain.
+	chainID, hop := kv.NewSessionID(), 0
+	if r.runID != "" {
+		chainID, hop = r.runID, 1
+		if parent, _, err := d.Runs.Get(ctx, r.runID); err == nil {
+			chainID, hop = firstNonEmpty(parent.ChainID, r.runID), parent.Hop+1
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("read caller run %s: %w", r.runID, err)
+		}
+	}
+	maxHops := d.Config.Bus.MaxRunHops
+	if maxHops < 1 {
+		maxHops = defaultMaxRunHops
+	}
+	if hop > maxHops {
+		return sendFail(earlyID, rules.StatusForbidden, fmt.Sprintf(
+			"agent-to-agent run chain %s is too long: this send would be hop %d, over bus.maxRunHops=%d; stop the exchange (or raise bus.maxRunHops)",
+			chainID, hop, maxHops), res.displayKey), nil
+	}
+
+	runID := earlyID
+	if sp.idempotencyKey != "" {
+		runID = idempotentRunID(r.key, target, sp.idempotencyKey)
+	}
+	reqChannel := d.requesterChannel(r)
+	skipA2A := res.entry != nil && (res.entry.SpawnedBy == r.key || res.entry.ParentSessionKey == r.key)
+	now := d.Now().UnixMilli()
+	req := &streams.RunRequest{
+		RunID:             runID,
+		SessionKey:        target,
+		AgentID:           rules.AgentIDFromKey(target),
+		Message:           sp.message,
+		Prompt:            annotateInterSession(sp.message, r.key, reqChannel, sendToolName),
+		ExtraSystemPrompt: a2aContextPrompt(r.key, reqChannel, res.displayKey),
+		Provenance: &streams.Provenance{
+			Kind: provenanceInterSession, SourceSessionKey: r.key, SourceChannel: reqChannel, SourceTool: sendToolName,
+		},
+		Lane:      sendLane,
+		ChainID:   chainID,
+		Hop:       hop,
+		CreatedAt: now,
+	}
+	if !skipA2A {
+		announceMs := int64(sendDefaultAnnounceMs)
+		if sp.timeoutSeconds > 0 {
+			announceMs = int64(sp.timeoutSeconds) * 1000
+		}
+		req.A2A = &streams.A2A{
+			RequesterKey:      r.key,
+			RequesterChannel:  reqChannel,
+			TargetDisplayKey:  res.displayKey,
+			OriginalMessage:   sp.message,
+			MaxPingPongTurns:  min(max(d.Config.Session.AgentToAgent.MaxPingPongTurns, 0), config.MaxPingPongTurnsLimit),
+			AnnounceTimeoutMs: announceMs,
+		}
+	}
+	rec := &streams.RunRecord{
+		RunID: runID, SessionKey: target, AgentID: req.AgentID, Status: streams.RunPending,
+		CreatedAt: now, ChainID: chainID, Hop: hop, IdempotencyKey: sp.idempotencyKey,
+	}
+	if err := d.Runs.Submit(ctx, req, rec); err != nil {
+		if !errors.Is(err, streams.ErrRunExists) || sp.idempotencyKey == "" {
+			return sendFail(runID, "error", err.Error(), res.displayKey), nil
+		}
+		// an idempotent repeat: never a second run. If the first call
+		// recorded the run but its publish may not have landed, publish
+		// again inside the dedupe window, where the work queue drops a
+		// duplicate by message id.
+		first, _, gerr := d.Runs.Get(ctx, runID)
+		if gerr != nil {
+			return sendFail(runID, "error", gerr.Error(), res.displayKey), nil
+		}
+		if first.Status == streams.RunPending && time.Duration(now-first.CreatedAt)*time.Millisecond < streams.RunsDedupeWindow-time.Minute {
+			req.ChainID, req.Hop, req.CreatedAt = first.ChainID, first.Hop, first.CreatedAt
+			if perr := d.Runs.Publish(ctx, req); perr != nil {
+				d.Log.Warn("sessions_send: re-publish of idempotent run", "runId", runID, "err", perr)
+			}
+		}
+	}
+
+	delivery := func(status string) *sendDelivery {
+		if skipA2A {
+			status = "skipped"
+		}
+		return &sendDelivery{Status: status, Mode: deliveryModeAnnounce}
+	}
+	if sp.timeoutSeconds == 0 {
+		return &sendResult{RunID: runID, Status: "accepted", SessionKey: res.displayKey, Delivery: delivery("sent")}, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(sp.timeoutSeconds)*time.Second)
+	defer cancel()
+	last, werr := d.Runs.Wait(wctx, runID)
+	if werr != nil && (last == nil || !last.Terminal()) {
+		if errors.Is(werr, context.DeadlineExceeded) {
+			// soft timeout (PR #76484): the run goes on, a late reply is
+			// still delivered by the A2A flow
+			return &sendResult{RunID: runID, Status: "accepted", SessionKey: res.displayKey, Delivery: delivery("accepted")}, nil
+		}
+		return &sendResult{RunID: runID, Status: "error", Error: werr.Error(), SessionKey: res.displayKey, SentBeforeError: true}, nil
+	}
+	switch last.Status {
+	case streams.RunOK:
+		return &sendResult{RunID: runID, Status: "ok", Reply: last.Reply, SessionKey: res.displayKey, Delivery: delivery("delivered")}, nil
+	case streams.RunTimeout:
+		return &sendResult{RunID: runID, Status: "timeout", Error: firstNonEmpty(last.Error, errSendRunTimeout), SessionKey: res.displayKey, SentBeforeError: true}, nil
+	default: // error, killed
+		return &sendResult{RunID: runID, Status: "error", Error: firstNonEmpty(last.Error, errSendAgentError), SessionKey: res.displayKey, SentBeforeError: true}, nil
+	}
+}
+
+// resolveSendTarget is steps 6-8 of §4.1: reference resolution, sandbox
+// check, thread rejection, visibility guard (action send). Like
+// resolveVisible, a denial or miss is decided again after an index sync.
+func (d *Deps) resolveSendTarget(ctx context.Context, r *requester, ref string) (resolved, *sendResult) {
+	res, f := d.checkSendTarget(r, ref)
+	if f == nil {
+		return res, nil
+	}
+	if err := d.Index.Sync(ctx); err != nil {
+		d.Log.Warn("session index sync", "err", err)
+		return res, f
+	}
+	return d.checkSendTarget(r, ref)
+}
+
+func (d *Deps) checkSendTarget(r *requester, ref string) (resolved, *sendResult) {
+	id := kv.NewSessionID()
+	res, f := d.resolveReference(r, ref)
+	if f != nil {
+		return res, sendFail(id, f.Status, f.Error, "")
+	}
+	if f := d.checkSandboxSpawned(r, res, ref); f != nil {
+		return res, sendFail(id, f.Status, f.Error, "")
+	}
+	if _, _, isThread := rules.ParseThreadSuffix(res.key); isThread {
+		return res, sendFail(id, "error", errSendThreadTarget, res.displayKey)
+	}
+	if ok, status, msg := d.guard(r, rules.ActionSend).Check(res.key); !ok {
+		return res, sendFail(id, status, msg, res.displayKey)
+	}
+	return res, nil
+}
+
+// lookupLabel is step 4 of §4.1, sessions.resolve by label over the index:
+// exact label, scoped to the requested agent (or the requester's), and to
+// the requester's children when sandbox-restricted.
+func (d *Deps) lookupLabel(ctx context.Context, r *requester, label, agentID string, hasAgent bool) (string, *failure) {
+	requesterAgent := rules.AgentIDFromKey(r.key)
+	requested := requesterAgent
+	if hasAgent {
+		requested = rules.NormalizeAgentID(agentID)
+	}
+	if r.restrictToSpawned && requested != requesterAgent {
+		return "", fail(rules.StatusForbidden, errSendSandboxLabel)
+	}
+	if requested != requesterAgent {
+		if !r.a2a.Enabled {
+			return "", fail(rules.StatusForbidden, errSendA2ADisabled)
+		}
+		if !r.a2a.IsAllowed(requesterAgent, requested) {
+			return "", fail(rules.StatusForbidden, errSendA2ADenied)
+		}
+	}
+	find := func() (*kv.Entry, bool) {
+		var best *kv.Entry
+		tie := false
+		d.Index.Each(func(e *kv.Entry) bool {
+			if e.Label != label || rules.AgentIDFromKey(e.Key) != requested {
+				return true
+			}
+			if r.restrictToSpawned && !d.Index.IsChild(r.key, e.Key) {
+				return true
+			}
+			switch {
+			case best == nil || e.UpdatedAt > best.UpdatedAt:
+				best, tie = e, false
+			case e.UpdatedAt == best.UpdatedAt:
+				tie = true
+			}
+			return true
+		})
+		return best, tie
+	}
+	e, tie := find()
+	if e == nil {
+		if err := d.Index.Sync(ctx); err != nil {
+			d.Log.Warn("session index sync", "err", err)
+		} else {
+			e, tie = find()
+		}
+	}
+	switch {
+	case e == nil && r.restrictToSpawned:
+		return "", fail(rules.StatusForbidden, errSendSandboxNotFound)
+	case e == nil:
+		return "", fail("error", "No session found with label: "+label)
+	case tie:
+		return "", fail("error", "Multiple sessions found with label: "+label+" (use sessionKey)")
+	}
+	return e.Key, nil
+}
+
+// agentConfigured reports whether agents.list names id; with no list, the
+// default agent is the only one.
+func agentConfigured(cfg *config.Config, id string) bool {
+	if len(cfg.Agents.List) == 0 {
+		return id == rules.DefaultAgentID
+	}
+	for _, a := range cfg.Agents.List {
+		if rules.NormalizeAgentID(a.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// requesterChannel is the channel the caller's session talks on, from its
+// store entry; empty when unknown (the provenance part is then omitted).
+func (d *Deps) requesterChannel(r *requester) string {
+	e := d.Index.Get(r.key)
+	if e == nil {
+		return ""
+	}
+	dc := ""
+	if e.DeliveryContext != nil {
+		dc = e.DeliveryContext.Channel
+	}
+	return firstNonEmpty(dc, e.LastChannel, e.Channel)
+}
+
+// idempotentRunID derives the run id of an idempotent send from (caller,
+// target, key), formatted as a UUID (version 8, name-based).
+func idempotentRunID(caller, target, key string) string {
+	h := sha256.Sum256([]byte("sessionbus/sessions_send\x00" + caller + "\x00" + target + "\x00" + key))
+	b := h[:16]
+	b[6] = b[6]&0x0f | 0x80
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func sendPolicy(p *config.SendPolicy) *rules.SendPolicy {
+	if p == nil {
+		return nil
+	}
+	out := &rules.SendPolicy{Default: p.Default}
+	for _, r := range p.Rules {
+		out.Rules = append(out.Rules, rules.SendRule{Action: r.Action, Match: rules.SendMatch{
+			Channel: r.Match.Channel, ChatType: r.Match.ChatType, KeyPrefix: r.Match.KeyPrefix, RawKeyPrefix: r.Match.RawKeyPrefix,
+		}})
+	}
+	return out
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v = strings.TrimSpace(v); v != "" {
+			return v
+		}
+	}
+	return ""
+}
