@@ -31,12 +31,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmds := map[string]func([]string, io.Reader, io.Writer, io.Writer) int{
-		"serve":  cmdServe,
-		"worker": cmdWorker,
-		"call":   cmdCall,
-		"token":  cmdToken,
-		"import": cmdImport,
-		"bench":  cmdBench,
+		"serve":   cmdServe,
+		"worker":  cmdWorker,
+		"call":    cmdCall,
+		"token":   cmdToken,
+		"import":  cmdImport,
+		"bench":   cmdBench,
+		"gateway": cmdGateway,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

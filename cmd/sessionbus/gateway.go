@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway"
+)
+
+// cmdGateway runs one gateway replica against an existing NATS server: it
+// pulls run requests from the shared consumer and executes agent turns.
+func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("gateway", stderr)
+	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	host, _ := os.Hostname()
+	id := fs.String("id", envOr("SESSIONBUS_GATEWAY_ID", fmt.Sprintf("gw-%s-%d", host, os.Getpid())), "gateway name (recorded on the runs it executes)")
+	creds := fs.String("creds", defaultCreds(), "operator credentials (the gateway mints run tokens with them)")
+	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
+	concurrency := fs.Int("concurrency", gateway.DefaultConcurrency, "concurrent runs")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := newLogger(stderr, *logLevel)
+	cfg, err := config.Load(*cfgPath, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus gateway:", err)
+		return 1
+	}
+	op, err := bus.LoadOperator(*creds)
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus gateway:", err)
+		return 1
+	}
+	nc, err := connect(*server, "sessionbus gateway "+*id)
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus gateway:", err)
+		return 1
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	g, err := gateway.StartWithOptions(ctx, nc, cfg, op, *id, log, gateway.Options{Concurrency: *concurrency})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus gateway:", err)
+		return 1
+	}
+	defer g.Stop()
+	fmt.Fprintln(stdout, "ready", *id)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	<-sigs
+	log.Info("shutting down")
+	return 0
+}

@@ -1,0 +1,250 @@
+// Package gateway executes run requests: every replica pulls from the shared
+// durable consumer on SB_RUNS, runs one turn at a time per session (a lane
+// lock in KV), records the outcome in the runs bucket, and drives the
+// agent-to-agent flow (ping-pong, announce) as durable continuation runs.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway/runtime"
+	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/streams"
+)
+
+// Defaults of Options.
+const (
+	DefaultConcurrency    = 32
+	DefaultAckWait        = 30 * time.Second
+	DefaultTimeoutSeconds = 600
+	// LanesBucket holds the session lane locks: key = encoded session key,
+	// value = laneLock.
+	LanesBucket = "lanes"
+)
+
+// Options tune a gateway; zero values take the defaults.
+type Options struct {
+	Concurrency int           // concurrent executors (default 32)
+	AckWait     time.Duration // consumer AckWait when the consumer is created (default 30 s)
+}
+
+// Gateway is one running gateway replica.
+type Gateway struct {
+	id    string
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	cfg   *config.Config
+	op    *bus.Operator
+	log   *slog.Logger
+	names bus.Names
+
+	runs    *streams.Runs
+	tr      *streams.Transcripts
+	store   *kv.Store
+	lanes   jetstream.KeyValue
+	deliver jetstream.Stream
+
+	runtimes     map[string]runtime.Runtime
+	echo         runtime.Runtime
+	defaultAgent string
+
+	ackWait   time.Duration
+	heartbeat time.Duration
+	conc      int
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	iter   jetstream.MessagesContext
+	wg     sync.WaitGroup
+}
+
+// Start opens the run protocol's storage and starts consuming with the
+// default options.
+func Start(ctx context.Context, nc *nats.Conn, cfg *config.Config, op *bus.Operator, id string, log *slog.Logger) (*Gateway, error) {
+	return StartWithOptions(ctx, nc, cfg, op, id, log, Options{})
+}
+
+// StartWithOptions is Start with tuning.
+func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op *bus.Operator, id string, log *slog.Logger, o Options) (*Gateway, error) {
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if op == nil {
+		return nil, errors.New("gateway: an operator key is needed to mint run tokens")
+	}
+	if id == "" {
+		id = "gateway"
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = DefaultAckWait
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	names := bus.NewNames(cfg.Bus.Prefix)
+	replicas := max(cfg.Bus.Replicas, 1)
+	g := &Gateway{
+		id: id, nc: nc, js: js, cfg: cfg, op: op, log: log.With("gateway", id), names: names,
+		runtimes: map[string]runtime.Runtime{},
+		ackWait:  o.AckWait, heartbeat: o.AckWait / 3, conc: o.Concurrency,
+	}
+	for _, a := range cfg.Agents.List {
+		rt, err := runtime.New(a)
+		if err != nil {
+			return nil, err
+		}
+		g.runtimes[a.ID] = rt
+		if g.defaultAgent == "" {
+			g.defaultAgent = a.ID
+		}
+	}
+	if g.defaultAgent == "" {
+		g.defaultAgent = "main"
+	}
+	if g.echo, err = runtime.New(config.Agent{ID: "echo"}); err != nil {
+		return nil, err
+	}
+	if g.runs, err = streams.OpenRuns(ctx, js, names, replicas); err != nil {
+		return nil, err
+	}
+	if g.tr, err = streams.OpenTranscripts(ctx, nc, js, names, streams.WithReplicas(replicas)); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Gateway, error) { g.tr.Close(); return nil, err }
+	if g.store, err = kv.OpenStore(ctx, js, names, kv.WithReplicas(replicas)); err != nil {
+		return fail(err)
+	}
+	if g.lanes, err = bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      names.Bucket(LanesBucket),
+		Description: "sessionbus session lanes: one run at a time per session",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	}); err != nil {
+		return fail(err)
+	}
+	if g.deliver, err = bus.EnsureStream(ctx, js, jetstream.StreamConfig{
+		Name:        DeliverStream(names),
+		Description: "sessionbus outbound deliveries to channel adapters",
+		Subjects:    []string{names.Deliver(">")},
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		Duplicates:  streams.RunsDedupeWindow,
+	}); err != nil {
+		return fail(err)
+	}
+	cons, err := g.runs.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       streams.GatewaysConsumer,
+		Description:   "sessionbus gateways share this consumer",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxAckPending: max(1024, 8*o.Concurrency),
+		MaxDeliver:    -1,
+	})
+	if err != nil && errors.Is(err, jetstream.ErrConsumerExists) {
+		cons, err = g.runs.Stream().Consumer(ctx, streams.GatewaysConsumer)
+	}
+	if err != nil {
+		// Another replica may have created it with other settings: bind.
+		c2, err2 := g.runs.Stream().Consumer(ctx, streams.GatewaysConsumer)
+		if err2 != nil {
+			return fail(fmt.Errorf("gateway consumer: %w", err))
+		}
+		cons = c2
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
+	if err != nil {
+		return fail(fmt.Errorf("gateway consume: %w", err))
+	}
+	g.iter = iter
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.wg.Add(1)
+	go g.dispatch()
+	g.log.Debug("gateway started", "concurrency", o.Concurrency)
+	return g, nil
+}
+
+// DeliverStream is the stream capturing <prefix>.deliver.>.
+func DeliverStream(n bus.Names) string {
+	p := n.Prefix
+	if p == "" {
+		p = bus.DefaultPrefix
+	}
+	return upper(p) + "_DELIVER"
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 32
+		}
+	}
+	return string(b)
+}
+
+// ID is the gateway's name.
+func (g *Gateway) ID() string { return g.id }
+
+// Runs is the run protocol storage the gateway uses.
+func (g *Gateway) Runs() *streams.Runs { return g.runs }
+
+// Transcripts is the transcript store the gateway uses.
+func (g *Gateway) Transcripts() *streams.Transcripts { return g.tr }
+
+// dispatch takes a message only when an executor slot is free.
+func (g *Gateway) dispatch() {
+	defer g.wg.Done()
+	sem := make(chan struct{}, g.conc)
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-g.ctx.Done():
+			return
+		}
+		msg, err := g.iter.Next()
+		if err != nil {
+			<-sem
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || g.ctx.Err() != nil {
+				return
+			}
+			g.log.Warn("gateway: next run", "err", err)
+			continue
+		}
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			defer func() { <-sem }()
+			g.handle(msg)
+		}()
+	}
+}
+
+// Stop stops consuming, interrupts running turns (their messages are nak'd
+// so another replica runs them) and waits for the executors.
+func (g *Gateway) Stop() {
+	if g == nil || g.cancel == nil {
+		return
+	}
+	g.cancel()
+	g.iter.Stop()
+	g.wg.Wait()
+	g.tr.Close()
+}

@@ -1,0 +1,688 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/streams"
+)
+
+const testConfig = `
+session:
+  agentToAgent:
+    maxPingPongTurns: 2
+agents:
+  list:
+    - id: main
+      runtime: script
+      script:
+        rules:
+          - match: "^fail"
+            error: "scripted failure"
+          - match: "^slow"
+            delayMs: 5000
+            reply: "too late"
+          - match: "^wait"
+            delayMs: 150
+            reply: "waited"
+          - match: "^tool"
+            tool:
+              name: sessions_list
+              params: {limit: 1}
+            reply: "tool done"
+          - match: "^Agent-to-agent announce step\\.$"
+            reply: "Announced: all good"
+    - id: quiet
+      runtime: script
+      script:
+        rules:
+          - match: "^Agent-to-agent announce step"
+            reply: "ANNOUNCE_SKIP"
+    - id: req
+      runtime: script
+      script:
+        rules:
+          - match: "stopnow"
+            reply: "REPLY_SKIP"
+          - reply: "req says: {{message}}"
+`
+
+type env struct {
+	t     *testing.T
+	srv   *bus.Server
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	cfg   *config.Config
+	op    *bus.Operator
+	runs  *streams.Runs
+	tr    *streams.Transcripts
+	names bus.Names
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sessionbus.yaml")
+	if err := os.WriteFile(path, []byte(testConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := bus.NewOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := bustest.Server(t)
+	nc, js := bustest.Connect(t, srv)
+	names := bus.NewNames(cfg.Bus.Prefix)
+	ctx := context.Background()
+	runs, err := streams.OpenRuns(ctx, js, names, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := streams.OpenTranscripts(ctx, nc, js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return &env{t: t, srv: srv, nc: nc, js: js, cfg: cfg, op: op, runs: runs, tr: tr, names: names}
+}
+
+func (e *env) gateway(id string, o Options) *Gateway {
+	e.t.Helper()
+	nc, _ := bustest.Connect(e.t, e.srv)
+	g, err := StartWithOptions(context.Background(), nc, e.cfg, e.op, id, nil, o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(g.Stop)
+	return g
+}
+
+var seq int
+
+func (e *env) request(session, agent, message string) *streams.RunRequest {
+	seq++
+	return &streams.RunRequest{
+		RunID:      fmt.Sprintf("run-%d-%d", time.Now().UnixNano(), seq),
+		SessionKey: session, AgentID: agent,
+		Message: message, Prompt: message,
+		ChainID: "chain", CreatedAt: time.Now().UnixMilli(),
+	}
+}
+
+func (e *env) submit(req *streams.RunRequest) {
+	e.t.Helper()
+	rec := &streams.RunRecord{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID,
+		Status: streams.RunPending, CreatedAt: req.CreatedAt}
+	if err := e.runs.Submit(context.Background(), req, rec); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) wait(runID string) *streams.RunRecord {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rec, err := e.runs.Wait(ctx, runID)
+	if err != nil {
+		e.t.Fatalf("wait %s: %v (last %+v)", runID, err, rec)
+	}
+	return rec
+}
+
+func (e *env) transcript(session string) []map[string]any {
+	e.t.Helper()
+	es, _, err := e.tr.Tail(context.Background(), kv.EncodeKey(session), 100, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := make([]map[string]any, len(es))
+	for i, en := range es {
+		if err := json.Unmarshal(en.Data, &out[i]); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// waitFor checks cond on every tick of a short ticker until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// waitState watches the A2A state until it is done.
+func (e *env) waitState(primary string) *A2AState {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w, err := e.runs.Records().Watch(ctx, A2AKey(primary))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			e.t.Fatalf("a2a %s never finished", primary)
+		case en := <-w.Updates():
+			if en == nil {
+				continue
+			}
+			var st A2AState
+			if err := json.Unmarshal(en.Value(), &st); err != nil {
+				e.t.Fatal(err)
+			}
+			if st.Done {
+				return &st
+			}
+		}
+	}
+}
+
+func TestEchoReplyAndTranscript(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	req := e.request("agent:main:main", "main", "hello there")
+	req.Provenance = &streams.Provenance{Kind: "inter_session", SourceSessionKey: "agent:req:main", SourceTool: "sessions_send"}
+	e.submit(req)
+	rec := e.wait(req.RunID)
+	if rec.Status != streams.RunOK || rec.Reply != "hello there" || rec.Gateway != "gw1" || rec.Attempts != 1 {
+		t.Fatalf("record %+v", rec)
+	}
+	if rec.StartedAt == 0 || rec.EndedAt < rec.StartedAt {
+		t.Fatalf("times %+v", rec)
+	}
+	msgs := e.transcript(req.SessionKey)
+	if len(msgs) != 2 {
+		t.Fatalf("transcript %v", msgs)
+	}
+	if msgs[0]["role"] != "user" || msgs[0]["content"] != "hello there" || msgs[1]["role"] != "assistant" || msgs[1]["content"] != "hello there" {
+		t.Fatalf("transcript %v", msgs)
+	}
+	if p, _ := msgs[0]["provenance"].(map[string]any); p["kind"] != "inter_session" {
+		t.Fatalf("provenance %v", msgs[0])
+	}
+	if m, _ := msgs[1][runMarker].(map[string]any); m["run"] != req.RunID || m["part"] != "reply" {
+		t.Fatalf("marker %v", msgs[1])
+	}
+	st, err := kv.OpenStore(context.Background(), e.js, e.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, _, err := st.Get(context.Background(), req.SessionKey)
+	if err != nil || ent.AgentID != "main" || ent.SessionID == "" || ent.UpdatedAt == 0 {
+		t.Fatalf("session entry %+v %v", ent, err)
+	}
+}
+
+func TestUnknownAgentEchoes(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	req := e.request("agent:ghost:main", "ghost", "fail please")
+	e.submit(req)
+	if rec := e.wait(req.RunID); rec.Status != streams.RunOK || rec.Reply != "fail please" {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+func TestScriptedError(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	req := e.request("agent:main:main", "main", "fail now")
+	e.submit(req)
+	rec := e.wait(req.RunID)
+	if rec.Status != streams.RunError || rec.Error != "scripted failure" {
+		t.Fatalf("record %+v", rec)
+	}
+	if msgs := e.transcript(req.SessionKey); len(msgs) != 1 || msgs[0]["role"] != "user" {
+		t.Fatalf("transcript %v", msgs)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	req := e.request("agent:main:main", "main", "slow one")
+	req.TimeoutSeconds = 1
+	e.submit(req)
+	rec := e.wait(req.RunID)
+	if rec.Status != streams.RunTimeout || rec.Error == "" {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+func TestToolCallsAuthenticatedAsSession(t *testing.T) {
+	e := newEnv(t)
+	v := bus.NewVerifier(e.op.PublicKey())
+	callers := make(chan bus.Caller, 1)
+	sub, err := e.nc.Subscribe(e.names.Tool("sessions_list"), func(m *nats.Msg) {
+		c, err := v.Verify(m.Header.Get(bus.HeaderToken))
+		if err == nil {
+			callers <- c
+		}
+		_ = m.Respond([]byte(`{"sessions":[]}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	e.gateway("gw1", Options{})
+	req := e.request("agent:main:main", "main", "tool time")
+	e.submit(req)
+	if rec := e.wait(req.RunID); rec.Status != streams.RunOK || rec.Reply != "tool done" {
+		t.Fatalf("record %+v", rec)
+	}
+	select {
+	case c := <-callers:
+		if c.SessionKey != req.SessionKey || c.RunID != req.RunID || c.AgentID != "main" {
+			t.Fatalf("caller %+v", c)
+		}
+	default:
+		t.Fatal("tool was not called with a valid token")
+	}
+}
+
+func TestSessionLaneSerialises(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{Concurrency: 8})
+	e.gateway("gw2", Options{Concurrency: 8})
+	var reqs []*streams.RunRequest
+	for i := 0; i < 4; i++ {
+		r := e.request("agent:main:main", "main", fmt.Sprintf("wait %d", i))
+		reqs = append(reqs, r)
+		e.submit(r)
+	}
+	var recs []*streams.RunRecord
+	for _, r := range reqs {
+		rec := e.wait(r.RunID)
+		if rec.Status != streams.RunOK {
+			t.Fatalf("record %+v", rec)
+		}
+		recs = append(recs, rec)
+	}
+	for i := range recs {
+		for j := range recs {
+			if i == j {
+				continue
+			}
+			a, b := recs[i], recs[j]
+			if a.StartedAt < b.EndedAt && b.StartedAt < a.EndedAt {
+				t.Fatalf("runs overlap: %+v and %+v", a, b)
+			}
+		}
+	}
+	if n := len(e.transcript("agent:main:main")); n != 8 {
+		t.Fatalf("transcript has %d entries, want 8", n)
+	}
+}
+
+func TestRedeliveryOfFinishedRunDoesNotAppend(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway("gw1", Options{})
+	req := e.request("agent:main:main", "main", "once only")
+	e.submit(req)
+	if rec := e.wait(req.RunID); rec.Status != streams.RunOK {
+		t.Fatalf("record %+v", rec)
+	}
+	body, _ := json.Marshal(req)
+	m := nats.NewMsg(e.names.Runs(req.AgentID))
+	m.Data = body
+	if _, err := e.js.PublishMsg(context.Background(), m, jetstream.WithMsgID(req.RunID+"-again")); err != nil {
+		t.Fatal(err)
+	}
+	waitQueueDrained(t, g)
+	rec, _, err := e.runs.Get(context.Background(), req.RunID)
+	if err != nil || rec.Attempts != 1 {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	if n := len(e.transcript(req.SessionKey)); n != 2 {
+		t.Fatalf("transcript has %d entries, want 2", n)
+	}
+}
+
+// TestRedeliveredRunningRunSkipsAppendedParts: a gateway died after the
+// prompt was appended; the redelivery must not append it again.
+func TestRedeliveredRunningRunSkipsAppendedParts(t *testing.T) {
+	e := newEnv(t)
+	req := e.request("agent:main:main", "main", "crash me")
+	e.submit(req)
+	// What the dead gateway left: record running, prompt appended.
+	if _, err := e.runs.Update(context.Background(), req.RunID, func(r *streams.RunRecord) error {
+		r.Status, r.Attempts, r.Gateway = streams.RunRunning, 1, "dead"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	prompt, _ := json.Marshal(map[string]any{"role": "user", "content": req.Prompt, runMarker: marker{Run: req.RunID, Part: "prompt"}})
+	if _, err := e.tr.Append(context.Background(), kv.EncodeKey(req.SessionKey), prompt); err != nil {
+		t.Fatal(err)
+	}
+	e.gateway("gw1", Options{})
+	rec := e.wait(req.RunID)
+	if rec.Status != streams.RunOK || rec.Attempts != 2 || rec.Gateway != "gw1" {
+		t.Fatalf("record %+v", rec)
+	}
+	if msgs := e.transcript(req.SessionKey); len(msgs) != 2 {
+		t.Fatalf("transcript %v", msgs)
+	}
+}
+
+func waitQueueDrained(t *testing.T, g *Gateway) {
+	t.Helper()
+	waitFor(t, "queue drained", func() bool {
+		info, err := g.Runs().Stream().Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+}
+
+func a2aRequest(e *env, target, message string, turns int) *streams.RunRequest {
+	req := e.request(target, "main", message)
+	req.A2A = &streams.A2A{
+		RequesterKey: "agent:req:main", RequesterChannel: "webchat",
+		TargetDisplayKey: target, OriginalMessage: message,
+		MaxPingPongTurns: turns, AnnounceTimeoutMs: 30000,
+	}
+	return req
+}
+
+func (e *env) lastDelivery(channel string) (*Delivery, nats.Header) {
+	e.t.Helper()
+	st, err := e.js.Stream(context.Background(), DeliverStream(e.names))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(context.Background(), e.names.Deliver(channel))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var d Delivery
+	if err := json.Unmarshal(m.Data, &d); err != nil {
+		e.t.Fatal(err)
+	}
+	return &d, m.Header
+}
+
+func TestA2APingPongAndAnnounce(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	target := "agent:main:discord:group:123"
+	req := a2aRequest(e, target, "hi target", 2)
+	e.submit(req)
+	if rec := e.wait(req.RunID); rec.Status != streams.RunOK {
+		t.Fatalf("primary %+v", rec)
+	}
+	st := e.waitState(req.RunID)
+	if st.Turn != 2 || st.PingPongDone || st.RoundOneReply != "hi target" || st.LatestReply != "req says: hi target" || !st.Delivered {
+		t.Fatalf("state %+v", st)
+	}
+	// Turn 1 ran in the requester session, turn 2 in the target.
+	pp1 := e.wait(StepRunID(req.RunID, "pingpong:1"))
+	pp2 := e.wait(StepRunID(req.RunID, "pingpong:2"))
+	ann := e.wait(StepRunID(req.RunID, "announce"))
+	if pp1.SessionKey != "agent:req:main" || pp1.Reply != "req says: hi target" {
+		t.Fatalf("pingpong 1 %+v", pp1)
+	}
+	if pp2.SessionKey != target || pp2.Reply != "req says: hi target" {
+		t.Fatalf("pingpong 2 %+v", pp2)
+	}
+	if ann.SessionKey != target || ann.Reply != "Announced: all good" {
+		t.Fatalf("announce %+v", ann)
+	}
+	reqTr := e.transcript("agent:req:main")
+	if len(reqTr) != 2 {
+		t.Fatalf("requester transcript %v", reqTr)
+	}
+	prompt, _ := reqTr[0]["content"].(string)
+	wantPrefix := "[Inter-session message] sourceSession=" + target + " sourceChannel=discord sourceTool=sessions_send isUser=false\n" + InterSessionExplanation + "\nhi target"
+	if prompt != wantPrefix {
+		t.Fatalf("ping-pong prompt %q", prompt)
+	}
+	// primary (2) + pingpong 2 (2) + announce (2) in the target.
+	tgt := e.transcript(target)
+	if len(tgt) != 6 || tgt[4]["content"] != AnnounceMessage && !strings.HasSuffix(tgt[4]["content"].(string), "\n"+AnnounceMessage) {
+		t.Fatalf("target transcript %v", tgt)
+	}
+	d, h := e.lastDelivery("discord")
+	if d == nil {
+		t.Fatal("no announce delivered")
+	}
+	want := Delivery{Channel: "discord", To: "group:123", Message: "Announced: all good", SessionKey: target, RunID: req.RunID}
+	if *d != want {
+		t.Fatalf("delivery %+v", d)
+	}
+	if h.Get(jetstream.MsgIDHeader) != req.RunID+":announce" {
+		t.Fatalf("msg id %q", h.Get(jetstream.MsgIDHeader))
+	}
+}
+
+func TestA2AExtraSystemPrompts(t *testing.T) {
+	st := &A2AState{TargetKey: "agent:main:discord:group:1", TargetChannel: "discord", RoundOneReply: "r1", LatestReply: "latest"}
+	a := &streams.A2A{RequesterKey: "agent:req:main", RequesterChannel: "webchat", TargetDisplayKey: "discord:group:1", OriginalMessage: "orig", MaxPingPongTurns: 2}
+	got := sessionLines(a, st)
+	want := "Agent 1 (requester) session: agent:req:main.\nAgent 1 (requester) channel: webchat.\nAgent 2 (target) session: discord:group:1.\nAgent 2 (target) channel: discord."
+	if got != want {
+		t.Fatalf("session lines %q", got)
+	}
+}
+
+func TestA2AReplySkipStopsEarly(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	target := "agent:main:discord:group:9"
+	req := a2aRequest(e, target, "stopnow please", 2)
+	e.submit(req)
+	st := e.waitState(req.RunID)
+	if st.Turn != 1 || !st.PingPongDone || st.LatestReply != "stopnow please" {
+		t.Fatalf("state %+v", st)
+	}
+	if _, _, err := e.runs.Get(context.Background(), StepRunID(req.RunID, "pingpong:2")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("pingpong 2 exists: %v", err)
+	}
+	ann := e.wait(StepRunID(req.RunID, "announce"))
+	if ann.Reply != "Announced: all good" {
+		t.Fatalf("announce %+v", ann)
+	}
+	if d, _ := e.lastDelivery("discord"); d == nil || d.To != "group:9" {
+		t.Fatalf("delivery %+v", d)
+	}
+}
+
+func TestA2ANoPingPongWhenZeroTurnsAndAnnounceSkip(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	target := "agent:quiet:discord:group:5"
+	req := a2aRequest(e, target, "silent please", 0)
+	req.AgentID = "quiet"
+	e.submit(req)
+	st := e.waitState(req.RunID)
+	if st.Turn != 0 || st.Delivered {
+		t.Fatalf("state %+v", st)
+	}
+	if _, _, err := e.runs.Get(context.Background(), StepRunID(req.RunID, "pingpong:1")); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("pingpong 1 exists: %v", err)
+	}
+	if ann := e.wait(StepRunID(req.RunID, "announce")); ann.Reply != "ANNOUNCE_SKIP" {
+		t.Fatalf("announce %+v", ann)
+	}
+	if d, _ := e.lastDelivery("discord"); d != nil {
+		t.Fatalf("ANNOUNCE_SKIP delivered %+v", d)
+	}
+}
+
+func TestAnnounceTargetResolution(t *testing.T) {
+	cases := []struct {
+		key  string
+		e    *kv.Entry
+		want *AnnounceTarget
+	}{
+		{"agent:main:discord:group:123", nil, &AnnounceTarget{Channel: "discord", To: "group:123"}},
+		{"agent:main:telegram:channel:77:thread:9", nil, &AnnounceTarget{Channel: "telegram", To: "channel:77", ThreadID: "9"}},
+		{"agent:main:main", nil, nil},
+		{"agent:main:main", &kv.Entry{LastChannel: "telegram", LastTo: "u1", LastAccountID: "acc"}, &AnnounceTarget{Channel: "telegram", To: "u1", AccountID: "acc"}},
+		{"agent:main:main", &kv.Entry{DeliveryContext: &kv.DeliveryContext{Channel: "slack", To: "C1", ThreadID: "t"}, LastChannel: "x", LastTo: "y"}, &AnnounceTarget{Channel: "slack", To: "C1", ThreadID: "t"}},
+		{"agent:main:main", &kv.Entry{Origin: &kv.Origin{Provider: "whatsapp"}}, nil},
+		{"agent:main:slack:channel:C9", &kv.Entry{LastChannel: "slack", LastTo: "channel:C9", LastAccountID: "a"}, &AnnounceTarget{Channel: "slack", To: "channel:C9", AccountID: "a"}},
+		{"agent:main:slack:channel:C9", nil, &AnnounceTarget{Channel: "slack", To: "channel:C9"}},
+	}
+	for _, c := range cases {
+		got := ResolveAnnounceTarget(c.key, c.e)
+		if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
+			t.Errorf("%s %+v: got %+v want %+v", c.key, c.e, got, c.want)
+		}
+	}
+}
+
+func TestTwoGatewaysShareWork(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{Concurrency: 2})
+	e.gateway("gw2", Options{Concurrency: 2})
+	var reqs []*streams.RunRequest
+	for i := 0; i < 16; i++ {
+		r := e.request(fmt.Sprintf("agent:main:s%d", i), "main", "wait")
+		reqs = append(reqs, r)
+		e.submit(r)
+	}
+	by := map[string]int{}
+	var mu sync.Mutex
+	for _, r := range reqs {
+		rec := e.wait(r.RunID)
+		if rec.Status != streams.RunOK {
+			t.Fatalf("record %+v", rec)
+		}
+		mu.Lock()
+		by[rec.Gateway]++
+		mu.Unlock()
+	}
+	if by["gw1"] == 0 || by["gw2"] == 0 {
+		t.Fatalf("work not shared: %v", by)
+	}
+}
+
+// TestDeadGatewayRunRedelivered: a replica took the message and died
+// (never acked, left an unexpired-then-expired lane lock); another replica
+// runs it after AckWait.
+func TestDeadGatewayRunRedelivered(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cons, err := e.runs.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: streams.GatewaysConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := e.request("agent:main:main", "main", "orphaned")
+	e.submit(req)
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range batch.Messages() {
+		n++ // taken, never acked: the "dead" gateway
+	}
+	if n != 1 {
+		t.Fatalf("fetched %d", n)
+	}
+	// Its lane lock, already expired.
+	lanes, err := bus.EnsureKV(ctx, e.js, jetstream.KeyValueConfig{Bucket: e.names.Bucket(LanesBucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, _ := json.Marshal(laneLock{RunID: req.RunID, Gateway: "dead", ExpiresAt: time.Now().Add(-time.Second).UnixMilli()})
+	if _, err := lanes.Create(ctx, kv.EncodeKey(req.SessionKey), lock); err != nil {
+		t.Fatal(err)
+	}
+	e.gateway("gw2", Options{AckWait: time.Second})
+	rec := e.wait(req.RunID)
+	if rec.Status != streams.RunOK || rec.Gateway != "gw2" || rec.Attempts != 1 {
+		t.Fatalf("record %+v", rec)
+	}
+	if msgs := e.transcript(req.SessionKey); len(msgs) != 2 {
+		t.Fatalf("transcript %v", msgs)
+	}
+}
+
+// TestHeartbeatKeepsLongRun: a run longer than AckWait is not redelivered.
+func TestHeartbeatKeepsLongRun(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway("gw1", Options{AckWait: time.Second})
+	e.gateway("gw2", Options{AckWait: time.Second})
+	req := e.request("agent:main:main", "main", "slow but fine")
+	req.TimeoutSeconds = 30
+	e.submit(req)
+	rec := e.wait(req.RunID)
+	if rec.Status != streams.RunOK || rec.Attempts != 1 || rec.Reply != "too late" {
+		t.Fatalf("record %+v", rec)
+	}
+	waitQueueDrained(t, g)
+	cons, err := g.Runs().Stream().Consumer(context.Background(), streams.GatewaysConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumRedelivered != 0 {
+		t.Fatalf("redelivered %d", info.NumRedelivered)
+	}
+	if msgs := e.transcript(req.SessionKey); len(msgs) != 2 {
+		t.Fatalf("transcript %v", msgs)
+	}
+}
+
+// TestA2AResumesAfterCrash: a gateway recorded the primary run ok and died
+// before acking or publishing the first step; the redelivery does not run
+// the turn again but moves the flow on.
+func TestA2AResumesAfterCrash(t *testing.T) {
+	e := newEnv(t)
+	target := "agent:main:discord:group:77"
+	req := a2aRequest(e, target, "resume me", 2)
+	e.submit(req)
+	if _, err := e.runs.Update(context.Background(), req.RunID, func(r *streams.RunRecord) error {
+		r.Status, r.Reply, r.Attempts, r.Gateway = streams.RunOK, "resume me", 1, "dead"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.gateway("gw1", Options{})
+	st := e.waitState(req.RunID)
+	if st.Turn != 2 || !st.Delivered {
+		t.Fatalf("state %+v", st)
+	}
+	if rec, _, _ := e.runs.Get(context.Background(), req.RunID); rec.Attempts != 1 || rec.Gateway != "dead" {
+		t.Fatalf("primary ran again: %+v", rec)
+	}
+	if n := len(e.transcript(target)); n != 4 {
+		t.Fatalf("target transcript has %d entries, want 4 (pingpong 2 + announce)", n)
+	}
+}
