@@ -13,6 +13,7 @@ const usage = `usage: sessionbus <command> [flags]
 commands:
   serve     embedded NATS server + tool workers (--demo adds a scripted scenario)
   worker    tool workers against an existing NATS server
+  gateway   a gateway replica: runs agent turns from the shared run queue
   call      call one tool and print its reply
   token     print a caller token for any NATS client
   import    load a JSONL transcript (stdin) into a session

@@ -15,6 +15,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/demo"
+	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
 )
 
@@ -23,6 +24,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	data := fs.String("data", defaultData, "data dir (JetStream store, operator credentials)")
 	listen := fs.String("listen", "127.0.0.1:4222", "client listen address host:port")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
+	noGateway := fs.Bool("no-gateway", false, "run no gateway in this process (replicas run elsewhere)")
 	runDemo := fs.Bool("demo", false, "add sample sessions, run a scenario against the tools, print commands to try")
 	syncAlways := fs.Bool("sync-always", false, "fsync every JetStream write (slower, survives power loss)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -58,6 +60,16 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer w.Stop()
+	if !*noGateway {
+		gctx, gcancel := context.WithTimeout(context.Background(), 60*time.Second)
+		gw, err := gateway.Start(gctx, nc, cfg, op, "serve", log)
+		gcancel()
+		if err != nil {
+			fmt.Fprintln(stderr, "sessionbus serve:", err)
+			return 1
+		}
+		defer gw.Stop()
+	}
 	fmt.Fprintln(stdout, "ready", srv.URL())
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
