@@ -38,8 +38,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	step := func(title, as, tool string, params string) error {
-		fmt.Fprintf(w, "\n== %s\n$ sessionbus call --as %s %s '%s'\n", title, as, tool, params)
-		tok, err := o.Operator.Mint(bus.Caller{SessionKey: as}, time.Minute)
+		sandboxed := strings.HasPrefix(as, "sandboxed ")
+		as = strings.TrimPrefix(as, "sandboxed ")
+		flag := ""
+		if sandboxed {
+			flag = " --sandboxed"
+		}
+		fmt.Fprintf(w, "\n== %s\n$ sessionbus call --as %s%s %s '%s'\n", title, as, flag, tool, params)
+		tok, err := o.Operator.Mint(bus.Caller{SessionKey: as, Sandboxed: sandboxed}, time.Minute)
 		if err != nil {
 			return err
 		}
@@ -57,18 +63,21 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	}
 	steps := []struct{ title, as, tool, params string }{
-		{"the main session lists its tree (visibility tree: itself and its sub-agents)", "agent:main:main", "sessions_list", `{}`},
+		{"the main session lists its agent's sessions (the demo sets tools.sessions.visibility=agent; other agents stay hidden)", "agent:main:main", "sessions_list", `{}`},
 		{"mailbox triage: last-message previews and the newest message of each row", "agent:main:main", "sessions_list", `{"includeLastMessage":true,"messageLimit":1,"limit":2}`},
-		{"a sub-agent sees only itself", "agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01", "sessions_list", `{}`},
+		{"a sandboxed sub-agent sees only itself (a sandbox clamps visibility to tree)", "sandboxed agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01", "sessions_list", `{}`},
 		{"history is sanitized: reasoning tags and tool-call XML stripped, the planted key redacted, tool results left out", "agent:main:main", "sessions_history", `{"sessionKey":"main"}`},
 		{"history pages backward from the newest entry", "agent:main:main", "sessions_history", `{"sessionKey":"main","offset":0,"limit":2,"includeTools":true}`},
-		{"outside the tree is forbidden (a returned error, not a thrown one)", "agent:main:main", "sessions_history", `{"sessionKey":"agent:main:cron:nightly"}`},
+		{"another agent's session is forbidden (a returned error, not a thrown one)", "agent:main:main", "sessions_history", `{"sessionKey":"agent:ops:main"}`},
 		{"bad input is refused with the reference's message", "agent:main:main", "sessions_list", `{"limit":-1}`},
 	}
 	for _, s := range steps {
 		if err := step(s.title, s.as, s.tool, s.params); err != nil {
 			return err
 		}
+	}
+	if err := sendScenario(ctx, o, step); err != nil {
+		return err
 	}
 	printTry(w, o)
 	return nil

@@ -137,8 +137,14 @@ func TestServeDemo(t *testing.T) {
 	for _, want := range []string{
 		"ready nats://" + addr,
 		"demo: imported 6 sample sessions",
-		`"warning": "Session visibility is restricted (effective tools.sessions.visibility=tree`,
-		`"lastMessagePreview": "Draft ready: 5 highlights, 12 fixes."`,
+		`"warning": "Session visibility is restricted (effective tools.sessions.visibility=agent`,
+		`"mode": "tree"`, // the sandboxed sub-agent
+		`"reply": "v2 ships Friday."`,
+		"sb.deliver.discord",
+		`"message": "Release update: v2 ships Friday (confirmed with the main session)."`,
+		`"to": "group:release-team"`,
+		`Thanks! I'll tell the team it ships Friday.`,
+		`"lastMessagePreview": "All green."`,
 		`OPENAI_API_KEY=sk-dem…mnop`,
 		`"contentRedacted": true`,
 		`"text": "I'll split the work: research and writing."`,

@@ -37,6 +37,9 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sessionbus serve:", err)
 		return 1
 	}
+	if *runDemo {
+		demo.Configure(cfg)
+	}
 	srv, err := bus.StartServer(bus.ServerOptions{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways})
 	if err != nil {
 		fmt.Fprintln(stderr, "sessionbus serve:", err)
