@@ -246,5 +246,6 @@ func (g *Gateway) Stop() {
 	g.cancel()
 	g.iter.Stop()
 	g.wg.Wait()
+	g.runs.Close()
 	g.tr.Close()
 }

@@ -96,6 +96,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(runs.Close)
 	tr, err := streams.OpenTranscripts(ctx, nc, js, names)
 	if err != nil {
 		t.Fatal(err)

@@ -66,5 +66,6 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 // Stop drains in-flight requests, then stops following the index.
 func (w *Worker) Stop() {
 	w.svc.Stop()
+	w.Deps.Runs.Close()
 	w.Deps.Index.Stop()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -110,6 +111,13 @@ type Runs struct {
 	names   bus.Names
 	stream  jetstream.Stream
 	records jetstream.KeyValue
+
+	watchOnce sync.Once
+	watchErr  error
+	watchDone chan struct{}
+	stopWatch context.CancelFunc
+	wmu       sync.Mutex
+	waiters   map[string][]chan *RunRecord
 }
 
 // RunsDedupeWindow is how long a repeated run id (idempotency key) is
@@ -227,35 +235,106 @@ func (r *Runs) Update(ctx context.Context, runID string, fn func(*RunRecord) err
 	return nil, fmt.Errorf("run %s: too many concurrent updates", runID)
 }
 
-// Wait watches a run record until it is terminal or ctx ends; it returns the
-// last record seen (nil if none) and ctx's error on timeout. No polling: the
-// watch delivers each change.
+// Wait blocks until the run is terminal or ctx ends, and returns the last
+// record seen (ctx's error on timeout). One bucket-wide watch per Runs
+// serves every waiter: a watch per call would cost a consumer create and
+// delete, several round trips, on every send.
 func (r *Runs) Wait(ctx context.Context, runID string) (*RunRecord, error) {
-	w, err := r.records.Watch(ctx, runID)
-	if err != nil {
+	if err := r.startWatch(); err != nil {
 		return nil, err
 	}
+	ch := make(chan *RunRecord, 1)
+	r.wmu.Lock()
+	r.waiters[runID] = append(r.waiters[runID], ch)
+	r.wmu.Unlock()
+	defer r.unwait(runID, ch)
+	// registered first, read second: a change between the two still arrives
+	rec, _, err := r.Get(ctx, runID)
+	if err == nil && rec.Terminal() {
+		return rec, nil
+	}
+	select {
+	case done := <-ch:
+		return done, nil
+	case <-ctx.Done():
+		if cur, _, gerr := r.Get(context.WithoutCancel(ctx), runID); gerr == nil {
+			if cur.Terminal() {
+				return cur, nil
+			}
+			rec = cur
+		}
+		return rec, ctx.Err()
+	case <-r.watchDone:
+		return rec, errors.New("run watch stopped")
+	}
+}
+
+func (r *Runs) startWatch() error {
+	r.watchOnce.Do(func() {
+		r.waiters = map[string][]chan *RunRecord{}
+		r.watchDone = make(chan struct{})
+		ctx, cancel := context.WithCancel(context.Background())
+		r.stopWatch = cancel
+		w, err := r.records.WatchAll(ctx, jetstream.UpdatesOnly())
+		if err != nil {
+			r.watchErr = fmt.Errorf("watch runs bucket: %w", err)
+			cancel()
+			close(r.watchDone)
+			return
+		}
+		go r.dispatch(w)
+	})
+	return r.watchErr
+}
+
+func (r *Runs) dispatch(w jetstream.KeyWatcher) {
+	defer close(r.watchDone)
 	defer func() { _ = w.Stop() }()
-	var last *RunRecord
-	for {
-		select {
-		case <-ctx.Done():
-			return last, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return last, errors.New("run watch closed")
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			var rec RunRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				return last, fmt.Errorf("run record %s: %w", runID, err)
-			}
-			last = &rec
-			if rec.Terminal() {
-				return last, nil
+	for e := range w.Updates() {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		r.wmu.Lock()
+		chs := r.waiters[e.Key()]
+		r.wmu.Unlock()
+		if len(chs) == 0 {
+			continue
+		}
+		var rec RunRecord
+		if json.Unmarshal(e.Value(), &rec) != nil || !rec.Terminal() {
+			continue
+		}
+		for _, ch := range chs {
+			select {
+			case ch <- &rec:
+			default:
 			}
 		}
+	}
+}
+
+func (r *Runs) unwait(runID string, ch chan *RunRecord) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	chs := r.waiters[runID]
+	for i, c := range chs {
+		if c == ch {
+			chs = append(chs[:i], chs[i+1:]...)
+			break
+		}
+	}
+	if len(chs) == 0 {
+		delete(r.waiters, runID)
+	} else {
+		r.waiters[runID] = chs
+	}
+}
+
+// Close stops the shared watch; waiters still blocked get an error.
+func (r *Runs) Close() {
+	r.watchOnce.Do(func() { r.watchDone = make(chan struct{}); close(r.watchDone) })
+	if r.stopWatch != nil {
+		r.stopWatch()
+		<-r.watchDone
 	}
 }
