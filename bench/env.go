@@ -26,19 +26,23 @@ type sizes struct {
 	singleN            int  // entries of the single big session
 	fast, mid          plan // one round trip; one pipelined wave
 	list, tr, hist, sn plan
+	send               plan // send_wait (sequential)
+	sendTput           plan // send_throughput_*: totals over all 32 senders
 }
 
 func fullSizes() sizes {
 	return sizes{
 		list10k: 10_000, list100k: 100_000,
 		interSessions: 10_000, interPerSession: 100,
-		singleN: 1_000_000,
-		fast:    plan{warm: 1000, ops: 20_000},
-		mid:     plan{warm: 300, ops: 5000},
-		list:    plan{warm: 200, ops: 3000},
-		tr:      plan{warm: 300, ops: 5000},
-		hist:    plan{warm: 200, ops: 3000},
-		sn:      plan{warm: 20, ops: 500},
+		singleN:  1_000_000,
+		fast:     plan{warm: 1000, ops: 20_000},
+		mid:      plan{warm: 300, ops: 5000},
+		list:     plan{warm: 200, ops: 3000},
+		tr:       plan{warm: 300, ops: 5000},
+		hist:     plan{warm: 200, ops: 3000},
+		sn:       plan{warm: 20, ops: 500},
+		send:     plan{warm: 100, ops: 1000},
+		sendTput: plan{warm: 320, ops: 3200},
 	}
 }
 
@@ -49,7 +53,9 @@ func quickSizes() sizes {
 		interSessions: 40, interPerSession: 100,
 		singleN: 2000,
 		fast:    p, mid: p, list: p, tr: p, hist: p,
-		sn: plan{warm: 2, ops: 10},
+		sn:       plan{warm: 2, ops: 10},
+		send:     p,
+		sendTput: plan{warm: 32, ops: 128},
 	}
 }
 
@@ -96,10 +102,13 @@ type env struct {
 	inter      *interleaved
 	singleDone bool
 	histDone   map[string]bool
+
+	sendTargets int                // spawned target sessions created for send_*
+	sendTput1gw map[string]float64 // ops_per_sec of the 1-gateway send throughput, by delay
 }
 
 func newEnv(ctx context.Context, o Options) (e *env, err error) {
-	e = &env{o: o, sz: fullSizes(), log: o.Log, histDone: map[string]bool{}}
+	e = &env{o: o, sz: fullSizes(), log: o.Log, histDone: map[string]bool{}, sendTput1gw: map[string]float64{}}
 	if o.Quick {
 		e.sz = quickSizes()
 	}
@@ -123,6 +132,10 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	// agent visibility: a list of 100 rows comes from the whole inventory,
 	// not from the requester's (empty) spawn tree.
 	e.cfg.Tools.Sessions.Visibility = "agent"
+	// send_*: agent main runs the script runtime (no rules: echo; the
+	// gateways of the delay variants add a rule), and no ping-pong turns.
+	e.cfg.Agents.List = []config.Agent{{ID: "main", Runtime: "script"}}
+	e.cfg.Session.AgentToAgent.MaxPingPongTurns = 0
 	e.names = bus.NewNames(e.cfg.Bus.Prefix)
 	if e.op, err = bus.NewOperator(); err != nil {
 		return nil, err

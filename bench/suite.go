@@ -58,6 +58,7 @@ type Result struct {
 	MBPerSec        *float64 `json:"mb_per_sec,omitempty"`        // sanitize_80k: 10^6 bytes per second of input
 	IndexStartMs    *float64 `json:"index_start_ms,omitempty"`    // list_*: time that kv.Index took to load every session
 	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
+	ThroughputVs1gw *float64 `json:"throughput_vs_1gw,omitempty"` // send_throughput_2gw*: ops_per_sec / the 1-gateway variant's (same delay, same run)
 }
 
 // Load is one shared data load, timed.
@@ -92,6 +93,11 @@ var registry = []spec{
 	{name: "raw_request_reply", isBase: true, run: runRawRequestReply},
 	{name: "raw_js_publish", isBase: true, run: runRawJSPublish},
 	{name: "raw_kv_get", isBase: true, run: runRawKVGet},
+	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
+	{name: "send_throughput_1gw", baseline: "send_wait", run: runSendThroughput1gw},
+	{name: "send_throughput_2gw", baseline: "send_wait", run: runSendThroughput2gw},
+	{name: "send_throughput_1gw_delay20", baseline: "send_wait", run: runSendThroughput1gwDelay20},
+	{name: "send_throughput_2gw_delay20", baseline: "send_wait", run: runSendThroughput2gwDelay20},
 	{name: "list_10k", baseline: "raw_request_reply", run: runList10k},
 	{name: "list_100k", baseline: "raw_request_reply", run: runList100k},
 	{name: "raw_direct_get_50", isBase: true, run: runRawDirectGet50},
@@ -136,9 +142,11 @@ func selectSpecs(only []string) ([]spec, error) {
 		if i < 0 {
 			return nil, fmt.Errorf("unknown benchmark %q; known: %s", n, strings.Join(Names(), ", "))
 		}
-		want[n] = true
-		if b := registry[i].baseline; b != "" {
-			want[b] = true
+		// the baseline, and its baseline in turn (send_throughput_* -> send_wait -> raw_js_publish)
+		for want[n] = true; registry[i].baseline != ""; {
+			n = registry[i].baseline
+			want[n] = true
+			i = slices.IndexFunc(registry, func(s spec) bool { return s.name == n })
 		}
 	}
 	if len(want) == 0 {
@@ -291,6 +299,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if res.MBPerSec != nil {
 			extra = append(extra, fmt.Sprintf("%.1f MB/s", *res.MBPerSec))
+		}
+		if res.ThroughputVs1gw != nil {
+			extra = append(extra, fmt.Sprintf("%.2fx 1gw ops/s", *res.ThroughputVs1gw))
 		}
 		if res.ReplyBytes > 0 {
 			extra = append(extra, fmt.Sprintf("reply %s", fmtBytes(res.ReplyBytes)))
