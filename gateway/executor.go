@@ -225,9 +225,18 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*stream
 	}
 	cancel()
 
-	res, runErr := g.runAgent(ctx, req, history)
-	if ctx.Err() != nil {
-		return nil, ctx.Err() // stopping: leave it to another replica
+	// A previous attempt that appended its reply but died before recording
+	// the outcome already ran the turn: record that reply, never run twice.
+	var res *runtime.Result
+	var runErr error
+	prevReply, replied := findPart(tail, req.RunID, "reply")
+	if replied {
+		res = &runtime.Result{Reply: prevReply}
+	} else {
+		res, runErr = g.runAgent(ctx, req, history)
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // stopping: leave it to another replica
+		}
 	}
 
 	octx, cancel = opCtx(ctx)
@@ -243,20 +252,14 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*stream
 	default:
 		status, errText = streams.RunError, runErr.Error()
 	}
-	if status == streams.RunOK {
-		tail, _, err := g.tr.Tail(octx, enc, 4, 0)
-		if err != nil {
-			return nil, fmt.Errorf("read transcript: %w", err)
-		}
-		if !hasPart(tail, req.RunID, "reply") {
-			data, _ := json.Marshal(map[string]any{
-				"role":    "assistant",
-				"content": reply,
-				runMarker: marker{Run: req.RunID, Part: "reply"},
-			})
-			if _, err := g.tr.Append(octx, enc, data); err != nil {
-				return nil, fmt.Errorf("append reply: %w", err)
-			}
+	if status == streams.RunOK && !replied {
+		data, _ := json.Marshal(map[string]any{
+			"role":    "assistant",
+			"content": reply,
+			runMarker: marker{Run: req.RunID, Part: "reply"},
+		})
+		if _, err := g.tr.Append(octx, enc, data); err != nil {
+			return nil, fmt.Errorf("append reply: %w", err)
 		}
 	}
 	rec, err = g.runs.Update(octx, req.RunID, func(r *streams.RunRecord) error {
@@ -336,16 +339,24 @@ func (g *Gateway) touchSession(ctx context.Context, req *streams.RunRequest) err
 
 // hasPart reports whether entries hold part of runID.
 func hasPart(entries []streams.Entry, runID, part string) bool {
+	_, ok := findPart(entries, runID, part)
+	return ok
+}
+
+// findPart returns the content of the entry this run appended as part.
+func findPart(entries []streams.Entry, runID, part string) (string, bool) {
 	for _, e := range entries {
 		if !strings.Contains(string(e.Data), runMarker) {
 			continue
 		}
 		var m struct {
-			M *marker `json:"__sessionbus"`
+			M       *marker `json:"__sessionbus"`
+			Content any     `json:"content"`
 		}
 		if json.Unmarshal(e.Data, &m) == nil && m.M != nil && m.M.Run == runID && m.M.Part == part {
-			return true
+			text, _ := m.Content.(string)
+			return text, true
 		}
 	}
-	return false
+	return "", false
 }
