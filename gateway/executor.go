@@ -21,7 +21,10 @@ import (
 // runMarker tags transcript entries a run appended (handlers hide it).
 const runMarker = "__sessionbus"
 
-const historyLimit = 20
+const (
+	historyLimit = 20
+	dedupeTail   = 8
+)
 
 type marker struct {
 	Run  string `json:"run"`
@@ -197,7 +200,13 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*stream
 		return nil, err
 	}
 	enc := kv.EncodeKey(req.SessionKey)
-	tail, _, err := g.tr.Tail(octx, enc, historyLimit, 0)
+	// enough of the tail to see what an earlier attempt of this run wrote;
+	// the history too when the runtime reads it
+	read := dedupeTail
+	if g.wantsHistory[req.AgentID] {
+		read = historyLimit
+	}
+	tail, _, err := g.tr.Tail(octx, enc, read, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read transcript: %w", err)
 	}

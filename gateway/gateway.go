@@ -55,6 +55,7 @@ type Gateway struct {
 	deliver jetstream.Stream
 
 	runtimes     map[string]runtime.Runtime
+	wantsHistory map[string]bool // agents whose runtime reads the transcript
 	echo         runtime.Runtime
 	defaultAgent string
 
@@ -102,8 +103,8 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	replicas := max(cfg.Bus.Replicas, 1)
 	g := &Gateway{
 		id: id, nc: nc, js: js, cfg: cfg, op: op, log: log.With("gateway", id), names: names,
-		runtimes: map[string]runtime.Runtime{},
-		ackWait:  o.AckWait, heartbeat: o.AckWait / 3, conc: o.Concurrency,
+		runtimes: map[string]runtime.Runtime{}, wantsHistory: map[string]bool{},
+		ackWait: o.AckWait, heartbeat: o.AckWait / 3, conc: o.Concurrency,
 	}
 	for _, a := range cfg.Agents.List {
 		rt, err := runtime.New(a)
@@ -111,6 +112,9 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 			return nil, err
 		}
 		g.runtimes[a.ID] = rt
+		// script turns never look at history; reading 20 entries per turn
+		// for them was a third of a send's cost
+		g.wantsHistory[a.ID] = a.Runtime != "" && a.Runtime != runtime.KindScript
 		if g.defaultAgent == "" {
 			g.defaultAgent = a.ID
 		}
