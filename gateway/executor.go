@@ -21,10 +21,7 @@ import (
 // runMarker tags transcript entries a run appended (handlers hide it).
 const runMarker = "__sessionbus"
 
-const (
-	historyLimit = 20
-	dedupeTail   = 8
-)
+const historyLimit = 20
 
 type marker struct {
 	Run  string `json:"run"`
@@ -177,7 +174,13 @@ func newRecord(req *streams.RunRequest) *streams.RunRecord {
 func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*streams.RunRecord, error) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
+	enc := kv.EncodeKey(req.SessionKey)
+	count, err := g.tr.Count(octx, enc)
+	if err != nil {
+		return nil, fmt.Errorf("read transcript: %w", err)
+	}
 	var already *streams.RunRecord
+	var prevAt *uint64
 	rec, err := g.runs.Update(octx, req.RunID, func(r *streams.RunRecord) error {
 		if r.Terminal() {
 			already = r
@@ -188,6 +191,10 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*stream
 		r.Gateway = g.id
 		r.StartedAt = time.Now().UnixMilli()
 		r.Error = ""
+		prevAt = r.TranscriptAt
+		if r.TranscriptAt == nil {
+			r.TranscriptAt = &count
+		}
 		return nil
 	})
 	if err != nil {
@@ -199,22 +206,33 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*stream
 	if err := g.touchSession(octx, req); err != nil {
 		return nil, err
 	}
-	enc := kv.EncodeKey(req.SessionKey)
-	// enough of the tail to see what an earlier attempt of this run wrote;
-	// the history too when the runtime reads it
-	read := dedupeTail
+	// What an earlier attempt wrote sits at its recorded position.
+	var mine []streams.Entry
+	if prevAt != nil {
+		if mine, err = g.tr.Read(octx, enc, *prevAt, *prevAt+3); err != nil {
+			return nil, fmt.Errorf("read transcript: %w", err)
+		}
+	}
+	var history []json.RawMessage
 	if g.wantsHistory[req.AgentID] {
-		read = historyLimit
+		tail, _, err := g.tr.Tail(octx, enc, historyLimit, 0)
+		if err != nil {
+			return nil, fmt.Errorf("read transcript: %w", err)
+		}
+		for _, e := range tail {
+			history = append(history, json.RawMessage(e.Data))
+		}
 	}
-	tail, _, err := g.tr.Tail(octx, enc, read, 0)
-	if err != nil {
-		return nil, fmt.Errorf("read transcript: %w", err)
-	}
-	history := make([]json.RawMessage, 0, len(tail)+1)
-	for _, e := range tail {
-		history = append(history, json.RawMessage(e.Data))
-	}
-	if !hasPart(tail, req.RunID, "prompt") {
+	if !hasPart(mine, req.RunID, "prompt") {
+		if prevAt != nil {
+			// the earlier attempt died before writing: write at the end now
+			if _, err := g.runs.Update(octx, req.RunID, func(r *streams.RunRecord) error {
+				r.TranscriptAt = &count
+				return nil
+			}); err != nil {
+				return nil, fmt.Errorf("record transcript position: %w", err)
+			}
+		}
 		user := map[string]any{
 			"role":    "user",
 			"content": req.Prompt,
@@ -238,7 +256,7 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*stream
 	// the outcome already ran the turn: record that reply, never run twice.
 	var res *runtime.Result
 	var runErr error
-	prevReply, replied := findPart(tail, req.RunID, "reply")
+	prevReply, replied := findPart(mine, req.RunID, "reply")
 	if replied {
 		res = &runtime.Result{Reply: prevReply}
 	} else {

@@ -368,29 +368,50 @@ func TestRedeliveryOfFinishedRunDoesNotAppend(t *testing.T) {
 }
 
 // TestRedeliveredRunningRunSkipsAppendedParts: a gateway died after the
-// prompt was appended; the redelivery must not append it again.
+// prompt (and maybe the reply) was appended, and other runs' entries came
+// after it; the redelivery must find its parts by position and append
+// neither again, nor run the turn a second time once the reply is there.
 func TestRedeliveredRunningRunSkipsAppendedParts(t *testing.T) {
-	e := newEnv(t)
-	req := e.request("agent:main:main", "main", "crash me")
-	e.submit(req)
-	// What the dead gateway left: record running, prompt appended.
-	if _, err := e.runs.Update(context.Background(), req.RunID, func(r *streams.RunRecord) error {
-		r.Status, r.Attempts, r.Gateway = streams.RunRunning, 1, "dead"
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	prompt, _ := json.Marshal(map[string]any{"role": "user", "content": req.Prompt, runMarker: marker{Run: req.RunID, Part: "prompt"}})
-	if _, err := e.tr.Append(context.Background(), kv.EncodeKey(req.SessionKey), prompt); err != nil {
-		t.Fatal(err)
-	}
-	e.gateway("gw1", Options{})
-	rec := e.wait(req.RunID)
-	if rec.Status != streams.RunOK || rec.Attempts != 2 || rec.Gateway != "gw1" {
-		t.Fatalf("record %+v", rec)
-	}
-	if msgs := e.transcript(req.SessionKey); len(msgs) != 2 {
-		t.Fatalf("transcript %v", msgs)
+	for _, withReply := range []bool{false, true} {
+		e := newEnv(t)
+		req := e.request("agent:main:main", "main", "crash me")
+		e.submit(req)
+		enc := kv.EncodeKey(req.SessionKey)
+		// What the dead gateway left: record running at position 0, its parts.
+		at := uint64(0)
+		if _, err := e.runs.Update(context.Background(), req.RunID, func(r *streams.RunRecord) error {
+			r.Status, r.Attempts, r.Gateway, r.TranscriptAt = streams.RunRunning, 1, "dead", &at
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		prompt, _ := json.Marshal(map[string]any{"role": "user", "content": req.Prompt, runMarker: marker{Run: req.RunID, Part: "prompt"}})
+		parts := [][]byte{prompt}
+		if withReply {
+			reply, _ := json.Marshal(map[string]any{"role": "assistant", "content": "first reply", runMarker: marker{Run: req.RunID, Part: "reply"}})
+			parts = append(parts, reply)
+		}
+		for i := 0; i < 12; i++ { // later runs of the same session
+			parts = append(parts, []byte(fmt.Sprintf(`{"role":"user","content":"other %d"}`, i)))
+		}
+		if _, err := e.tr.Append(context.Background(), enc, parts...); err != nil {
+			t.Fatal(err)
+		}
+		e.gateway("gw1", Options{})
+		rec := e.wait(req.RunID)
+		if rec.Status != streams.RunOK || rec.Attempts != 2 || rec.Gateway != "gw1" {
+			t.Fatalf("record %+v", rec)
+		}
+		msgs := e.transcript(req.SessionKey)
+		want := 14
+		if withReply {
+			if rec.Reply != "first reply" {
+				t.Fatalf("the turn ran again: reply %q", rec.Reply)
+			}
+		}
+		if len(msgs) != want {
+			t.Fatalf("withReply=%v: transcript has %d entries, want %d: %v", withReply, len(msgs), want, msgs)
+		}
 	}
 }
 

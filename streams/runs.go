@@ -91,6 +91,12 @@ type RunRecord struct {
 	Reply      string `json:"reply,omitempty"`
 	ChainID    string `json:"chainId,omitempty"`
 	Hop        int    `json:"hop,omitempty"`
+	// TranscriptAt is the session's transcript length when the run first
+	// started: the run writes its prompt and reply at that position and the
+	// next (it holds the session lane meanwhile), so a redelivered attempt
+	// finds what an earlier one wrote by position, however much was
+	// appended after.
+	TranscriptAt *uint64 `json:"transcriptAt,omitempty"`
 	// IdempotencyKey is the caller's key when the run came from
 	// sessions_send with one; the run id is derived from it.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
