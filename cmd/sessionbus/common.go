@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os/signal"
+	"syscall"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
 )
 
 const (
@@ -68,4 +71,30 @@ func fail(stderr io.Writer, code int, err error) int {
 func printJSON(w io.Writer, v any) {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	fmt.Fprintln(w, string(b))
+}
+
+// commandSetup builds the logger and loads the config every long-running
+// command needs; a config error is printed as one line naming the command.
+func commandSetup(name, cfgPath, level string, stderr io.Writer) (*slog.Logger, *config.Config, error) {
+	log := newLogger(stderr, level)
+	cfg, err := config.Load(cfgPath, log)
+	if err != nil {
+		return nil, nil, failLine(stderr, name, err)
+	}
+	return log, cfg, nil
+}
+
+// failLine prints "sessionbus NAME: err" and returns err, for the commands
+// whose errors are one line on stderr, exit 1.
+func failLine(stderr io.Writer, name string, err error) error {
+	fmt.Fprintf(stderr, "sessionbus %s: %v\n", name, err)
+	return err
+}
+
+// waitForSignal blocks until SIGINT or SIGTERM.
+func waitForSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	<-sigs
 }

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 )
 
@@ -28,20 +25,18 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := newLogger(stderr, *logLevel)
-	cfg, err := config.Load(*cfgPath, log)
+	log, cfg, err := commandSetup("gateway", *cfgPath, *logLevel, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus gateway:", err)
 		return 1
 	}
 	op, err := bus.LoadOperator(*creds)
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus gateway:", err)
+		_ = failLine(stderr, "gateway", err)
 		return 1
 	}
 	nc, err := connect(*server, "sessionbus gateway "+*id)
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus gateway:", err)
+		_ = failLine(stderr, "gateway", err)
 		return 1
 	}
 	defer nc.Close()
@@ -49,15 +44,12 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	g, err := gateway.StartWithOptions(ctx, nc, cfg, op, *id, log, gateway.Options{Concurrency: *concurrency})
 	cancel()
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus gateway:", err)
+		_ = failLine(stderr, "gateway", err)
 		return 1
 	}
 	defer g.Stop()
 	fmt.Fprintln(stdout, "ready", *id)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	<-sigs
+	waitForSignal()
 	log.Info("shutting down")
 	return 0
 }

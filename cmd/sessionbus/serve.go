@@ -31,10 +31,8 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := newLogger(stderr, *logLevel)
-	cfg, err := config.Load(*cfgPath, log)
+	log, cfg, err := commandSetup("serve", *cfgPath, *logLevel, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus serve:", err)
 		return 1
 	}
 	if *runDemo {
@@ -42,24 +40,24 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	srv, err := bus.StartServer(bus.ServerOptions{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways})
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		_ = failLine(stderr, "serve", err)
 		return 1
 	}
 	defer srv.Shutdown()
 	op, err := bus.LoadOrCreateOperator(*data)
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		_ = failLine(stderr, "serve", err)
 		return 1
 	}
 	nc, err := connect(srv.URL(), "sessionbus serve")
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		_ = failLine(stderr, "serve", err)
 		return 1
 	}
 	defer nc.Close()
 	w, err := startWorker(nc, cfg, op.PublicKey(), log)
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		_ = failLine(stderr, "serve", err)
 		return 1
 	}
 	defer w.Stop()
@@ -101,10 +99,8 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := newLogger(stderr, *logLevel)
-	cfg, err := config.Load(*cfgPath, log)
+	log, cfg, err := commandSetup("worker", *cfgPath, *logLevel, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus worker:", err)
 		return 1
 	}
 	pub := *issuer
@@ -118,20 +114,18 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	nc, err := connect(*server, "sessionbus worker")
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus worker:", err)
+		_ = failLine(stderr, "worker", err)
 		return 1
 	}
 	defer nc.Close()
 	w, err := startWorker(nc, cfg, pub, log)
 	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus worker:", err)
+		_ = failLine(stderr, "worker", err)
 		return 1
 	}
 	defer w.Stop()
 	fmt.Fprintln(stdout, "ready", *server)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	<-sigs
+	waitForSignal()
 	return 0
 }
 
