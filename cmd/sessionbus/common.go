@@ -2,14 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"os/signal"
-	"syscall"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/nats-io/nats.go"
 
