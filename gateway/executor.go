@@ -78,7 +78,7 @@ func opCtx(parent context.Context) (context.Context, context.CancelFunc) {
 // execute runs req to a recorded outcome. It returns nil when the message
 // should be acked.
 func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *streams.RunRequest) error {
-	rec, err := g.ensureRecord(ctx, req)
+	rec, rev, err := g.ensureRecord(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *streams.R
 	}
 	defer release()
 
-	rec, err = g.runTurn(ctx, req)
+	rec, err = g.runTurn(ctx, req, rec, rev)
 	if err != nil {
 		return err
 	}
@@ -142,23 +142,22 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *streams.R
 
 // ensureRecord returns the run record, creating a pending one for a request
 // that came without (an A2A step whose record write was lost).
-func (g *Gateway) ensureRecord(ctx context.Context, req *streams.RunRequest) (*streams.RunRecord, error) {
+func (g *Gateway) ensureRecord(ctx context.Context, req *streams.RunRequest) (*streams.RunRecord, uint64, error) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	rec, _, err := g.runs.Get(octx, req.RunID)
+	rec, rev, err := g.runs.Get(octx, req.RunID)
 	if err == nil {
-		return rec, nil
+		return rec, rev, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, err
+		return nil, 0, err
 	}
 	rec = newRecord(req)
 	data, _ := json.Marshal(rec)
 	if _, err := g.runs.Records().Create(octx, req.RunID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, err
+		return nil, 0, err
 	}
-	rec, _, err = g.runs.Get(octx, req.RunID)
-	return rec, err
+	return g.runs.Get(octx, req.RunID)
 }
 
 func newRecord(req *streams.RunRequest) *streams.RunRecord {
@@ -171,7 +170,7 @@ func newRecord(req *streams.RunRequest) *streams.RunRecord {
 
 // runTurn holds the lane: it records running, appends the prompt, runs the
 // agent, appends the reply and records the outcome.
-func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*streams.RunRecord, error) {
+func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest, cur *streams.RunRecord, rev uint64) (*streams.RunRecord, error) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	enc := kv.EncodeKey(req.SessionKey)
@@ -181,7 +180,7 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*stream
 	}
 	var already *streams.RunRecord
 	var prevAt *uint64
-	rec, err := g.runs.Update(octx, req.RunID, func(r *streams.RunRecord) error {
+	rec, rev, err := g.runs.UpdateFrom(octx, req.RunID, cur, rev, func(r *streams.RunRecord) error {
 		if r.Terminal() {
 			already = r
 			return nil
@@ -289,7 +288,7 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest) (*stream
 			return nil, fmt.Errorf("append reply: %w", err)
 		}
 	}
-	rec, err = g.runs.Update(octx, req.RunID, func(r *streams.RunRecord) error {
+	rec, _, err = g.runs.UpdateFrom(octx, req.RunID, rec, rev, func(r *streams.RunRecord) error {
 		if r.Terminal() {
 			return nil // killed meanwhile: keep that
 		}

@@ -220,25 +220,39 @@ func (r *Runs) Get(ctx context.Context, runID string) (*RunRecord, uint64, error
 
 // Update applies fn with compare-and-set, retrying on a concurrent write.
 func (r *Runs) Update(ctx context.Context, runID string, fn func(*RunRecord) error) (*RunRecord, error) {
+	rec, _, err := r.UpdateFrom(ctx, runID, nil, 0, fn)
+	return rec, err
+}
+
+// UpdateFrom is Update starting from a record the caller already read at
+// revision rev, which saves the read when nobody wrote meanwhile (a run's
+// gateway is normally its record's only writer). It returns the new revision.
+func (r *Runs) UpdateFrom(ctx context.Context, runID string, cur *RunRecord, rev uint64, fn func(*RunRecord) error) (*RunRecord, uint64, error) {
 	for attempt := 0; attempt < 32; attempt++ {
-		rec, rev, err := r.Get(ctx, runID)
+		if cur == nil {
+			var err error
+			if cur, rev, err = r.Get(ctx, runID); err != nil {
+				return nil, 0, err
+			}
+		}
+		next := *cur
+		if err := fn(&next); err != nil {
+			return nil, 0, err
+		}
+		data, err := json.Marshal(&next)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		if err := fn(rec); err != nil {
-			return nil, err
+		nrev, err := r.records.Update(ctx, runID, data, rev)
+		if err == nil {
+			return &next, nrev, nil
 		}
-		data, err := json.Marshal(rec)
-		if err != nil {
-			return nil, err
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, 0, err
 		}
-		if _, err := r.records.Update(ctx, runID, data, rev); err == nil {
-			return rec, nil
-		} else if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, err
-		}
+		cur = nil // someone wrote meanwhile: re-read
 	}
-	return nil, fmt.Errorf("run %s: too many concurrent updates", runID)
+	return nil, 0, fmt.Errorf("run %s: too many concurrent updates", runID)
 }
 
 // Wait blocks until the run is terminal or ctx ends, and returns the last
