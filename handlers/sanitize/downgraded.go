@@ -261,7 +261,7 @@ func balancedJSONEnds(s string, starts []int) []int {
 		a.count += b.count
 		return a
 	}
-	nextOut, nextIn := -2, -2
+	nextOut, nextIn := newNextAny("\"{}[]"), newNextAny("\"\\")
 	si := 0
 	for i := 0; ; {
 		for si < len(starts) && starts[si] == i {
@@ -297,21 +297,13 @@ func balancedJSONEnds(s string, starts []int) []int {
 		if live == 1 && (groups[jOut] != nil || groups[jIn] != nil) {
 			var j int
 			if groups[jOut] != nil {
-				if nextOut != -1 && nextOut < i {
-					nextOut = indexAnyFrom(s, i, "\"{}[]")
-				}
-				j = nextOut
+				j = nextOut.from(s, i)
 			} else {
-				if nextIn != -1 && nextIn < i {
-					nextIn = indexAnyFrom(s, i, "\"\\")
-				}
-				j = nextIn
+				j = nextIn.from(s, i)
 			}
-			if j < 0 || j > limit {
-				if limit >= len(s) {
-					break
-				}
-				j = limit
+			j, done := skipTarget(j, limit, len(s))
+			if done {
+				break
 			}
 			if j > i {
 				i = j

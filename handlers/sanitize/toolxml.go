@@ -171,7 +171,7 @@ func resolveTagCloses(s string, tags []toolTag) {
 		}
 	}
 	// Cached next positions of the bytes that can change each state's scan.
-	var nextNone, nextDouble, nextSingle = -2, -2, -2
+	nextNone, nextDouble, nextSingle := newNextAny("\"'<>"), newNextAny("\"\\"), newNextAny("'\\")
 	ti := 0
 	for i := 0; ; {
 		for ti < len(tags) && tags[ti].contentStart == i {
@@ -208,26 +208,15 @@ func resolveTagCloses(s string, tags []toolTag) {
 			var j int
 			switch live {
 			case qNone:
-				if nextNone != -1 && nextNone < i {
-					nextNone = indexAnyFrom(s, i, "\"'<>")
-				}
-				j = nextNone
+				j = nextNone.from(s, i)
 			case qDouble:
-				if nextDouble != -1 && nextDouble < i {
-					nextDouble = indexAnyFrom(s, i, "\"\\")
-				}
-				j = nextDouble
+				j = nextDouble.from(s, i)
 			default:
-				if nextSingle != -1 && nextSingle < i {
-					nextSingle = indexAnyFrom(s, i, "'\\")
-				}
-				j = nextSingle
+				j = nextSingle.from(s, i)
 			}
-			if j < 0 || j > limit {
-				if limit >= len(s) {
-					break
-				}
-				j = limit
+			j, done := skipTarget(j, limit, len(s))
+			if done {
+				break
 			}
 			if j > i {
 				i = j
@@ -284,6 +273,36 @@ func resolveTagCloses(s string, tags []toolTag) {
 	for st := 0; st < qStates; st++ {
 		resolve(l.head[st], -1)
 	}
+}
+
+// nextAny remembers where the next byte of set is, so a scanner that skips
+// ahead over uninteresting bytes searches each byte of s at most once.
+type nextAny struct {
+	set string
+	pos int // -2: not searched yet; -1: none left
+}
+
+func newNextAny(set string) nextAny { return nextAny{set: set, pos: -2} }
+
+// from returns the index of the first byte of set at or after i, or -1.
+func (n *nextAny) from(s string, i int) int {
+	if n.pos != -1 && n.pos < i {
+		n.pos = indexAnyFrom(s, i, n.set)
+	}
+	return n.pos
+}
+
+// skipTarget turns the next interesting index j into where a skip-ahead
+// scanner resumes: never past limit (the next tag to look at). done means
+// nothing interesting is left before the end of s.
+func skipTarget(j, limit, n int) (to int, done bool) {
+	if j < 0 || j > limit {
+		if limit >= n {
+			return 0, true
+		}
+		return limit, false
+	}
+	return j, false
 }
 
 func indexAnyFrom(s string, from int, chars string) int {
