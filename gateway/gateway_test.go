@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv"
 	"github.com/sessionbus/sessionbus/streams"
 )
@@ -484,7 +485,7 @@ func TestA2APingPongAndAnnounce(t *testing.T) {
 		t.Fatalf("requester transcript %v", reqTr)
 	}
 	prompt, _ := reqTr[0]["content"].(string)
-	wantPrefix := "[Inter-session message] sourceSession=" + target + " sourceChannel=discord sourceTool=sessions_send isUser=false\n" + InterSessionExplanation + "\nhi target"
+	wantPrefix := "[Inter-session message] sourceSession=" + target + " sourceChannel=discord sourceTool=sessions_send isUser=false\n" + rules.InterSessionExplanation + "\nhi target"
 	if prompt != wantPrefix {
 		t.Fatalf("ping-pong prompt %q", prompt)
 	}

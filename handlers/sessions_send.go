@@ -189,7 +189,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		SessionKey:        target,
 		AgentID:           rules.AgentIDFromKey(target),
 		Message:           sp.message,
-		Prompt:            annotateInterSession(sp.message, r.key, reqChannel, sendToolName),
+		Prompt:            rules.AnnotateInterSession(sp.message, r.key, reqChannel, sendToolName),
 		ExtraSystemPrompt: a2aContextPrompt(r.key, reqChannel, res.displayKey),
 		Provenance: &streams.Provenance{
 			Kind: provenanceInterSession, SourceSessionKey: r.key, SourceChannel: reqChannel, SourceTool: sendToolName,
