@@ -26,7 +26,6 @@ const (
 	sendDefaultAnnounceMs     = 30_000
 	sendLane                  = "nested"
 	deliveryModeAnnounce      = "announce"
-	defaultMaxRunHops         = 16
 )
 
 // Exact reference strings of §4.1.
@@ -167,10 +166,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 			return nil, fmt.Errorf("read caller run %s: %w", r.runID, err)
 		}
 	}
-	maxHops := d.Config.Bus.MaxRunHops
-	if maxHops < 1 {
-		maxHops = defaultMaxRunHops
-	}
+	maxHops := d.Config.Bus.MaxRunHops // validated ≥ 1 when the config loads
 	if hop > maxHops {
 		return sendFail(earlyID, rules.StatusForbidden, fmt.Sprintf(
 			"agent-to-agent run chain %s is too long: this send would be hop %d, over bus.maxRunHops=%d; stop the exchange (or raise bus.maxRunHops)",
