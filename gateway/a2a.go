@@ -278,6 +278,7 @@ func (g *Gateway) publishStep(ctx context.Context, req *streams.RunRequest, prim
 	}
 	sr.Prompt = AnnotateInterSession(sr.Message, sr.Provenance)
 
+	sr.Recorded = true
 	rec := newRecord(sr)
 	data, _ := json.Marshal(rec)
 	if _, err := g.runs.Records().Create(ctx, sr.RunID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {

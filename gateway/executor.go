@@ -75,89 +75,120 @@ func opCtx(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, opTimeout)
 }
 
+// run is one delivered run request on its way to a recorded outcome. The
+// common case costs four waves of pipelined round trips: (1) take the
+// lane, read the transcript's end, the run record and the session entry;
+// (2) record running, then append the prompt; (3) append the reply after
+// the turn; (4) record the outcome, move the transcript index, touch the
+// session, release the lane.
+type run struct {
+	g   *Gateway
+	req *streams.RunRequest
+	msg jetstream.Msg
+	enc string
+
+	rec     *streams.RunRecord // as last read or written, at revision rev
+	rev     uint64
+	lane    *lane
+	cur     *streams.Cursor
+	sess    *kv.Entry // nil: no such session yet
+	sessRev uint64
+
+	hbStop   context.CancelFunc
+	hbWG     sync.WaitGroup
+	laneMu   sync.Mutex
+	released bool
+}
+
 // execute runs req to a recorded outcome. It returns nil when the message
 // should be acked.
 func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *streams.RunRequest) error {
-	rec, rev, err := g.ensureRecord(ctx, req)
-	if err != nil {
+	r := &run{g: g, req: req, msg: msg, enc: kv.EncodeKey(req.SessionKey)}
+	if err := r.prepare(ctx); err != nil {
 		return err
 	}
-	if rec.Terminal() {
+	if r.rec.Terminal() {
 		// Redelivered after its outcome was recorded: never run twice; make
 		// sure the flow it starts moved on (idempotent).
-		return g.afterRun(ctx, req, rec)
+		r.releaseLane()
+		return g.afterRun(ctx, req, r.rec)
 	}
-	octx, cancel := opCtx(ctx)
-	ln, err := g.acquireLane(octx, req.SessionKey, req.RunID)
-	cancel()
+	r.startHeartbeat(ctx)
+	defer r.releaseLane()
+	rec, err := r.turn(ctx)
 	if err != nil {
 		return err
 	}
-	// Heartbeat: keep the message and the lane ours while the turn runs.
-	hbCtx, hbStop := context.WithCancel(ctx)
-	var hbWG sync.WaitGroup
-	var laneMu sync.Mutex
-	hbWG.Add(1)
-	go func() {
-		defer hbWG.Done()
-		t := time.NewTicker(g.heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-hbCtx.Done():
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-				laneMu.Lock()
-				rctx, c := opCtx(hbCtx)
-				if !ln.refresh(rctx) && hbCtx.Err() == nil {
-					g.log.Warn("gateway: lane lock lost", "run", req.RunID, "session", req.SessionKey)
-				}
-				c()
-				laneMu.Unlock()
-			}
-		}
-	}()
-	released := false
-	release := func() {
-		if released {
-			return
-		}
-		released = true
-		hbStop()
-		hbWG.Wait()
-		rctx, c := opCtx(context.Background())
-		ln.release(rctx)
-		c()
-	}
-	defer release()
-
-	rec, err = g.runTurn(ctx, req, rec, rev)
-	if err != nil {
-		return err
-	}
-	release()
 	return g.afterRun(ctx, req, rec)
 }
 
-// ensureRecord returns the run record, creating a pending one for a request
-// that came without (an A2A step whose record write was lost).
-func (g *Gateway) ensureRecord(ctx context.Context, req *streams.RunRequest) (*streams.RunRecord, uint64, error) {
+// prepare is wave 1. The transcript's end is read before the lane is
+// surely ours, which is safe: a stale end only fails the prompt's
+// compare-and-set, and the append then re-reads it.
+func (r *run) prepare(ctx context.Context) error {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	rec, rev, err := g.runs.Get(octx, req.RunID)
-	if err == nil {
-		return rec, rev, nil
+	var laneErr, curErr, sessErr, recErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { r.lane, laneErr = r.g.acquireLane(octx, r.req.SessionKey, r.req.RunID) })
+	// The transcript's end and the session entry as this gateway left them
+	// after the session's last run here, else read. A stale cursor fails
+	// the prompt's compare-and-set (the append re-reads the end); a stale
+	// entry fails the touch's (which re-reads the entry).
+	if c, ok := r.g.cursors.take(r.enc); ok {
+		r.cur = c
+	} else {
+		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, false) })
 	}
-	if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if sa, ok := r.g.sessions.take(r.enc); ok {
+		r.sess, r.sessRev = sa.entry, sa.rev
+	} else {
+		wg.Go(func() { r.sess, r.sessRev, sessErr = r.g.store.Get(octx, r.req.SessionKey) })
+	}
+	if r.fresh() {
+		// nobody wrote its record: turn will create it (CAS on revision 0)
+		r.rec, r.rev = newRecord(r.req), 0
+	} else {
+		r.rec, r.rev, recErr = r.g.runs.Get(octx, r.req.RunID)
+	}
+	if errors.Is(recErr, jetstream.ErrKeyNotFound) {
+		// its pending record was lost (or this is an A2A step whose record
+		// write was): create it
+		r.rec, r.rev, recErr = r.g.createRecord(octx, r.req)
+	}
+	wg.Wait()
+	if errors.Is(sessErr, kv.ErrNotFound) {
+		r.sess, sessErr = nil, nil
+	}
+	if recErr == nil && r.rec.Terminal() {
+		return nil
+	}
+	if err := errors.Join(recErr, laneErr, curErr, sessErr); err != nil {
+		r.releaseLane()
+		if laneErr != nil && errors.Is(laneErr, errLaneBusy) {
+			return errLaneBusy
+		}
+		return err
+	}
+	return nil
+}
+
+// fresh reports a first delivery of a run queued without a record.
+func (r *run) fresh() bool {
+	if r.req.Recorded {
+		return false
+	}
+	md, err := r.msg.Metadata()
+	return err == nil && md.NumDelivered == 1
+}
+
+// createRecord writes a pending record for a request that came without one.
+func (g *Gateway) createRecord(ctx context.Context, req *streams.RunRequest) (*streams.RunRecord, uint64, error) {
+	data, _ := json.Marshal(newRecord(req))
+	if _, err := g.runs.Records().Create(ctx, req.RunID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, 0, err
 	}
-	rec = newRecord(req)
-	data, _ := json.Marshal(rec)
-	if _, err := g.runs.Records().Create(octx, req.RunID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, 0, err
-	}
-	return g.runs.Get(octx, req.RunID)
+	return g.runs.Get(ctx, req.RunID)
 }
 
 func newRecord(req *streams.RunRequest) *streams.RunRecord {
@@ -168,53 +199,71 @@ func newRecord(req *streams.RunRequest) *streams.RunRecord {
 	}
 }
 
-// runTurn holds the lane: it records running, appends the prompt, runs the
+// startHeartbeat keeps the message and the lane ours while the turn runs.
+func (r *run) startHeartbeat(ctx context.Context) {
+	hbCtx, stop := context.WithCancel(ctx)
+	r.hbStop = stop
+	r.hbWG.Go(func() {
+		t := time.NewTicker(r.g.heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-t.C:
+				_ = r.msg.InProgress()
+				r.laneMu.Lock()
+				rctx, c := opCtx(hbCtx)
+				if !r.lane.refresh(rctx) && hbCtx.Err() == nil {
+					r.g.log.Warn("gateway: lane lock lost", "run", r.req.RunID, "session", r.req.SessionKey)
+				}
+				c()
+				r.laneMu.Unlock()
+			}
+		}
+	})
+}
+
+func (r *run) stopHeartbeat() {
+	if r.hbStop != nil {
+		r.hbStop()
+		r.hbWG.Wait()
+		r.hbStop = nil
+	}
+}
+
+// releaseLane stops the heartbeat and frees the lane; safe to call twice.
+func (r *run) releaseLane() {
+	if r.released {
+		return
+	}
+	r.released = true
+	r.stopHeartbeat()
+	if r.lane != nil {
+		rctx, c := opCtx(context.Background())
+		r.lane.release(rctx)
+		c()
+	}
+}
+
+// turn holds the lane: it records running, appends the prompt, runs the
 // agent, appends the reply and records the outcome.
-func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest, cur *streams.RunRecord, rev uint64) (*streams.RunRecord, error) {
+func (r *run) turn(ctx context.Context) (*streams.RunRecord, error) {
+	g, req := r.g, r.req
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	enc := kv.EncodeKey(req.SessionKey)
-	count, err := g.tr.Count(octx, enc)
-	if err != nil {
-		return nil, fmt.Errorf("read transcript: %w", err)
-	}
-	var already *streams.RunRecord
-	var prevAt *uint64
-	rec, rev, err := g.runs.UpdateFrom(octx, req.RunID, cur, rev, func(r *streams.RunRecord) error {
-		if r.Terminal() {
-			already = r
-			return nil
-		}
-		r.Status = streams.RunRunning
-		r.Attempts++
-		r.Gateway = g.id
-		r.StartedAt = time.Now().UnixMilli()
-		r.Error = ""
-		prevAt = r.TranscriptAt
-		if r.TranscriptAt == nil {
-			r.TranscriptAt = &count
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("record running: %w", err)
-	}
-	if already != nil {
-		return already, nil
-	}
-	if err := g.touchSession(octx, req); err != nil {
-		return nil, err
-	}
+
 	// What an earlier attempt wrote sits at its recorded position.
 	var mine []streams.Entry
-	if prevAt != nil {
-		if mine, err = g.tr.Read(octx, enc, *prevAt, *prevAt+3); err != nil {
+	if at := r.rec.TranscriptAt; at != nil {
+		var err error
+		if mine, err = g.tr.Read(octx, r.enc, *at, *at+3); err != nil {
 			return nil, fmt.Errorf("read transcript: %w", err)
 		}
 	}
 	var history []json.RawMessage
 	if g.wantsHistory[req.AgentID] {
-		tail, _, err := g.tr.Tail(octx, enc, historyLimit, 0)
+		tail, _, err := g.tr.Tail(octx, r.enc, historyLimit, 0)
 		if err != nil {
 			return nil, fmt.Errorf("read transcript: %w", err)
 		}
@@ -222,16 +271,16 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest, cur *str
 			history = append(history, json.RawMessage(e.Data))
 		}
 	}
-	if !hasPart(mine, req.RunID, "prompt") {
-		if prevAt != nil {
-			// the earlier attempt died before writing: write at the end now
-			if _, err := g.runs.Update(octx, req.RunID, func(r *streams.RunRecord) error {
-				r.TranscriptAt = &count
-				return nil
-			}); err != nil {
-				return nil, fmt.Errorf("record transcript position: %w", err)
-			}
-		}
+
+	// wave 2
+	var sessErr error
+	var sessWG sync.WaitGroup
+	if r.sess == nil {
+		sessWG.Go(func() { sessErr = g.createSession(octx, req) })
+	}
+	wantPrompt := !hasPart(mine, req.RunID, "prompt")
+	var prompt []byte
+	if wantPrompt {
 		user := map[string]any{
 			"role":    "user",
 			"content": req.Prompt,
@@ -240,14 +289,74 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest, cur *str
 		if req.Provenance != nil {
 			user["provenance"] = req.Provenance
 		}
-		data, _ := json.Marshal(user)
-		if _, err := g.tr.Append(octx, enc, data); err != nil {
-			return nil, fmt.Errorf("append prompt: %w", err)
-		}
-		history = append(history, data)
+		prompt, _ = json.Marshal(user)
+		history = append(history, prompt)
 	}
 	if len(history) > historyLimit {
 		history = history[len(history)-historyLimit:]
+	}
+	// The running record carries the position the prompt is written at,
+	// and goes out first; the prompt follows without waiting for its ack.
+	at := r.cur.Len()
+	if !wantPrompt {
+		at = *r.rec.TranscriptAt
+	}
+	var already *streams.RunRecord
+	waitRec, err := g.runs.UpdateAsync(octx, req.RunID, r.rec, r.rev, func(rr *streams.RunRecord) error {
+		if rr.Terminal() {
+			already = rr // killed before it started
+			return nil
+		}
+		rr.Status = streams.RunRunning
+		rr.Attempts++
+		rr.Gateway = g.id
+		rr.StartedAt = time.Now().UnixMilli()
+		rr.Error = ""
+		rr.TranscriptAt = &at
+		return nil
+	})
+	if err != nil {
+		sessWG.Wait()
+		return nil, fmt.Errorf("record running: %w", err)
+	}
+	recorded := false
+	awaitRec := func() error {
+		if recorded {
+			return nil
+		}
+		recorded = true
+		rec, rev, err := waitRec()
+		if err != nil {
+			return fmt.Errorf("record running: %w", err)
+		}
+		r.rec, r.rev = rec, rev
+		return nil
+	}
+	if wantPrompt {
+		err = r.appendPart(octx, "prompt", prompt, func(ctx context.Context, moved uint64) error {
+			// the end moved under the lane: record the new position before
+			// writing there
+			if err := awaitRec(); err != nil {
+				return err
+			}
+			rec, rev, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *streams.RunRecord) error {
+				rr.TranscriptAt = &moved
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("record transcript position: %w", err)
+			}
+			r.rec, r.rev = rec, rev
+			return nil
+		})
+	}
+	err = errors.Join(awaitRec(), err)
+	sessWG.Wait()
+	if already != nil {
+		return already, nil
+	}
+	if err = errors.Join(err, sessErr); err != nil {
+		return nil, err
 	}
 	cancel()
 
@@ -279,32 +388,76 @@ func (g *Gateway) runTurn(ctx context.Context, req *streams.RunRequest, cur *str
 		status, errText = streams.RunError, runErr.Error()
 	}
 	if status == streams.RunOK && !replied {
+		// wave 3
 		data, _ := json.Marshal(map[string]any{
 			"role":    "assistant",
 			"content": reply,
 			runMarker: marker{Run: req.RunID, Part: "reply"},
 		})
-		if _, err := g.tr.Append(octx, enc, data); err != nil {
-			return nil, fmt.Errorf("append reply: %w", err)
+		if err := r.appendPart(octx, "reply", data, nil); err != nil {
+			return nil, err
 		}
 	}
-	rec, _, err = g.runs.UpdateFrom(octx, req.RunID, rec, rev, func(r *streams.RunRecord) error {
-		if r.Terminal() {
+
+	// wave 4
+	r.stopHeartbeat()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := g.tr.Flush(octx, r.cur); err != nil {
+			g.log.Debug("gateway: transcript index lags (readers repair it)", "run", req.RunID, "err", err)
+			return
+		}
+		g.cursors.put(r.enc, r.cur)
+	})
+	wg.Go(func() { g.touchSession(octx, req, r.enc, r.sess, r.sessRev) })
+	wg.Go(r.releaseLane)
+	rec, _, err := g.runs.UpdateFrom(octx, req.RunID, r.rec, r.rev, func(rr *streams.RunRecord) error {
+		if rr.Terminal() {
 			return nil // killed meanwhile: keep that
 		}
-		r.Status = status
-		r.Error = errText
-		r.EndedAt = time.Now().UnixMilli()
+		rr.Status = status
+		rr.Error = errText
+		rr.EndedAt = time.Now().UnixMilli()
 		if status == streams.RunOK {
-			r.Reply = sanitize.VisibleText(reply, sanitize.Delivery)
+			rr.Reply = sanitize.VisibleText(reply, sanitize.Delivery)
 		}
 		return nil
 	})
+	wg.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("record outcome: %w", err)
 	}
 	return rec, nil
 }
+
+// appendPart appends one of the run's own entries at the cursor, with a
+// message id the server deduplicates. A writer outside the lane (an import,
+// say) can move the end under it: re-read the end, let moved record the new
+// position, and append there.
+func (r *run) appendPart(ctx context.Context, part string, data []byte, moved func(context.Context, uint64) error) error {
+	id := r.req.RunID + "." + part
+	for attempt := 0; ; attempt++ {
+		_, _, err := r.g.tr.AppendAt(ctx, r.cur, id, data)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, streams.ErrConflict) || attempt >= maxAppendMoves {
+			return fmt.Errorf("append %s: %w", part, err)
+		}
+		if r.cur, err = r.g.tr.OpenCursor(ctx, r.enc, true); err != nil {
+			return fmt.Errorf("append %s: %w", part, err)
+		}
+		if moved != nil {
+			if err := moved(ctx, r.cur.Len()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// maxAppendMoves bounds how often other writers may move a transcript's end
+// under one append before the run fails (and is retried).
+const maxAppendMoves = 8
 
 // runAgent runs the turn with its own deadline and identity token.
 func (g *Gateway) runAgent(ctx context.Context, req *streams.RunRequest, history []json.RawMessage) (*runtime.Result, error) {
@@ -313,9 +466,22 @@ func (g *Gateway) runAgent(ctx context.Context, req *streams.RunRequest, history
 		secs = DefaultTimeoutSeconds
 	}
 	timeout := time.Duration(secs) * time.Second
-	token, err := g.op.Mint(bus.Caller{SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID}, timeout+time.Minute)
-	if err != nil {
-		return nil, &runtime.RunError{Message: "mint run token: " + err.Error()}
+	// Minting signs a JWT, which costs more than a JetStream round trip, so
+	// it happens only for a runtime that hands the token out (exec) or a
+	// turn that calls a tool.
+	mint := sync.OnceValues(func() (string, error) {
+		token, err := g.op.Mint(bus.Caller{SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID}, timeout+time.Minute)
+		if err != nil {
+			return "", &runtime.RunError{Message: "mint run token: " + err.Error()}
+		}
+		return token, nil
+	})
+	var token string
+	if g.needsToken[req.AgentID] {
+		var err error
+		if token, err = mint(); err != nil {
+			return nil, err
+		}
 	}
 	rt := g.runtimes[req.AgentID]
 	if rt == nil {
@@ -324,8 +490,11 @@ func (g *Gateway) runAgent(ctx context.Context, req *streams.RunRequest, history
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tools := runtime.ToolsFunc(func(ctx context.Context, tool string, params json.RawMessage) (json.RawMessage, error) {
-		out, err := bus.Call(ctx, g.nc, g.names, token, tool, params)
-		return out, err
+		token, err := mint()
+		if err != nil {
+			return nil, err
+		}
+		return bus.Call(ctx, g.nc, g.names, token, tool, params)
 	})
 	turn := runtime.Turn{
 		SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID,
@@ -340,27 +509,40 @@ func (g *Gateway) runAgent(ctx context.Context, req *streams.RunRequest, history
 	return res, err
 }
 
-// touchSession creates the session entry if absent, else bumps UpdatedAt.
-func (g *Gateway) touchSession(ctx context.Context, req *streams.RunRequest) error {
+// createSession creates the entry of a session that has none yet, so
+// tools the agent calls during its turn find it.
+func (g *Gateway) createSession(ctx context.Context, req *streams.RunRequest) error {
 	now := time.Now().UnixMilli()
 	_, err := g.store.Create(ctx, &kv.Entry{
 		Key: req.SessionKey, AgentID: req.AgentID, SessionID: kv.NewSessionID(),
 		CreatedAt: now, UpdatedAt: now,
 	})
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, kv.ErrExists) {
+	if err != nil && !errors.Is(err, kv.ErrExists) {
 		return fmt.Errorf("create session: %w", err)
 	}
-	_, _, err = g.store.Update(ctx, req.SessionKey, func(e *kv.Entry) error {
+	return nil
+}
+
+// touchSession bumps the session's updatedAt after a turn, from the entry
+// read when the run started (nil: created by createSession, read it). A
+// failure only leaves updatedAt older; the turn is recorded regardless.
+func (g *Gateway) touchSession(ctx context.Context, req *streams.RunRequest, enc string, cur *kv.Entry, rev uint64) {
+	now := time.Now().UnixMilli()
+	e, nrev, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *kv.Entry) error {
 		e.UpdatedAt = max(e.UpdatedAt, now)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("touch session: %w", err)
+		g.log.Warn("gateway: touch session", "session", req.SessionKey, "err", err)
+		return
 	}
-	return nil
+	g.sessions.put(enc, sessionAt{entry: e, rev: nrev})
+}
+
+// sessionAt is a session entry as this gateway last wrote it.
+type sessionAt struct {
+	entry *kv.Entry
+	rev   uint64
 }
 
 // hasPart reports whether entries hold part of runID.

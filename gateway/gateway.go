@@ -48,14 +48,20 @@ type Gateway struct {
 	log   *slog.Logger
 	names bus.Names
 
-	runs    *streams.Runs
-	tr      *streams.Transcripts
-	store   *kv.Store
-	lanes   jetstream.KeyValue
-	deliver jetstream.Stream
+	runs      *streams.Runs
+	tr        *streams.Transcripts
+	store     *kv.Store
+	lanes     jetstream.KeyValue
+	releasing releasing
+	// what this gateway last wrote per session (see recent)
+	laneRevs recent[uint64]
+	cursors  recent[*streams.Cursor]
+	sessions recent[sessionAt]
+	deliver  jetstream.Stream
 
 	runtimes     map[string]runtime.Runtime
 	wantsHistory map[string]bool // agents whose runtime reads the transcript
+	needsToken   map[string]bool // agents whose runtime is given the run token
 	echo         runtime.Runtime
 	defaultAgent string
 
@@ -103,7 +109,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	replicas := max(cfg.Bus.Replicas, 1)
 	g := &Gateway{
 		id: id, nc: nc, js: js, cfg: cfg, op: op, log: log.With("gateway", id), names: names,
-		runtimes: map[string]runtime.Runtime{}, wantsHistory: map[string]bool{},
+		runtimes: map[string]runtime.Runtime{}, wantsHistory: map[string]bool{}, needsToken: map[string]bool{},
 		ackWait: o.AckWait, heartbeat: o.AckWait / 3, conc: o.Concurrency,
 	}
 	for _, a := range cfg.Agents.List {
@@ -115,6 +121,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		// script turns never look at history; reading 20 entries per turn
 		// for them was a third of a send's cost
 		g.wantsHistory[a.ID] = a.Runtime != "" && a.Runtime != runtime.KindScript
+		g.needsToken[a.ID] = a.Runtime == runtime.KindExec
 		if g.defaultAgent == "" {
 			g.defaultAgent = a.ID
 		}

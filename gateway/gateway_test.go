@@ -709,3 +709,119 @@ func TestA2AResumesAfterCrash(t *testing.T) {
 		t.Fatalf("target transcript has %d entries, want 4 (pingpong 2 + announce)", n)
 	}
 }
+
+// A run queued without a record (what a waiting sessions_send does) is
+// recorded by the gateway that takes it, and its outcome reaches a waiter
+// registered before the publish.
+func TestUnrecordedRunIsRecordedByGateway(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway("gw1", Options{})
+	req := e.request("agent:main:fresh", "main", "hi")
+	w, err := e.runs.Watch(req.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := e.runs.Publish(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rec, err := w.Wait(ctx)
+	if err != nil || rec.Status != streams.RunOK || rec.Reply != "hi" || rec.Attempts != 1 || rec.TranscriptAt == nil || *rec.TranscriptAt != 0 {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	if msgs := e.transcript(req.SessionKey); len(msgs) != 2 {
+		t.Fatalf("transcript %v", msgs)
+	}
+	// the index is current once the run is acked
+	waitQueueDrained(t, g)
+	n, err := e.tr.Count(context.Background(), kv.EncodeKey(req.SessionKey))
+	if err != nil || n != 2 {
+		t.Fatalf("count %d %v", n, err)
+	}
+}
+
+// A writer outside the lane (an import) appends while the turn runs: the
+// reply goes after its entry, nothing is lost or doubled.
+func TestOutsideWriterDuringTurn(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	session := "agent:main:busy"
+	enc := kv.EncodeKey(session)
+	req := e.request(session, "main", "wait for it")
+	e.submit(req)
+	waitFor(t, "the prompt", func() bool {
+		n, err := e.tr.Count(context.Background(), enc)
+		return err == nil && n == 1
+	})
+	if _, err := e.tr.Append(context.Background(), enc, []byte(`{"role":"user","content":"imported"}`)); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.wait(req.RunID)
+	if rec.Status != streams.RunOK || rec.Reply != "waited" {
+		t.Fatalf("record %+v", rec)
+	}
+	msgs := e.transcript(session)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, fmt.Sprint(m["content"]))
+	}
+	if strings.Join(got, "|") != "wait for it|imported|waited" {
+		t.Fatalf("transcript %q", got)
+	}
+}
+
+// What a gateway remembers of a session between its runs (lane revision,
+// transcript end, session entry) goes stale when someone else writes: the
+// next run notices through its compare-and-sets and loses nothing.
+func TestStaleMemoryOfSessionAfterOutsideWrites(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{})
+	session := "agent:main:shared"
+	enc := kv.EncodeKey(session)
+	first := e.request(session, "main", "one")
+	e.submit(first)
+	e.wait(first.RunID)
+
+	// another replica's run, an import and a label change, done by hand
+	lanes, err := e.js.KeyValue(context.Background(), e.names.Bucket(LanesBucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lanes.Put(context.Background(), enc, freeLane); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.tr.Append(context.Background(), enc, []byte(`{"role":"user","content":"imported"}`)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.OpenStore(context.Background(), e.js, e.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, err := st.Update(context.Background(), session, func(en *kv.Entry) error { en.Label = "kept"; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	second := e.request(session, "main", "two")
+	e.submit(second)
+	if rec := e.wait(second.RunID); rec.Status != streams.RunOK || rec.Reply != "two" {
+		t.Fatalf("record %+v", rec)
+	}
+	var got []string
+	for _, m := range e.transcript(session) {
+		got = append(got, fmt.Sprint(m["content"]))
+	}
+	if strings.Join(got, "|") != "one|one|imported|two|two" {
+		t.Fatalf("transcript %q", got)
+	}
+	after, _, err := st.Get(context.Background(), session)
+	if err != nil || after.Label != "kept" || after.UpdatedAt < before.UpdatedAt {
+		t.Fatalf("session entry %+v %v (before %+v)", after, err, before)
+	}
+	n, err := e.tr.Count(context.Background(), enc)
+	if err != nil || n != 5 {
+		t.Fatalf("count %d %v", n, err)
+	}
+}

@@ -213,7 +213,25 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		RunID: runID, SessionKey: target, AgentID: req.AgentID, Status: streams.RunPending,
 		CreatedAt: now, ChainID: chainID, Hop: hop, IdempotencyKey: sp.idempotencyKey,
 	}
-	if err := d.Runs.Submit(ctx, req, rec); err != nil {
+	// A fresh run the caller waits for is watched before it is queued, so
+	// its outcome needs no read, and it is queued without a pending record
+	// (the gateway records it running; see RunRequest.Recorded). An
+	// idempotent one may have finished long ago: it is recorded first and
+	// read by Runs.Wait.
+	var waiter *streams.RunWaiter
+	if sp.timeoutSeconds > 0 && sp.idempotencyKey == "" {
+		if waiter, err = d.Runs.Watch(runID); err != nil {
+			return sendFail(runID, "error", err.Error(), res.displayKey), nil
+		}
+		defer waiter.Stop()
+	}
+	var serr error
+	if waiter != nil {
+		serr = d.Runs.Publish(ctx, req)
+	} else {
+		serr = d.Runs.Submit(ctx, req, rec)
+	}
+	if err := serr; err != nil {
 		if !errors.Is(err, streams.ErrRunExists) || sp.idempotencyKey == "" {
 			return sendFail(runID, "error", err.Error(), res.displayKey), nil
 		}
@@ -244,11 +262,26 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(sp.timeoutSeconds)*time.Second)
 	defer cancel()
-	last, werr := d.Runs.Wait(wctx, runID)
+	var last *streams.RunRecord
+	var werr error
+	if waiter != nil {
+		last, werr = waiter.Wait(wctx)
+	} else {
+		last, werr = d.Runs.Wait(wctx, runID)
+	}
 	if werr != nil && (last == nil || !last.Terminal()) {
 		if errors.Is(werr, context.DeadlineExceeded) {
 			// soft timeout (PR #76484): the run goes on, a late reply is
-			// still delivered by the A2A flow
+			// still delivered by the A2A flow. A run no gateway took yet
+			// gets its pending record now.
+			if last == nil && waiter != nil {
+				pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				err := d.Runs.RecordPending(pctx, rec)
+				pcancel()
+				if err != nil {
+					d.Log.Warn("sessions_send: record pending run", "runId", runID, "err", err)
+				}
+			}
 			return &sendResult{RunID: runID, Status: "accepted", SessionKey: res.displayKey, Delivery: delivery("accepted")}, nil
 		}
 		return &sendResult{RunID: runID, Status: "error", Error: werr.Error(), SessionKey: res.displayKey, SentBeforeError: true}, nil

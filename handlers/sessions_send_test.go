@@ -71,6 +71,12 @@ func startExec(t *testing.T, s *handlerstest.Stack) *fakeExec {
 		f.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		if !req.Recorded {
+			// queued without a record: a gateway creates it
+			if err := runs.RecordPending(ctx, &streams.RunRecord{RunID: req.RunID, SessionKey: req.SessionKey, Status: streams.RunPending}); err != nil {
+				t.Errorf("record run %s: %v", req.RunID, err)
+			}
+		}
 		_, err := runs.Update(ctx, req.RunID, func(rec *streams.RunRecord) error {
 			rec.StartedAt, rec.EndedAt = time.Now().UnixMilli(), time.Now().UnixMilli()
 			switch req.Message {

@@ -90,10 +90,23 @@ func (s *Store) Create(ctx context.Context, e *Entry) (uint64, error) {
 // compare-and-set, retrying on a concurrent write, so two workers never lose
 // each other's change. fn returning an error aborts without writing.
 func (s *Store) Update(ctx context.Context, key string, fn func(*Entry) error) (*Entry, uint64, error) {
+	return s.UpdateFrom(ctx, key, nil, 0, fn)
+}
+
+// UpdateFrom is Update starting from an entry the caller read at revision
+// rev (nil: read it), which saves the read when nobody wrote meanwhile.
+// fn gets a copy; cur is left as it was.
+func (s *Store) UpdateFrom(ctx context.Context, key string, cur *Entry, rev uint64, fn func(*Entry) error) (*Entry, uint64, error) {
 	for attempt := 0; attempt < 32; attempt++ {
-		e, rev, err := s.Get(ctx, key)
-		if err != nil {
-			return nil, 0, err
+		var e *Entry
+		if cur != nil {
+			c := *cur
+			e, cur = &c, nil
+		} else {
+			var err error
+			if e, rev, err = s.Get(ctx, key); err != nil {
+				return nil, 0, err
+			}
 		}
 		if err := fn(e); err != nil {
 			return nil, 0, err

@@ -73,6 +73,11 @@ type RunRequest struct {
 	Step      string `json:"step,omitempty"`
 	ParentRun string `json:"parentRun,omitempty"` // the primary run of an A2A step
 	CreatedAt int64  `json:"createdAt"`
+	// Recorded says the submitter wrote a pending record before queueing.
+	// A caller that waits for the outcome does not: the first gateway to
+	// take the run creates its record (running), one write instead of two,
+	// and the caller writes pending itself should it stop waiting first.
+	Recorded bool `json:"recorded,omitempty"`
 }
 
 // RunRecord is the state of one run in the `runs` bucket, key = run id.
@@ -163,22 +168,64 @@ func (r *Runs) Stream() jetstream.Stream { return r.stream }
 // Records is the runs bucket.
 func (r *Runs) Records() jetstream.KeyValue { return r.records }
 
-// Submit creates the pending record and publishes the request. The record
-// comes first, so a waiter never watches a run nobody recorded; the publish
-// carries Nats-Msg-Id = run id, so a retried submit never queues twice.
-// ErrRunExists means a record with this id exists (an idempotent repeat).
+// Submit creates the pending record and queues the request (marked
+// Recorded); the publish carries Nats-Msg-Id = run id, so a retried submit
+// never queues twice.
+//
+// A run with an idempotency key is checked first: the record's Create is
+// awaited before the publish, and ErrRunExists means a record with this id
+// exists (an idempotent repeat). Any other run id is fresh, so the two
+// writes are pipelined, record first on the same connection, in one round
+// trip; should the record write fail, the run still goes ahead and the
+// gateway that takes it writes the record.
 func (r *Runs) Submit(ctx context.Context, req *RunRequest, rec *RunRecord) error {
+	req.Recorded = true
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	if _, err := r.records.Create(ctx, rec.RunID, data); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return ErrRunExists
+	if rec.IdempotencyKey != "" {
+		if _, err := r.records.Create(ctx, rec.RunID, data); err != nil {
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				return ErrRunExists
+			}
+			return fmt.Errorf("create run record %s: %w", rec.RunID, err)
 		}
+		return r.Publish(ctx, req)
+	}
+	m := nats.NewMsg(r.recordSubject(rec.RunID))
+	m.Data = data
+	created, err := r.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(0))
+	if err != nil {
 		return fmt.Errorf("create run record %s: %w", rec.RunID, err)
 	}
-	return r.Publish(ctx, req)
+	if err := r.Publish(ctx, req); err != nil {
+		return err
+	}
+	select {
+	case <-created.Ok():
+	case <-created.Err():
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// RecordPending writes rec (status pending) unless the run has a record
+// already: what a caller that queued without one writes when it stops
+// waiting before a gateway took the run.
+func (r *Runs) RecordPending(ctx context.Context, rec *RunRecord) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := r.records.Create(ctx, rec.RunID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("record pending run %s: %w", rec.RunID, err)
+	}
+	return nil
+}
+
+func (r *Runs) recordSubject(runID string) string {
+	return "$KV." + r.records.Bucket() + "." + runID
 }
 
 // Publish queues a run request (also used for A2A continuation steps,
@@ -255,39 +302,104 @@ func (r *Runs) UpdateFrom(ctx context.Context, runID string, cur *RunRecord, rev
 	return nil, 0, fmt.Errorf("run %s: too many concurrent updates", runID)
 }
 
+// UpdateAsync is UpdateFrom whose first write is on the connection when it
+// returns, ahead of anything the caller publishes next: a gateway records a
+// run's transcript position and then appends its prompt without waiting in
+// between, and the server, reading the connection in order, never stores
+// the prompt without having received the record first. wait returns the
+// outcome; a lost compare-and-set falls back to UpdateFrom (read, apply fn
+// again, write).
+func (r *Runs) UpdateAsync(ctx context.Context, runID string, cur *RunRecord, rev uint64, fn func(*RunRecord) error) (wait func() (*RunRecord, uint64, error), err error) {
+	next := *cur
+	if err := fn(&next); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(&next)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(r.recordSubject(runID))
+	m.Data = data
+	f, err := r.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		return nil, fmt.Errorf("update run %s: %w", runID, err)
+	}
+	return func() (*RunRecord, uint64, error) {
+		select {
+		case ack := <-f.Ok():
+			return &next, ack.Sequence, nil
+		case err := <-f.Err():
+			if isWrongLastSeq(err) {
+				return r.UpdateFrom(ctx, runID, nil, 0, fn)
+			}
+			return nil, 0, fmt.Errorf("update run %s: %w", runID, err)
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("update run %s: %w", runID, ctx.Err())
+		}
+	}, nil
+}
+
 // Wait blocks until the run is terminal or ctx ends, and returns the last
 // record seen (ctx's error on timeout). One bucket-wide watch per Runs
 // serves every waiter: a watch per call would cost a consumer create and
 // delete, several round trips, on every send.
 func (r *Runs) Wait(ctx context.Context, runID string) (*RunRecord, error) {
-	if err := r.startWatch(); err != nil {
+	w, err := r.Watch(runID)
+	if err != nil {
 		return nil, err
 	}
-	ch := make(chan *RunRecord, 1)
-	r.wmu.Lock()
-	r.waiters[runID] = append(r.waiters[runID], ch)
-	r.wmu.Unlock()
-	defer r.unwait(runID, ch)
+	defer w.Stop()
 	// registered first, read second: a change between the two still arrives
 	rec, _, err := r.Get(ctx, runID)
 	if err == nil && rec.Terminal() {
 		return rec, nil
 	}
+	return w.wait(ctx, rec)
+}
+
+// RunWaiter receives the terminal record of one run. Registered before the
+// run is submitted, it needs no read of the record at all.
+type RunWaiter struct {
+	r  *Runs
+	id string
+	ch chan *RunRecord
+}
+
+// Watch registers interest in runID's outcome; Stop releases it.
+func (r *Runs) Watch(runID string) (*RunWaiter, error) {
+	if err := r.startWatch(); err != nil {
+		return nil, err
+	}
+	w := &RunWaiter{r: r, id: runID, ch: make(chan *RunRecord, 1)}
+	r.wmu.Lock()
+	r.waiters[runID] = append(r.waiters[runID], w.ch)
+	r.wmu.Unlock()
+	return w, nil
+}
+
+// Wait blocks until the run is terminal or ctx ends. Use it only for a run
+// submitted after Watch; otherwise Runs.Wait.
+func (w *RunWaiter) Wait(ctx context.Context) (*RunRecord, error) { return w.wait(ctx, nil) }
+
+func (w *RunWaiter) wait(ctx context.Context, rec *RunRecord) (*RunRecord, error) {
 	select {
-	case done := <-ch:
+	case done := <-w.ch:
 		return done, nil
 	case <-ctx.Done():
-		if cur, _, gerr := r.Get(context.WithoutCancel(ctx), runID); gerr == nil {
+		if cur, _, gerr := w.r.Get(context.WithoutCancel(ctx), w.id); gerr == nil {
 			if cur.Terminal() {
 				return cur, nil
 			}
 			rec = cur
 		}
 		return rec, ctx.Err()
-	case <-r.watchDone:
+	case <-w.r.watchDone:
 		return rec, errors.New("run watch stopped")
 	}
 }
+
+// Stop unregisters the waiter.
+func (w *RunWaiter) Stop() { w.r.unwait(w.id, w.ch) }
 
 func (r *Runs) startWatch() error {
 	r.watchOnce.Do(func() {

@@ -59,6 +59,10 @@ func WithTimeout(d time.Duration) Option {
 // IndexBucket is the short name of the transcript index bucket (see bus.Names.Bucket).
 const IndexBucket = "trindex"
 
+// TranscriptDedupeWindow is how long SB_TRANSCRIPTS remembers the message
+// ids of run appends (the server's default, stated so the config says it).
+const TranscriptDedupeWindow = 2 * time.Minute
+
 // TranscriptStreamConfig is the configuration OpenTranscripts creates
 // SB_TRANSCRIPTS with.
 func TranscriptStreamConfig(names bus.Names, replicas int) jetstream.StreamConfig {
@@ -76,6 +80,10 @@ func TranscriptStreamConfig(names bus.Names, replicas int) jetstream.StreamConfi
 		Replicas:           max(replicas, 1),
 		AllowDirect:        true,
 		AllowAtomicPublish: true,
+		// Run appends carry a message id (run id + part), so an append
+		// repeated by a redelivered run inside this window is dropped by the
+		// server itself (the run record's transcript position covers later).
+		Duplicates: TranscriptDedupeWindow,
 	}
 }
 

@@ -226,6 +226,7 @@ type pubAck struct {
 	Seq    uint64              `json:"seq"`
 	Batch  string              `json:"batch,omitempty"`
 	Count  uint64              `json:"count,omitempty"`
+	Dup    bool                `json:"duplicate,omitempty"`
 	Error  *jetstream.APIError `json:"error,omitempty"`
 }
 

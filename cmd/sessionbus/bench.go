@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -18,6 +19,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	quick := fs.Bool("quick", false, "scale every data set and iteration count down (smoke test)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -36,6 +38,19 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	opts := bench.Options{Only: names, Quick: *quick, Log: stderr}
 	if *quiet {
 		opts.Log = nil
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "sessionbus bench: --cpuprofile:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "sessionbus bench: --cpuprofile:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,122 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Cursor is one writer's view of the end of a session transcript, for a run
+// that holds the session's lane and appends a few entries in a row (its
+// prompt, later its reply). Each append through it is a single
+// compare-and-set publish, with no index read first, and the index moves
+// once, in Flush: a run's prompt and reply cost three round trips instead of
+// six. Between an append and Flush the index lags the stream, which every
+// reader and writer already repairs (Sb-Prev walk-back), so a writer that
+// dies before Flush leaves nothing wrong behind.
+//
+// A Cursor is not safe for concurrent use.
+type Cursor struct {
+	encKey string
+	h      *head     // index head, consistent with the stream when read
+	top    *rawEntry // the entry at h's end; nil when the transcript was empty
+	seqs   []uint64  // appended through the cursor, not yet in the index
+}
+
+// OpenCursor reads the transcript's end as the index head knows it (one
+// get). An index that lags the stream (a writer died before Flush) is not
+// detected here: the first AppendAt's compare-and-set fails with
+// ErrConflict, and the caller reopens with exact set, which also reads the
+// newest message (in the same round trip) and repairs the index.
+func (t *Transcripts) OpenCursor(ctx context.Context, encKey string, exact bool) (*Cursor, error) {
+	ctx, cancel, p, err := t.begin(ctx, encKey)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	defer t.putPipe(p)
+	h, top, err := t.loadState(ctx, p, encKey, exact)
+	if err != nil {
+		return nil, fmt.Errorf("read end of %s: %w", encKey, err)
+	}
+	c := &Cursor{encKey: encKey, h: h, top: top}
+	if top == nil && h.Count > 0 {
+		c.top = &rawEntry{n: h.Count - 1, seq: h.Last}
+	}
+	return c, nil
+}
+
+// Len is the transcript's length as the cursor knows it.
+func (c *Cursor) Len() uint64 { return c.h.Count + uint64(len(c.seqs)) }
+
+func (c *Cursor) lastSeq() uint64 {
+	if n := len(c.seqs); n > 0 {
+		return c.seqs[n-1]
+	}
+	if c.h.Count == 0 {
+		return 0
+	}
+	return c.h.Last
+}
+
+// AppendAt appends one entry at the cursor's end with message id msgID (the
+// server drops a repeat of the id within TranscriptDedupeWindow). It returns
+// the entry's number; dup reports that the server had the id already, in
+// which case nothing was written and n is the cursor's unchanged length. A
+// concurrent writer outside the lane makes it fail with an error matching
+// ErrConflict; the caller then falls back to Append.
+func (t *Transcripts) AppendAt(ctx context.Context, c *Cursor, msgID string, entry []byte) (n uint64, dup bool, err error) {
+	if len(entry) == 0 {
+		return 0, false, ErrEmptyEntry
+	}
+	if len(entry) > t.opts.maxEntryBytes {
+		return 0, false, fmt.Errorf("%w: entry is %d bytes, limit %d", ErrEntryTooLarge, len(entry), t.opts.maxEntryBytes)
+	}
+	ctx, cancel, p, err := t.begin(ctx, c.encKey)
+	if err != nil {
+		return 0, false, err
+	}
+	defer cancel()
+	defer t.putPipe(p)
+	n = c.Len()
+	m := buildEntryMsgs(t.names.Transcript(c.encKey), n, c.lastSeq(), [][]byte{entry}, nil)[0]
+	if msgID != "" {
+		m.Header[nats.MsgIdHdr] = []string{msgID}
+	}
+	res, err := p.roundTrip(ctx, []*nats.Msg{m})
+	if err != nil {
+		return 0, false, err
+	}
+	ack, err := parseAck(res[0])
+	if isWrongLastSeq(err) {
+		return 0, false, fmt.Errorf("%w: %s changed under its lane: %v", ErrConflict, c.encKey, err)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if ack.Dup {
+		return n, true, nil
+	}
+	c.seqs = append(c.seqs, ack.Seq)
+	return n, false, nil
+}
+
+// Flush moves the index past the entries appended through the cursor.
+func (t *Transcripts) Flush(ctx context.Context, c *Cursor) error {
+	if len(c.seqs) == 0 {
+		return nil
+	}
+	ctx, cancel, p, err := t.begin(ctx, c.encKey)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer t.putPipe(p)
+	nh, err := t.indexAppend(ctx, p, c.encKey, c.h, c.top, c.seqs)
+	if err != nil {
+		return fmt.Errorf("index %s: %w", c.encKey, err)
+	}
+	c.h, c.top, c.seqs = nh, &rawEntry{n: nh.Count - 1, seq: nh.Last}, nil
+	return nil
+}
