@@ -233,16 +233,27 @@ func (r *run) stopHeartbeat() {
 }
 
 // releaseLane stops the heartbeat and frees the lane; safe to call twice.
-func (r *run) releaseLane() {
+func (r *run) releaseLane() { r.startRelease()() }
+
+// startRelease does what must come before the outcome is written (stop
+// the heartbeat, tell this gateway's next run of the session to wait for
+// the release instead of finding the lane busy) and returns the release's
+// write, to run alongside the outcome's.
+func (r *run) startRelease() func() {
 	if r.released {
-		return
+		return func() {}
 	}
 	r.released = true
 	r.stopHeartbeat()
-	if r.lane != nil {
+	if r.lane == nil {
+		return func() {}
+	}
+	done := r.g.releasing.start(r.lane.key)
+	return func() {
+		defer done()
 		rctx, c := opCtx(context.Background())
+		defer c()
 		r.lane.release(rctx)
-		c()
 	}
 }
 
@@ -400,7 +411,7 @@ func (r *run) turn(ctx context.Context) (*streams.RunRecord, error) {
 	}
 
 	// wave 4
-	r.stopHeartbeat()
+	release := r.startRelease()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := g.tr.Flush(octx, r.cur); err != nil {
@@ -410,7 +421,7 @@ func (r *run) turn(ctx context.Context) (*streams.RunRecord, error) {
 		g.cursors.put(r.enc, r.cur)
 	})
 	wg.Go(func() { g.touchSession(octx, req, r.enc, r.sess, r.sessRev) })
-	wg.Go(r.releaseLane)
+	wg.Go(release)
 	rec, _, err := g.runs.UpdateFrom(octx, req.RunID, r.rec, r.rev, func(rr *streams.RunRecord) error {
 		if rr.Terminal() {
 			return nil // killed meanwhile: keep that

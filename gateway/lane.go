@@ -142,7 +142,6 @@ func (l *lane) refresh(ctx context.Context) bool {
 }
 
 func (l *lane) release(ctx context.Context) {
-	defer l.g.releasing.start(l.key)()
 	rev, err := l.g.lanes.Update(ctx, l.key, freeLane, l.rev)
 	if err != nil {
 		l.g.log.Debug("release lane", "key", l.key, "err", err)
