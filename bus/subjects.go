@@ -51,7 +51,7 @@ func (n Names) SignalsStream() string { return n.stream("SIGNALS") }
 // Runs is the run-request subject of one agent.
 func (n Names) Runs(agentID string) string { return n.p() + ".runs." + agentID }
 
-// RunsStream is the work-queue stream of run requests.
+// RunsStream is the stream of run requests (see streams.OpenRuns).
 func (n Names) RunsStream() string { return n.stream("RUNS") }
 
 // SessionEvent is the notice/announce subject of one encoded session key.

@@ -186,8 +186,9 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	}
 	g.iter = iter
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.wg.Add(1)
+	g.wg.Add(2)
 	go g.dispatch()
+	go g.trimLoop()
 	g.log.Debug("gateway started", "concurrency", o.Concurrency)
 	return g, nil
 }
@@ -245,6 +246,31 @@ func (g *Gateway) dispatch() {
 			defer func() { <-sem }()
 			g.handle(msg)
 		}()
+	}
+}
+
+// trimEvery is how often each gateway purges the runs every gateway is
+// done with (see streams.Runs.Trim).
+const trimEvery = 10 * time.Second
+
+func (g *Gateway) trimLoop() {
+	defer g.wg.Done()
+	t := time.NewTicker(trimEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+			ctx, cancel := opCtx(g.ctx)
+			n, err := g.runs.Trim(ctx)
+			cancel()
+			if err != nil && g.ctx.Err() == nil {
+				g.log.Warn("gateway: trim finished runs", "err", err)
+			} else if n > 0 {
+				g.log.Debug("gateway: trimmed finished runs", "purged", n)
+			}
+		}
 	}
 }
 

@@ -419,8 +419,8 @@ func TestRedeliveredRunningRunSkipsAppendedParts(t *testing.T) {
 func waitQueueDrained(t *testing.T, g *Gateway) {
 	t.Helper()
 	waitFor(t, "queue drained", func() bool {
-		info, err := g.Runs().Stream().Info(context.Background())
-		return err == nil && info.State.Msgs == 0
+		n, err := g.Runs().Unfinished(context.Background())
+		return err == nil && n == 0
 	})
 }
 

@@ -237,7 +237,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		}
 		// an idempotent repeat: never a second run. If the first call
 		// recorded the run but its publish may not have landed, publish
-		// again inside the dedupe window, where the work queue drops a
+		// again inside the dedupe window, where SB_RUNS drops a
 		// duplicate by message id.
 		first, _, gerr := d.Runs.Get(ctx, runID)
 		if gerr != nil {

@@ -222,13 +222,13 @@ func TestGatewayKill(t *testing.T) {
 	}
 	t.Logf("all %d sends completed %v after the kill (%v in all); %d transport retries", gatewayKillSends, time.Since(killedAt).Round(time.Millisecond), time.Since(start0).Round(time.Millisecond), retried.Load())
 
-	// The work queue drains: every run message was acked, so nothing can be
+	// The queue drains: every run message was acked, so nothing can be
 	// redelivered (and executed again) after the checks below.
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	waitFor(t, func() bool {
-		info, err := d.Runs.Stream().Info(ctx)
-		return err == nil && info.State.Msgs == 0
+		n, err := d.Runs.Unfinished(ctx)
+		return err == nil && n == 0
 	})
 	survivor := gws[gatewayKillSurvivor]
 	select {

@@ -135,13 +135,24 @@ type Runs struct {
 // recognised by the work queue itself; the run record catches it after.
 const RunsDedupeWindow = 10 * time.Minute
 
-// OpenRuns creates the SB_RUNS work queue and the runs bucket if absent.
+// OpenRuns creates the SB_RUNS stream and the runs bucket if absent.
+//
+// SB_RUNS works as a work queue — one durable consumer shared by every
+// gateway, each run delivered to one of them, redelivered until acked —
+// but with limits retention: acked runs are purged in bulk below the
+// consumer's ack floor (Trim), not one by one on each ack. A work-queue
+// stream removes each message as it is acked, and when the queue is
+// drained (a run at a time) every ack empties the stream's last block, so
+// the server writes a tombstone and a new block file per run: measured at
+// about a sixth of a sequential send's CPU. Unacked runs never expire. An
+// SB_RUNS created by an earlier version as a work-queue stream keeps
+// working as one (Trim then finds nothing to purge).
 func OpenRuns(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (*Runs, error) {
 	st, err := bus.EnsureStream(ctx, js, jetstream.StreamConfig{
 		Name:        names.RunsStream(),
 		Description: "sessionbus run requests; gateways pull, ack when the run is recorded finished",
 		Subjects:    []string{names.Runs(">")},
-		Retention:   jetstream.WorkQueuePolicy,
+		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 		Duplicates:  RunsDedupeWindow,
@@ -162,7 +173,56 @@ func OpenRuns(ctx context.Context, js jetstream.JetStream, names bus.Names, repl
 	return &Runs{js: js, names: names, stream: st, records: kv}, nil
 }
 
-// Stream is the work-queue stream.
+// Unfinished is the number of queued runs the gateways have not acked:
+// waiting for a gateway or running. Before any gateway started, it is
+// every run in the stream.
+func (r *Runs) Unfinished(ctx context.Context) (uint64, error) {
+	c, err := r.stream.Consumer(ctx, GatewaysConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		info, err := r.stream.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return info.State.Msgs, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	info := c.CachedInfo()
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// Trim purges the runs every gateway is done with: those at or below the
+// shared consumer's ack floor. Any gateway may call it at any time;
+// concurrent calls purge the same prefix. It returns the messages purged.
+func (r *Runs) Trim(ctx context.Context) (uint64, error) {
+	c, err := r.stream.Consumer(ctx, GatewaysConsumer)
+	if err != nil {
+		return 0, fmt.Errorf("trim runs: %w", err)
+	}
+	floor := c.CachedInfo().AckFloor.Stream
+	if floor == 0 {
+		return 0, nil
+	}
+	info, err := r.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("trim runs: %w", err)
+	}
+	if info.State.Msgs == 0 || info.State.FirstSeq > floor {
+		return 0, nil
+	}
+	before := info.State.Msgs
+	if err := r.stream.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
+		return 0, fmt.Errorf("trim runs below %d: %w", floor+1, err)
+	}
+	after, err := r.stream.Info(ctx)
+	if err != nil {
+		return 0, nil
+	}
+	return before - min(before, after.State.Msgs), nil
+}
+
+// Stream is the run-request stream.
 func (r *Runs) Stream() jetstream.Stream { return r.stream }
 
 // Records is the runs bucket.

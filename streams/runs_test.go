@@ -141,3 +141,57 @@ func TestWatchBeforeRecord(t *testing.T) {
 		t.Fatalf("unrecorded run: %+v %v", rec, err)
 	}
 }
+
+// Acked runs are purged below the shared consumer's ack floor; a run acked
+// out of order above an unacked one stays until the floor passes it, and
+// unacked runs are never purged.
+func TestTrimBelowAckFloor(t *testing.T) {
+	r, _ := openRuns(t)
+	for i := range 4 {
+		id := "t" + string(rune('0'+i))
+		if err := r.Publish(ctx(t), &RunRequest{RunID: id, SessionKey: "agent:main:main", AgentID: "main", ChainID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := r.Unfinished(ctx(t)); err != nil || n != 4 {
+		t.Fatalf("unfinished before any consumer: %d %v", n, err)
+	}
+	cons, err := r.Stream().CreateOrUpdateConsumer(ctx(t), jetstream.ConsumerConfig{Durable: GatewaysConsumer, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(4, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != 4 {
+		t.Fatalf("fetched %d", len(msgs))
+	}
+	for _, i := range []int{0, 1, 3} { // run 2 is still running
+		if err := msgs[i].DoubleAck(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := r.Unfinished(ctx(t)); err != nil || n != 1 {
+		t.Fatalf("unfinished: %d %v", n, err)
+	}
+	if n, err := r.Trim(ctx(t)); err != nil || n != 2 {
+		t.Fatalf("trim purged %d %v, want 2", n, err)
+	}
+	if n := queued(t, r); n != 2 {
+		t.Fatalf("%d left, want 2 (the running one and the one acked after it)", n)
+	}
+	if err := msgs[2].DoubleAck(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Trim(ctx(t)); err != nil || n != 2 {
+		t.Fatalf("second trim purged %d %v, want 2", n, err)
+	}
+	if n, err := r.Trim(ctx(t)); err != nil || n != 0 {
+		t.Fatalf("idle trim purged %d %v", n, err)
+	}
+}
