@@ -24,6 +24,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(execAgentEnv) == "1" {
+		os.Exit(execAgentMain())
+	}
 	dir, err := os.MkdirTemp("", "sessionbus-integration-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
