@@ -143,8 +143,8 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	if e.token, err = e.op.Mint(bus.Caller{SessionKey: requesterKey}, 24*time.Hour); err != nil {
 		return nil, err
 	}
-	// The worker has its own connection, as a separate process would.
-	if e.workerNC, err = nats.Connect(e.srv.URL(), nats.Name("bench worker")); err != nil {
+	// The worker has its own connection.
+	if e.workerNC, err = e.connectInternal("bench worker"); err != nil {
 		return nil, err
 	}
 	wlog := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -230,3 +230,12 @@ func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 func f64(v float64) *float64 { return &v }
+
+// connectInternal connects a worker or gateway: in-process, as `serve`
+// runs them, or over TCP loopback with Options.TCP.
+func (e *env) connectInternal(name string) (*nats.Conn, error) {
+	if e.o.TCP {
+		return nats.Connect(e.srv.URL(), nats.Name(name))
+	}
+	return e.srv.Connect(name)
+}

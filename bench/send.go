@@ -98,7 +98,7 @@ func (e *env) gateways(ctx context.Context, n, delayMs, executors int) (stop fun
 	defer cancel()
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("bench-gw%d", i+1)
-		nc, err := nats.Connect(e.srv.URL(), nats.Name("bench "+id))
+		nc, err := e.connectInternal("bench " + id)
 		if err != nil {
 			stop()
 			return nil, err

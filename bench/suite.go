@@ -34,6 +34,10 @@ type Options struct {
 	// Log receives progress lines (loads, each benchmark as it runs) and
 	// worker warnings. Nil discards them.
 	Log io.Writer
+	// TCP connects the worker and the gateways over TCP loopback, as
+	// separate processes would; by default they connect in-process, as
+	// `serve` runs them. The client (and so every baseline) always uses TCP.
+	TCP bool
 }
 
 // Result is one benchmark's figures. Field names are the public JSON contract.
@@ -70,12 +74,15 @@ type Load struct {
 
 // Report is the whole run: what `--json` prints.
 type Report struct {
-	Go         string   `json:"go"`
-	CPUs       int      `json:"cpus"`
-	NATSServer string   `json:"nats_server"`
-	Quick      bool     `json:"quick,omitempty"`
-	Results    []Result `json:"results"`
-	Loads      []Load   `json:"loads,omitempty"`
+	Go         string `json:"go"`
+	CPUs       int    `json:"cpus"`
+	NATSServer string `json:"nats_server"`
+	Quick      bool   `json:"quick,omitempty"`
+	// Internal is how the worker and gateways connect: "in-process" (as
+	// serve runs them) or "tcp" (as separate processes).
+	Internal string   `json:"internal_connections"`
+	Results  []Result `json:"results"`
+	Loads    []Load   `json:"loads,omitempty"`
 }
 
 // spec is one registered benchmark.
@@ -173,7 +180,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer e.close()
-	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick}
+	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick, Internal: "in-process"}
+	if o.TCP {
+		rep.Internal = "tcp"
+	}
 	e.logf("sessionbus bench: %s, %d cpus, GOMAXPROCS %d, nats-server %s, sync %s, data in %s",
 		rep.Go, rep.CPUs, runtime.GOMAXPROCS(0), rep.NATSServer, e.sync, e.dir)
 	for _, s := range specs {
@@ -277,7 +287,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Quick {
 		mode = " (--quick: reduced data sets)"
 	}
-	fmt.Fprintf(w, "sessionbus bench: %s, %d cpus, nats-server %s%s\n\n", r.Go, r.CPUs, r.NATSServer, mode)
+	fmt.Fprintf(w, "sessionbus bench: %s, %d cpus, nats-server %s, worker and gateways %s, client tcp%s\n\n", r.Go, r.CPUs, r.NATSServer, r.Internal, mode)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "name\tops\tp50\tp99\tops/s\tbaseline\tratio\textra\tsync")
 	for _, res := range r.Results {

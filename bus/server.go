@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // ServerOptions configure the embedded nats-server that `serve` runs.
@@ -93,6 +94,15 @@ func StartServer(opts ServerOptions) (*Server, error) {
 
 // URL is the client URL (nats://host:port).
 func (s *Server) URL() string { return s.NS.ClientURL() }
+
+// Connect opens a client connection to this server from inside the
+// process, with no TCP socket in between: what `serve` gives its own worker
+// and gateway (a send costs about a quarter less CPU than over loopback).
+// The connection still reports the server's TCP URL as its ConnectedUrl,
+// which is the address handed to processes a gateway starts.
+func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	return nats.Connect(s.URL(), append([]nats.Option{nats.Name(name), nats.InProcessServer(s.NS)}, opts...)...)
+}
 
 // Shutdown stops the server and releases the data-dir lock.
 func (s *Server) Shutdown() {

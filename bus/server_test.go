@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
 )
@@ -50,4 +53,39 @@ func TestServerStartErrors(t *testing.T) {
 		t.Fatalf("restart on the same dir: %v", err)
 	}
 	s2.Shutdown()
+}
+
+// An in-process connection works like a TCP one and reports the server's
+// TCP URL (what a gateway hands to the exec agents it starts).
+func TestServerConnectInProcess(t *testing.T) {
+	s, err := bus.StartServer(bus.ServerOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	nc, err := s.Connect("in-process test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if nc.ConnectedUrl() != s.URL() {
+		t.Fatalf("connected url %q, want %q", nc.ConnectedUrl(), s.URL())
+	}
+	sub, err := nc.Subscribe("in.process", func(m *nats.Msg) { _ = m.Respond(append([]byte("re: "), m.Data...)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	tcp, err := nats.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	res, err := tcp.Request("in.process", []byte("hi"), 10*time.Second)
+	if err != nil || string(res.Data) != "re: hi" {
+		t.Fatalf("request over tcp to an in-process responder: %v %v", res, err)
+	}
+	if n := s.NS.NumClients(); n != 2 {
+		t.Fatalf("%d clients, want 2", n)
+	}
 }

@@ -19,6 +19,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	quick := fs.Bool("quick", false, "scale every data set and iteration count down (smoke test)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	tcp := fs.Bool("tcp", false, "connect the worker and gateways over TCP loopback, as separate processes would (default: in-process, as serve runs them)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -35,7 +36,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 2
 	}
-	opts := bench.Options{Only: names, Quick: *quick, Log: stderr}
+	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp}
 	if *quiet {
 		opts.Log = nil
 	}

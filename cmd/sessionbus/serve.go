@@ -49,7 +49,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	nc, err := connect(srv.URL(), "sessionbus serve")
+	nc, err := srv.Connect("sessionbus serve", nats.MaxReconnects(-1))
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
