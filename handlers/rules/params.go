@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Params are a tool call's decoded JSON parameters. Numbers are json.Number
@@ -240,6 +241,19 @@ var (
 // (sessionKey → session_key, HTTPServer → http_server), so both spellings
 // reach the same reader.
 func SnakeCase(name string) string {
+	if v, ok := snakeCache.Load(name); ok {
+		return v.(string)
+	}
+	s := snakeCase(name)
+	snakeCache.Store(name, s)
+	return s
+}
+
+// snakeCache holds the aliases of the parameter names tools read: a fixed
+// set of literals, derived once instead of by two regexp passes per lookup.
+var snakeCache sync.Map
+
+func snakeCase(name string) string {
 	s := snakeAcronymRe.ReplaceAllString(name, "${1}_${2}")
 	s = snakeWordRe.ReplaceAllString(s, "${1}_${2}")
 	return strings.ToLower(s)
