@@ -34,8 +34,12 @@ const (
 
 // Options tune a gateway; zero values take the defaults.
 type Options struct {
-	Concurrency int           // concurrent executors (default 32)
-	AckWait     time.Duration // consumer AckWait when the consumer is created (default 30 s)
+	Concurrency int // concurrent executors (default 32)
+	// AckWait of the shared consumer when this replica creates it (default
+	// 30 s): how long a run whose gateway died waits before another
+	// replica takes it. A replica that finds the consumer made keeps its
+	// AckWait, and paces its heartbeats and lane expiry by it.
+	AckWait time.Duration
 }
 
 // Gateway is one running gateway replica.
@@ -161,24 +165,32 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	}); err != nil {
 		return fail(err)
 	}
-	cons, err := g.runs.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       streams.GatewaysConsumer,
-		Description:   "sessionbus gateways share this consumer",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       o.AckWait,
-		MaxAckPending: max(1024, 8*o.Concurrency),
-		MaxDeliver:    -1,
-	})
-	if err != nil && errors.Is(err, jetstream.ErrConsumerExists) {
-		cons, err = g.runs.Stream().Consumer(ctx, streams.GatewaysConsumer)
+	// The first replica creates the shared consumer; the others bind to it
+	// as it is, never rewriting its AckWait under replicas whose heartbeats
+	// are paced by it.
+	cons, err := g.runs.Stream().Consumer(ctx, streams.GatewaysConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = g.runs.Stream().CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       streams.GatewaysConsumer,
+			Description:   "sessionbus gateways share this consumer",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       o.AckWait,
+			MaxAckPending: max(1024, 8*o.Concurrency),
+			MaxDeliver:    -1,
+		})
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = g.runs.Stream().Consumer(ctx, streams.GatewaysConsumer) // created meanwhile
+		}
 	}
 	if err != nil {
-		// Another replica may have created it with other settings: bind.
-		c2, err2 := g.runs.Stream().Consumer(ctx, streams.GatewaysConsumer)
-		if err2 != nil {
-			return fail(fmt.Errorf("gateway consumer: %w", err))
+		return fail(fmt.Errorf("gateway consumer %s: %w", streams.GatewaysConsumer, err))
+	}
+	if aw := cons.CachedInfo().Config.AckWait; aw > 0 {
+		if aw != o.AckWait && o.AckWait != DefaultAckWait {
+			g.log.Warn("gateway: the shared consumer keeps its ack wait; pacing heartbeats by it",
+				"consumer", streams.GatewaysConsumer, "ackWait", aw, "asked", o.AckWait)
 		}
-		cons = c2
+		g.ackWait, g.heartbeat = aw, aw/3
 	}
 	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
 	if err != nil {

@@ -825,3 +825,22 @@ func TestStaleMemoryOfSessionAfterOutsideWrites(t *testing.T) {
 		t.Fatalf("count %d %v", n, err)
 	}
 }
+
+// The first replica creates the shared consumer with its AckWait; a later
+// one with another AckWait binds to it as it is and paces its heartbeats
+// by the consumer's, so it never shortens the wait under the first one.
+func TestLaterReplicaKeepsConsumerAckWait(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{AckWait: 2 * time.Second})
+	g2 := e.gateway("gw2", Options{AckWait: 45 * time.Second})
+	if g2.ackWait != 2*time.Second || g2.heartbeat != 2*time.Second/3 {
+		t.Fatalf("gw2 ack wait %v heartbeat %v, want the consumer's 2s", g2.ackWait, g2.heartbeat)
+	}
+	cons, err := g2.Runs().Stream().Consumer(context.Background(), streams.GatewaysConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aw := cons.CachedInfo().Config.AckWait; aw != 2*time.Second {
+		t.Fatalf("consumer ack wait %v, want 2s", aw)
+	}
+}

@@ -35,8 +35,14 @@ func TestCLIContract(t *testing.T) {
 	creds := filepath.Join(data, "operator.creds")
 	common := []string{"--server", url}
 
+	// gateway: an ack wait too short to heartbeat is refused before it connects
+	_, errOut, code := run(t, "", sb, "gateway", "--server", url, "--ack-wait", "200ms")
+	if code != 2 || !strings.Contains(errOut, "--ack-wait 200ms is too short: use 1s or more") {
+		t.Fatalf("gateway --ack-wait 200ms: code %d stderr %s", code, errOut)
+	}
+
 	// import: a bad line writes nothing
-	_, errOut, code := run(t, "{\"role\":\"user\",\"content\":\"ok\"}\nnot json\n", sb, append([]string{"import"}, append(common, "agent:main:main")...)...)
+	_, errOut, code = run(t, "{\"role\":\"user\",\"content\":\"ok\"}\nnot json\n", sb, append([]string{"import"}, append(common, "agent:main:main")...)...)
 	if code != 1 || !strings.Contains(errOut, `line 2 is not a JSON object`) || !strings.Contains(errOut, `"code":400`) {
 		t.Fatalf("bad import: code %d stderr %s", code, errOut)
 	}

@@ -45,6 +45,7 @@ const (
 	gatewayKillAfter    = 100 // completed sends before the kill
 	gatewayKillVictim   = "gw-a"
 	gatewayKillSurvivor = "gw-b"
+	gatewayKillAckWait  = "5s"
 )
 
 // TestGatewayKill SIGKILLs one of two gateway processes while 500
@@ -52,9 +53,8 @@ const (
 // started twice or executed twice to completion, and no transcript entry is
 // doubled.
 //
-// The gateway CLI uses the default AckWait (30 s): the runs caught on the
-// dead gateway are redelivered to the survivor after it, so the test takes
-// a little over 30 s.
+// The gateways run with --ack-wait 5s: the runs caught on the dead gateway
+// are redelivered to the survivor after that.
 func TestGatewayKill(t *testing.T) {
 	start0 := time.Now()
 	s := bustest.Server(t)
@@ -110,7 +110,7 @@ func TestGatewayKill(t *testing.T) {
 
 	gws := map[string]*proc{}
 	for _, id := range []string{gatewayKillVictim, gatewayKillSurvivor} {
-		p := start(t, "gateway", "--server", s.URL(), "--id", id, "--creds", creds, "--config", cfgPath, "--log-level", "warn")
+		p := start(t, "gateway", "--server", s.URL(), "--id", id, "--creds", creds, "--config", cfgPath, "--log-level", "warn", "--ack-wait", gatewayKillAckWait)
 		p.waitLine(t, "ready "+id)
 		gws[id] = p
 	}

@@ -21,8 +21,13 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	creds := fs.String("creds", defaultCreds(), "operator credentials (the gateway mints run tokens with them)")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
 	concurrency := fs.Int("concurrency", gateway.DefaultConcurrency, "concurrent runs")
+	ackWait := fs.Duration("ack-wait", gateway.DefaultAckWait, "how long a run whose gateway died waits before another replica takes it (applies when the first gateway creates the shared consumer)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *ackWait < time.Second {
+		_ = failLine(stderr, "gateway", fmt.Errorf("--ack-wait %v is too short: use 1s or more (a heartbeat every third of it keeps a long run)", *ackWait))
 		return 2
 	}
 	log, cfg, err := commandSetup("gateway", *cfgPath, *logLevel, stderr)
@@ -41,7 +46,7 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	g, err := gateway.StartWithOptions(ctx, nc, cfg, op, *id, log, gateway.Options{Concurrency: *concurrency})
+	g, err := gateway.StartWithOptions(ctx, nc, cfg, op, *id, log, gateway.Options{Concurrency: *concurrency, AckWait: *ackWait})
 	cancel()
 	if err != nil {
 		_ = failLine(stderr, "gateway", err)
