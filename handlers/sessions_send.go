@@ -205,7 +205,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 			RequesterChannel:  reqChannel,
 			TargetDisplayKey:  res.displayKey,
 			OriginalMessage:   sp.message,
-			MaxPingPongTurns:  min(max(d.Config.Session.AgentToAgent.MaxPingPongTurns, 0), config.MaxPingPongTurnsLimit),
+			MaxPingPongTurns:  pingPongTurns(d.Config, r.key),
 			AnnounceTimeoutMs: announceMs,
 		}
 	}
@@ -294,6 +294,17 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	default: // error, killed
 		return &sendResult{RunID: runID, Status: "error", Error: firstNonEmpty(last.Error, errSendAgentError), SessionKey: res.displayKey, SentBeforeError: true}, nil
 	}
+}
+
+// pingPongTurns is session.agentToAgent.maxPingPongTurns clamped to its
+// range, and 0 for a cron requester: a cron job's session has no one to
+// answer a reply step (reference §4.4 [B], "isolated cron requesters force
+// 0"), so its sends go straight to the announce step.
+func pingPongTurns(cfg *config.Config, requesterKey string) int {
+	if rules.IsCronKey(requesterKey) {
+		return 0
+	}
+	return min(max(cfg.Session.AgentToAgent.MaxPingPongTurns, 0), config.MaxPingPongTurnsLimit)
 }
 
 // resolveSendTarget is steps 6-8 of §4.1: reference resolution, sandbox

@@ -323,6 +323,26 @@ func TestSendProvenanceAndRequest(t *testing.T) {
 	}
 }
 
+// A cron job's session sends with ping-pong off (reference §4.4 [B]); the
+// announce step still runs.
+func TestSendFromCronRequesterHasNoPingPong(t *testing.T) {
+	s := sendStack(t, func(c *config.Config) { c.Session.AgentToAgent.MaxPingPongTurns = 3 })
+	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
+	ex := startExec(t, s)
+	for key, want := range map[string]int{
+		"agent:main:cron:nightly":         0,
+		"agent:main:cron:nightly:run:r42": 0,
+		mainKey:                           3,
+	} {
+		s.Import(handlers.ImportOptions{SessionKey: key}, `{"role":"user","content":"x"}`)
+		res := s.MustCall(key, "sessions_send", `{"sessionKey":"agent:main:peer","message":"report","timeoutSeconds":0}`)
+		req := ex.req(t, res["runId"].(string))
+		if req.A2A == nil || req.A2A.MaxPingPongTurns != want {
+			t.Errorf("requester %s: a2a %+v, want %d ping-pong turns", key, req.A2A, want)
+		}
+	}
+}
+
 func TestSendToOwnChildSkipsA2A(t *testing.T) {
 	s := handlerstest.Start(t, nil) // tree: children are visible
 	ex := startExec(t, s)
