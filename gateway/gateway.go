@@ -165,23 +165,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	}); err != nil {
 		return fail(err)
 	}
-	// The first replica creates the shared consumer; the others bind to it
-	// as it is, never rewriting its AckWait under replicas whose heartbeats
-	// are paced by it.
-	cons, err := g.runs.Stream().Consumer(ctx, streams.GatewaysConsumer)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cons, err = g.runs.Stream().CreateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:       streams.GatewaysConsumer,
-			Description:   "sessionbus gateways share this consumer",
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       o.AckWait,
-			MaxAckPending: max(1024, 8*o.Concurrency),
-			MaxDeliver:    -1,
-		})
-		if errors.Is(err, jetstream.ErrConsumerExists) {
-			cons, err = g.runs.Stream().Consumer(ctx, streams.GatewaysConsumer) // created meanwhile
-		}
-	}
+	cons, err := g.bindConsumer(ctx, o)
 	if err != nil {
 		return fail(fmt.Errorf("gateway consumer %s: %w", streams.GatewaysConsumer, err))
 	}
@@ -203,6 +187,40 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	go g.trimLoop()
 	g.log.Debug("gateway started", "concurrency", o.Concurrency)
 	return g, nil
+}
+
+// bindConsumer binds to the consumer every replica shares, creating it
+// with o's AckWait if it is missing. An existing one keeps its AckWait:
+// rewriting it would shorten the wait under replicas whose heartbeats are
+// paced by the old one. Only its MaxAckPending is raised, to what this
+// replica's concurrency needs.
+func (g *Gateway) bindConsumer(ctx context.Context, o Options) (jetstream.Consumer, error) {
+	st := g.runs.Stream()
+	pending := max(1024, 8*o.Concurrency)
+	cons, err := st.Consumer(ctx, streams.GatewaysConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = st.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       streams.GatewaysConsumer,
+			Description:   "sessionbus gateways share this consumer",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       o.AckWait,
+			MaxAckPending: pending,
+			MaxDeliver:    -1,
+		})
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = st.Consumer(ctx, streams.GatewaysConsumer) // created meanwhile
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg := cons.CachedInfo().Config; cfg.MaxAckPending > 0 && cfg.MaxAckPending < pending {
+		cfg.MaxAckPending = pending
+		if cons, err = st.UpdateConsumer(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("raise max ack pending to %d: %w", pending, err)
+		}
+	}
+	return cons, nil
 }
 
 // DeliverStream is the stream capturing <prefix>.deliver.>.

@@ -828,11 +828,12 @@ func TestStaleMemoryOfSessionAfterOutsideWrites(t *testing.T) {
 
 // The first replica creates the shared consumer with its AckWait; a later
 // one with another AckWait binds to it as it is and paces its heartbeats
-// by the consumer's, so it never shortens the wait under the first one.
+// by the consumer's, so it never shortens the wait under the first one. It
+// only raises MaxAckPending for its own concurrency.
 func TestLaterReplicaKeepsConsumerAckWait(t *testing.T) {
 	e := newEnv(t)
 	e.gateway("gw1", Options{AckWait: 2 * time.Second})
-	g2 := e.gateway("gw2", Options{AckWait: 45 * time.Second})
+	g2 := e.gateway("gw2", Options{AckWait: 45 * time.Second, Concurrency: 256})
 	if g2.ackWait != 2*time.Second || g2.heartbeat != 2*time.Second/3 {
 		t.Fatalf("gw2 ack wait %v heartbeat %v, want the consumer's 2s", g2.ackWait, g2.heartbeat)
 	}
@@ -840,7 +841,7 @@ func TestLaterReplicaKeepsConsumerAckWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if aw := cons.CachedInfo().Config.AckWait; aw != 2*time.Second {
-		t.Fatalf("consumer ack wait %v, want 2s", aw)
+	if c := cons.CachedInfo().Config; c.AckWait != 2*time.Second || c.MaxAckPending != 8*256 {
+		t.Fatalf("consumer ack wait %v max ack pending %d, want 2s and 2048 (raised for gw2)", c.AckWait, c.MaxAckPending)
 	}
 }
