@@ -335,7 +335,7 @@ func TestSendFromCronRequesterHasNoPingPong(t *testing.T) {
 		mainKey:                           3,
 	} {
 		s.Import(handlers.ImportOptions{SessionKey: key}, `{"role":"user","content":"x"}`)
-		res := s.MustCall(key, "sessions_send", `{"sessionKey":"agent:main:peer","message":"report","timeoutSeconds":0}`)
+		res := s.MustCall(key, "sessions_send", `{"sessionKey":"agent:main:peer","message":"report","timeoutSeconds":10}`)
 		req := ex.req(t, res["runId"].(string))
 		if req.A2A == nil || req.A2A.MaxPingPongTurns != want {
 			t.Errorf("requester %s: a2a %+v, want %d ping-pong turns", key, req.A2A, want)
