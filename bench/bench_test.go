@@ -51,7 +51,7 @@ func TestQuickSuiteJSON(t *testing.T) {
 	}
 	for _, s := range registry {
 		r := byName[s.name]
-		for _, k := range []string{"ops", "p50_ns", "p99_ns", "ops_per_sec"} {
+		for _, k := range []string{"ops", "p50_ns", "p99_ns", "ops_per_sec", "cpu_us_per_op"} {
 			if v, ok := r[k].(float64); !ok || v <= 0 {
 				t.Errorf("%s: %s = %v, want a positive number", s.name, k, r[k])
 			}

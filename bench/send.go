@@ -301,7 +301,9 @@ func measureConcurrent(ctx context.Context, workers int, p plan, mk func(worker 
 	for w := range samples {
 		samples[w] = make([]time.Duration, per)
 	}
+	cpu0 := processCPU()
 	wall, err := run(per, samples)
+	cpu := processCPU() - cpu0
 	if err != nil {
 		return Result{}, err
 	}
@@ -315,5 +317,6 @@ func measureConcurrent(ctx context.Context, workers int, p plan, mk func(worker 
 		P50:       int64(percentile(all, 0.50)),
 		P99:       int64(percentile(all, 0.99)),
 		OpsPerSec: round(float64(len(all))/wall.Seconds(), 1),
+		CPUPerOp:  cpuPerOp(cpu, len(all)),
 	}, nil
 }

@@ -63,6 +63,10 @@ type Result struct {
 	IndexStartMs    *float64 `json:"index_start_ms,omitempty"`    // list_*: time that kv.Index took to load every session
 	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
 	ThroughputVs1gw *float64 `json:"throughput_vs_1gw,omitempty"` // send_throughput_2gw*: ops_per_sec / the 1-gateway variant's (same delay, same run)
+	// CPUPerOp is the process's CPU time (user and system: server, worker,
+	// gateways and client together) over the timed operations, per
+	// operation, in µs. Omitted where the platform has no getrusage.
+	CPUPerOp *float64 `json:"cpu_us_per_op,omitempty"`
 }
 
 // Load is one shared data load, timed.
@@ -101,6 +105,7 @@ var registry = []spec{
 	{name: "raw_js_publish", isBase: true, run: runRawJSPublish},
 	{name: "raw_kv_get", isBase: true, run: runRawKVGet},
 	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
+	{name: "raw_send_chain", baseline: "raw_js_publish", run: runRawSendChain},
 	{name: "send_throughput_1gw", baseline: "send_wait", run: runSendThroughput1gw},
 	{name: "send_throughput_2gw", baseline: "send_wait", run: runSendThroughput2gw},
 	{name: "send_throughput_1gw_delay20", baseline: "send_wait", run: runSendThroughput1gwDelay20},
@@ -236,6 +241,7 @@ func measure(ctx context.Context, p plan, op func() error) (Result, error) {
 	}
 	runtime.GC()
 	samples := make([]time.Duration, p.ops)
+	cpu0 := processCPU()
 	start := time.Now()
 	for i := range samples {
 		if i%256 == 0 && ctx.Err() != nil {
@@ -248,13 +254,23 @@ func measure(ctx context.Context, p plan, op func() error) (Result, error) {
 		samples[i] = time.Since(t0)
 	}
 	wall := time.Since(start)
+	cpu := processCPU() - cpu0
 	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
 	return Result{
 		Ops:       p.ops,
 		P50:       int64(percentile(samples, 0.50)),
 		P99:       int64(percentile(samples, 0.99)),
 		OpsPerSec: round(float64(p.ops)/wall.Seconds(), 1),
+		CPUPerOp:  cpuPerOp(cpu, p.ops),
 	}, nil
+}
+
+// cpuPerOp is cpu spread over ops, in µs; nil where CPU is not measured.
+func cpuPerOp(cpu time.Duration, ops int) *float64 {
+	if cpu <= 0 || ops <= 0 {
+		return nil
+	}
+	return f64(round(float64(cpu)/float64(time.Microsecond)/float64(ops), 1))
 }
 
 // percentile is the nearest-rank percentile of sorted samples.
@@ -315,6 +331,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if res.ReplyBytes > 0 {
 			extra = append(extra, fmt.Sprintf("reply %s", fmtBytes(res.ReplyBytes)))
+		}
+		if res.CPUPerOp != nil {
+			extra = append(extra, fmt.Sprintf("cpu %.0fµs/op", *res.CPUPerOp))
 		}
 		ex := strings.Join(extra, ", ")
 		if ex == "" {

@@ -1,0 +1,334 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// raw_send_chain: the NATS traffic of one send_wait call, made by bare
+// nats.go clients with none of sessionbus's code: the floor under
+// send_wait on this machine. A responder (the worker, on an in-process
+// connection) queues a run on a stream and waits for its outcome on a KV
+// watch; a puller (the gateway, on another in-process connection) does
+// what a gateway does per run, in the same four waves: take the lane (a
+// compare-and-set); record running and append the prompt; append the
+// reply; record the outcome, move the index, touch the session and free
+// the lane; then acks. A second watch on the sessions bucket stands for
+// the worker's session index. Bodies have the sizes of the real ones.
+//
+// What send_wait costs above this row is sessionbus's own work: parsing,
+// policy, JSON, the sanitizer, goroutine hand-offs.
+
+const (
+	chainPrefix  = "bench_chain_"
+	chainRunsSub = "bench.chain.runs"
+	chainTrSub   = "bench.chain.tr.s"
+	chainReqSub  = "bench.chain.req"
+	chainKey     = "s"
+	// chainCallTimeout bounds one call: a failed run is never retried
+	// (nothing here redelivers), so it surfaces as this timeout.
+	chainCallTimeout = 10 * time.Second
+)
+
+func runRawSendChain(ctx context.Context, e *env) (Result, error) {
+	cctx, cancel := opCtx(ctx)
+	defer cancel()
+	c, err := newChain(cctx, e)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.close(context.WithoutCancel(ctx))
+	var n atomic.Int64
+	r, err := measure(ctx, e.sz.send, func() error {
+		id := strconv.FormatInt(n.Add(1), 10)
+		rctx, rcancel := context.WithTimeout(cctx, chainCallTimeout)
+		defer rcancel()
+		m, err := e.nc.RequestWithContext(rctx, chainReqSub, []byte(id))
+		if err != nil {
+			if gerr := c.gatewayErr(); gerr != nil {
+				return fmt.Errorf("run %s: %w (gateway: %v)", id, err, gerr)
+			}
+			return fmt.Errorf("run %s: %w", id, err)
+		}
+		if string(m.Data) != "ok "+id {
+			return fmt.Errorf("chain reply %q for run %s", m.Data, id)
+		}
+		return nil
+	})
+	r.Dataset = "raw nats.go: request, stream publish, pull delivery, 4 waves of 9 KV/stream writes, KV watch, reply"
+	return r, err
+}
+
+// chain is the storage and the two parties of raw_send_chain.
+type chain struct {
+	wnc, gnc *nats.Conn
+	js       jetstream.JetStream
+	stop     []func()
+	streams  []string
+	gwErr    atomic.Pointer[error]
+}
+
+func (c *chain) gatewayErr() error {
+	if p := c.gwErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+type chainKV struct {
+	lanes, runs, sessions, index jetstream.KeyValue
+}
+
+func newChain(ctx context.Context, e *env) (c *chain, err error) {
+	c = &chain{js: e.js}
+	defer func() {
+		if err != nil {
+			c.close(context.WithoutCancel(ctx))
+		}
+	}()
+	for _, cfg := range []jetstream.StreamConfig{
+		{Name: "BENCH_CHAIN_RUNS", Subjects: []string{chainRunsSub}, Storage: jetstream.FileStorage},
+		{Name: "BENCH_CHAIN_TR", Subjects: []string{chainTrSub}, Storage: jetstream.FileStorage},
+	} {
+		if _, err := e.js.CreateStream(ctx, cfg); err != nil {
+			return nil, err
+		}
+		c.streams = append(c.streams, cfg.Name)
+	}
+	for _, b := range []string{"lanes", "runs", "sessions", "index"} {
+		if _, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: chainPrefix + b, History: 1, Storage: jetstream.FileStorage}); err != nil {
+			return nil, err
+		}
+		c.streams = append(c.streams, "KV_"+chainPrefix+b)
+	}
+	if c.wnc, err = e.connectInternal("bench chain worker"); err != nil {
+		return nil, err
+	}
+	if c.gnc, err = e.connectInternal("bench chain gateway"); err != nil {
+		return nil, err
+	}
+	if err := c.startWorker(ctx); err != nil {
+		return nil, err
+	}
+	return c, c.startGateway(ctx)
+}
+
+func openChainKV(ctx context.Context, js jetstream.JetStream) (kv chainKV, err error) {
+	for _, b := range []struct {
+		name string
+		kv   *jetstream.KeyValue
+	}{{"lanes", &kv.lanes}, {"runs", &kv.runs}, {"sessions", &kv.sessions}, {"index", &kv.index}} {
+		if *b.kv, err = js.KeyValue(ctx, chainPrefix+b.name); err != nil {
+			return kv, err
+		}
+	}
+	return kv, nil
+}
+
+// startWorker answers each request once the run's outcome shows up on the
+// runs bucket watch.
+func (c *chain) startWorker(ctx context.Context) error {
+	js, err := jetstream.New(c.wnc)
+	if err != nil {
+		return err
+	}
+	kv, err := openChainKV(ctx, js)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.stop = append(c.stop, cancel)
+	runs, err := kv.runs.WatchAll(wctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return err
+	}
+	sessions, err := kv.sessions.WatchAll(wctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return err
+	}
+	var waiters sync.Map // run id -> chan struct{}
+	go func() {
+		for e := range runs.Updates() {
+			if e == nil || !bytes.Contains(e.Value(), []byte(`"status":"ok"`)) {
+				continue
+			}
+			if ch, ok := waiters.Load(e.Key()); ok {
+				ch.(chan struct{}) <- struct{}{}
+			}
+		}
+	}()
+	go func() {
+		for range sessions.Updates() { // the worker's session index
+		}
+	}()
+	runBody := payload(700)
+	sub, err := c.wnc.Subscribe(chainReqSub, func(m *nats.Msg) {
+		go func() {
+			id := string(m.Data)
+			ch := make(chan struct{}, 1)
+			waiters.Store(id, ch)
+			defer waiters.Delete(id)
+			msg := &nats.Msg{Subject: chainRunsSub, Header: nats.Header{}, Data: append([]byte(id+" "), runBody...)}
+			if _, err := js.PublishMsg(wctx, msg, jetstream.WithMsgID(id)); err != nil {
+				return
+			}
+			select {
+			case <-ch:
+				_ = m.Respond([]byte("ok " + id))
+			case <-wctx.Done():
+			}
+		}()
+	})
+	if err != nil {
+		return err
+	}
+	c.stop = append(c.stop, func() { _ = sub.Unsubscribe() })
+	return c.wnc.Flush()
+}
+
+// startGateway runs each queued run in sessionbus's four waves.
+func (c *chain) startGateway(ctx context.Context) error {
+	js, err := jetstream.New(c.gnc)
+	if err != nil {
+		return err
+	}
+	kv, err := openChainKV(ctx, js)
+	if err != nil {
+		return err
+	}
+	st, err := js.Stream(ctx, "BENCH_CHAIN_RUNS")
+	if err != nil {
+		return err
+	}
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "chain", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		return err
+	}
+	iter, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	c.stop = append(c.stop, iter.Stop)
+	g := &chainGateway{js: js, kv: kv, ctx: context.WithoutCancel(ctx)}
+	if g.laneRev, err = kv.lanes.Put(ctx, chainKey, []byte(`{"expiresAt":0}`)); err != nil {
+		return err
+	}
+	if g.sessRev, err = kv.sessions.Put(ctx, chainKey, payload(600)); err != nil {
+		return err
+	}
+	go func() {
+		for {
+			msg, err := iter.Next()
+			if err != nil {
+				return
+			}
+			go func() {
+				if err := g.run(msg); err != nil {
+					c.gwErr.Store(&err)
+					return
+				}
+				_ = msg.Ack()
+			}()
+		}
+	}()
+	return nil
+}
+
+type chainGateway struct {
+	// mu holds a run's writes together: the next run of the session waits
+	// for the last one's lane release, as a gateway's next run does.
+	mu               sync.Mutex
+	js               jetstream.JetStream
+	kv               chainKV
+	ctx              context.Context
+	laneRev, sessRev uint64
+	trSeq            uint64
+}
+
+var (
+	chainRunning = append([]byte(`{"status":"running",`), payload(200)...)
+	chainOutcome = append([]byte(`{"status":"ok",`), payload(250)...)
+)
+
+// run is one run's writes, wave by wave, each wave's writes in parallel.
+func (g *chainGateway) run(msg jetstream.Msg) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id, _, _ := bytes.Cut(msg.Data(), []byte(" "))
+	run := string(id)
+	ctx := g.ctx
+	rev, err := g.kv.lanes.Update(ctx, chainKey, []byte(`{"runId":"`+run+`","expiresAt":1}`), g.laneRev)
+	if err != nil {
+		return err
+	}
+	g.laneRev = rev
+	if err := wave(
+		func() error { _, err := g.kv.runs.Put(ctx, run, chainRunning); return err },
+		func() error { return g.append(ctx, payload(400)) },
+	); err != nil {
+		return err
+	}
+	if err := g.append(ctx, payload(150)); err != nil {
+		return err
+	}
+	return wave(
+		func() error { _, err := g.kv.runs.Put(ctx, run, chainOutcome); return err },
+		func() error { _, err := g.kv.index.Put(ctx, chainKey, payload(100)); return err },
+		func() error {
+			rev, err := g.kv.sessions.Update(ctx, chainKey, payload(600), g.sessRev)
+			g.sessRev = rev
+			return err
+		},
+		func() error {
+			rev, err := g.kv.lanes.Update(ctx, chainKey, []byte(`{"expiresAt":0}`), g.laneRev)
+			g.laneRev = rev
+			return err
+		},
+	)
+}
+
+// append is a transcript append: a compare-and-set on the subject's last
+// sequence.
+func (g *chainGateway) append(ctx context.Context, data []byte) error {
+	ack, err := g.js.Publish(ctx, chainTrSub, data, jetstream.WithExpectLastSequencePerSubject(g.trSeq))
+	if err != nil {
+		return err
+	}
+	g.trSeq = ack.Sequence
+	return nil
+}
+
+func wave(ops ...func() error) error {
+	errs := make([]error, len(ops))
+	var wg sync.WaitGroup
+	for i, op := range ops {
+		wg.Go(func() { errs[i] = op() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *chain) close(ctx context.Context) {
+	for i := len(c.stop) - 1; i >= 0; i-- {
+		c.stop[i]()
+	}
+	for _, nc := range []*nats.Conn{c.wnc, c.gnc} {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+	dctx, cancel := opCtx(ctx)
+	defer cancel()
+	for _, s := range c.streams {
+		_ = c.js.DeleteStream(dctx, s)
+	}
+}
