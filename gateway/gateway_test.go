@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv"
 	"github.com/sessionbus/sessionbus/streams"
@@ -77,14 +76,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sessionbus.yaml")
-	if err := os.WriteFile(path, []byte(testConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := configtest.Load(t, "", "sessionbus.yaml", testConfig)
 	op, err := bus.NewOperator()
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
-	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv"
 	"github.com/sessionbus/sessionbus/streams"
@@ -60,14 +59,7 @@ func TestGatewayKill(t *testing.T) {
 	s := bustest.Server(t)
 	nc, _ := bustest.Connect(t, s)
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "sessionbus.yaml")
-	if err := os.WriteFile(cfgPath, []byte(gatewayKillConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", gatewayKillConfig)
 	op, err := bus.NewOperator()
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/config/configtest"
 )
 
 // fakeTools records every call and answers from results (by tool name), or
@@ -39,14 +38,7 @@ func (f *fakeTools) Call(ctx context.Context, tool string, params json.RawMessag
 // viper really hands over (every nested key folded to lower case).
 func loadAgents(t *testing.T, yaml string) map[string]config.Agent {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sessionbus.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatalf("config.Load: %v", err)
-	}
+	c, _ := configtest.Load(t, "", "sessionbus.yaml", yaml)
 	out := map[string]config.Agent{}
 	for _, a := range c.Agents.List {
 		out[a.ID] = a

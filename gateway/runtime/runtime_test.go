@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/config/configtest"
 )
 
 // Every agent of DESIGN.md's sample builds, except ops, whose ./my-agent does
@@ -46,18 +46,10 @@ func TestNewRuntimeNames(t *testing.T) {
 func TestNewFromJSONConfig(t *testing.T) {
 	dir := t.TempDir()
 	writeScript(t, dir, "agent", "cat >/dev/null; printf '{\"reply\":\"%s\"}' \"$N\"\n")
-	path := filepath.Join(dir, "sessionbus.json")
-	cfg := fmt.Sprintf(`{"agents":{"list":[
+	c, _ := configtest.Load(t, dir, "sessionbus.json", fmt.Sprintf(`{"agents":{"list":[
 		{"id":"s","script":{"rules":[{"match":"^x","delayMs":1,"reply":"y"}]}},
 		{"id":"e","runtime":"exec","exec":{"command":[%q],"timeoutSeconds":5,"env":{"N":7}}}
-	]}}`, filepath.Join(dir, "agent"))
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	]}}`, filepath.Join(dir, "agent")))
 	res, err := mustNew(t, c.Agents.List[0]).Run(context.Background(), Turn{Message: "x"}, nil)
 	if err != nil || res.Reply != "y" {
 		t.Fatalf("script: %+v, %v", res, err)
