@@ -122,26 +122,26 @@ func newChain(ctx context.Context, e *env) (c *chain, err error) {
 	return c, c.startGateway(ctx)
 }
 
-func openChainKV(ctx context.Context, js jetstream.JetStream) (kv chainKV, err error) {
+// openChainKV opens the chain's buckets for one party's connection.
+func openChainKV(ctx context.Context, nc *nats.Conn) (js jetstream.JetStream, kv chainKV, err error) {
+	if js, err = jetstream.New(nc); err != nil {
+		return nil, kv, err
+	}
 	for _, b := range []struct {
 		name string
 		kv   *jetstream.KeyValue
 	}{{"lanes", &kv.lanes}, {"runs", &kv.runs}, {"sessions", &kv.sessions}, {"index", &kv.index}} {
 		if *b.kv, err = js.KeyValue(ctx, chainPrefix+b.name); err != nil {
-			return kv, err
+			return nil, kv, err
 		}
 	}
-	return kv, nil
+	return js, kv, nil
 }
 
 // startWorker answers each request once the run's outcome shows up on the
 // runs bucket watch.
 func (c *chain) startWorker(ctx context.Context) error {
-	js, err := jetstream.New(c.wnc)
-	if err != nil {
-		return err
-	}
-	kv, err := openChainKV(ctx, js)
+	js, kv, err := openChainKV(ctx, c.wnc)
 	if err != nil {
 		return err
 	}
@@ -197,11 +197,7 @@ func (c *chain) startWorker(ctx context.Context) error {
 
 // startGateway runs each queued run in sessionbus's four waves.
 func (c *chain) startGateway(ctx context.Context) error {
-	js, err := jetstream.New(c.gnc)
-	if err != nil {
-		return err
-	}
-	kv, err := openChainKV(ctx, js)
+	js, kv, err := openChainKV(ctx, c.gnc)
 	if err != nil {
 		return err
 	}
