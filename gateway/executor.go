@@ -204,7 +204,7 @@ func (r *run) startHeartbeat(ctx context.Context) {
 	hbCtx, stop := context.WithCancel(ctx)
 	r.hbStop = stop
 	r.hbWG.Go(func() {
-		t := time.NewTicker(r.g.heartbeat)
+		t := time.NewTicker(r.g.heartbeat())
 		defer t.Stop()
 		for {
 			select {

@@ -69,9 +69,8 @@ type Gateway struct {
 	echo         runtime.Runtime
 	defaultAgent string
 
-	ackWait   time.Duration
-	heartbeat time.Duration
-	conc      int
+	ackWait time.Duration // the shared consumer's, once bound
+	conc    int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -114,7 +113,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	g := &Gateway{
 		id: id, nc: nc, js: js, cfg: cfg, op: op, log: log.With("gateway", id), names: names,
 		runtimes: map[string]runtime.Runtime{}, wantsHistory: map[string]bool{}, needsToken: map[string]bool{},
-		ackWait: o.AckWait, heartbeat: o.AckWait / 3, conc: o.Concurrency,
+		ackWait: o.AckWait, conc: o.Concurrency,
 	}
 	for _, a := range cfg.Agents.List {
 		rt, err := runtime.New(a)
@@ -174,7 +173,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 			g.log.Warn("gateway: the shared consumer keeps its ack wait; pacing heartbeats by it",
 				"consumer", streams.GatewaysConsumer, "ackWait", aw, "asked", o.AckWait)
 		}
-		g.ackWait, g.heartbeat = aw, aw/3
+		g.ackWait = aw
 	}
 	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
 	if err != nil {
@@ -222,6 +221,10 @@ func (g *Gateway) bindConsumer(ctx context.Context, o Options) (jetstream.Consum
 	}
 	return cons, nil
 }
+
+// heartbeat is how often a running turn tells the server it is still
+// working, and refreshes its lane: three times per ack wait.
+func (g *Gateway) heartbeat() time.Duration { return g.ackWait / 3 }
 
 // DeliverStream is the stream capturing <prefix>.deliver.>.
 func DeliverStream(n bus.Names) string {

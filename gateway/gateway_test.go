@@ -826,8 +826,8 @@ func TestLaterReplicaKeepsConsumerAckWait(t *testing.T) {
 	e := newEnv(t)
 	e.gateway("gw1", Options{AckWait: 2 * time.Second})
 	g2 := e.gateway("gw2", Options{AckWait: 45 * time.Second, Concurrency: 256})
-	if g2.ackWait != 2*time.Second || g2.heartbeat != 2*time.Second/3 {
-		t.Fatalf("gw2 ack wait %v heartbeat %v, want the consumer's 2s", g2.ackWait, g2.heartbeat)
+	if g2.ackWait != 2*time.Second || g2.heartbeat() != 2*time.Second/3 {
+		t.Fatalf("gw2 ack wait %v heartbeat %v, want the consumer's 2s", g2.ackWait, g2.heartbeat())
 	}
 	cons, err := g2.Runs().Stream().Consumer(context.Background(), streams.GatewaysConsumer)
 	if err != nil {
