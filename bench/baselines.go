@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // The raw NATS baselines: what one operation costs with nothing of
@@ -117,7 +117,7 @@ func runRawDirectGet50(ctx context.Context, e *env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	g, err := streams.NewRawDirectGetter(e.nc, e.tr.StreamName())
+	g, err := transcripts.NewRawDirectGetter(e.nc, e.tr.StreamName())
 	if err != nil {
 		return Result{}, err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // sizes scale the data sets and iteration counts; quick is for tests.
@@ -60,7 +60,7 @@ func quickSizes() sizes {
 }
 
 // Keys (session keys as the tools see them; the transcript subjects use
-// their kv.EncodeKey form).
+// their bus.EncodeKey form).
 const (
 	requesterKey  = "agent:main:main"
 	singleKey     = "agent:main:bench:single"
@@ -93,7 +93,7 @@ type env struct {
 
 	nc *nats.Conn // the bench client (requests, transcript reads, loads)
 	js jetstream.JetStream
-	tr *streams.Transcripts
+	tr *transcripts.Store
 
 	loads []Load
 
@@ -159,7 +159,7 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	if e.js, err = jetstream.New(e.nc); err != nil {
 		return nil, err
 	}
-	if e.tr, err = streams.OpenTranscripts(sctx, e.nc, e.js, e.names); err != nil {
+	if e.tr, err = transcripts.Open(sctx, e.nc, e.js, e.names); err != nil {
 		return nil, err
 	}
 	return e, nil

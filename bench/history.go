@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // ensureHistorySession gives a bench-loaded transcript the session entry
@@ -18,11 +18,11 @@ func (e *env) ensureHistorySession(ctx context.Context, key string) error {
 		return nil
 	}
 	now := time.Now().UnixMilli()
-	_, err := e.worker.Deps.Store.Create(ctx, &kv.Entry{
-		Key: key, AgentID: "main", SessionID: kv.NewSessionID(), CreatedAt: now, UpdatedAt: now,
+	_, err := e.worker.Deps.Store.Create(ctx, &sessions.Entry{
+		Key: key, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now,
 		Label: "bench transcript", Channel: "webchat",
 	})
-	if err != nil && !errors.Is(err, kv.ErrExists) {
+	if err != nil && !errors.Is(err, sessions.ErrExists) {
 		return err
 	}
 	e.histDone[key] = true

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 var channels = [...]string{"telegram", "whatsapp", "discord", "slack", "signal"}
@@ -24,11 +24,11 @@ var channels = [...]string{"telegram", "whatsapp", "discord", "slack", "signal"}
 // groups, 10% sub-agents spawned by a direct session, with the fields an
 // OpenClaw store entry carries (ids, channel, origin, model, token counts)
 // and updatedAt spread over 30 days.
-func listEntry(i int, now int64) *kv.Entry {
+func listEntry(i int, now int64) *sessions.Entry {
 	ch := channels[i%len(channels)]
 	h := uint64(i)*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019
 	h ^= h >> 31
-	e := &kv.Entry{
+	e := &sessions.Entry{
 		AgentID:       "main",
 		SessionID:     fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(h), uint16(h>>32), uint16(h>>48)&0xfff, i&0xfff, i),
 		UpdatedAt:     now - int64(h%(30*24*3600*1000)),
@@ -47,8 +47,8 @@ func listEntry(i int, now int64) *kv.Entry {
 		e.Key = fmt.Sprintf("agent:main:%s:group:g%07d", ch, i)
 		e.ChatType = "group"
 		e.DisplayName = fmt.Sprintf("%s group %d", ch, i)
-		e.Origin = &kv.Origin{Provider: ch, ChatType: "group"}
-		e.DeliveryContext = &kv.DeliveryContext{Channel: ch, To: fmt.Sprintf("g%07d", i)}
+		e.Origin = &sessions.Origin{Provider: ch, ChatType: "group"}
+		e.DeliveryContext = &sessions.DeliveryContext{Channel: ch, To: fmt.Sprintf("g%07d", i)}
 	case 9:
 		parent := i - 9 // a direct session (i-9 ≡ 0 mod 10)
 		e.Key = fmt.Sprintf("agent:main:subagent:%s", e.SessionID)
@@ -61,8 +61,8 @@ func listEntry(i int, now int64) *kv.Entry {
 		e.Key = fmt.Sprintf("agent:main:%s:direct:u%07d", ch, i)
 		e.ChatType = "direct"
 		e.DisplayName = fmt.Sprintf("%s user %d", ch, i)
-		e.Origin = &kv.Origin{Provider: ch, ChatType: "direct"}
-		e.DeliveryContext = &kv.DeliveryContext{Channel: ch, To: fmt.Sprintf("u%07d", i)}
+		e.Origin = &sessions.Origin{Provider: ch, ChatType: "direct"}
+		e.DeliveryContext = &sessions.DeliveryContext{Channel: ch, To: fmt.Sprintf("u%07d", i)}
 	}
 	return e
 }
@@ -87,7 +87,7 @@ func (e *env) ensureSessions(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
-		bucket := "$KV." + e.names.Bucket("sessions") + "."
+		bucket := "$KV." + e.names.SessionsBucket() + "."
 		now := time.Now().UnixMilli()
 		for i := from; i < n; i++ {
 			ent := listEntry(i, now)
@@ -95,7 +95,7 @@ func (e *env) ensureSessions(ctx context.Context, n int) error {
 			if err != nil {
 				return err
 			}
-			if _, err := js.PublishAsync(bucket+kv.EncodeKey(ent.Key), data); err != nil {
+			if _, err := js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data); err != nil {
 				return err
 			}
 		}
@@ -122,7 +122,7 @@ func (e *env) ensureSessions(ctx context.Context, n int) error {
 	})
 }
 
-// indexBytesPerSession starts a separate kv.Index over the loaded bucket and
+// indexBytesPerSession starts a separate sessions.Index over the loaded bucket and
 // returns its retained heap per indexed session: HeapAlloc after GC with the
 // index built minus before it. A throwaway index reads the bucket first, so
 // the embedded server's block cache for it is warm in both snapshots and
@@ -130,12 +130,12 @@ func (e *env) ensureSessions(ctx context.Context, n int) error {
 // It also returns how long that index took to start (load every entry):
 // a worker's cold start of its session index.
 func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration, error) {
-	store, err := kv.OpenStore(ctx, e.js, e.names)
+	store, err := sessions.Open(ctx, e.js, e.names)
 	if err != nil {
 		return 0, 0, err
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	warm, err := kv.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
+	warm, err := sessions.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -143,7 +143,7 @@ func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration,
 	warm = nil
 	before := heapAfterGC()
 	start := time.Now()
-	idx, err := kv.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
+	idx, err := sessions.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
 	took := time.Since(start)
 	if err != nil {
 		return 0, 0, err

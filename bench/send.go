@@ -16,7 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // The sessions_send benchmarks (issue 5, "Bars"): send-and-wait through
@@ -44,19 +44,19 @@ func (e *env) ensureSendTargets(ctx context.Context, n int) error {
 	}
 	from := e.sendTargets
 	return e.timed(fmt.Sprintf("send targets: %d to %d sessions spawned by %s", from, n, requesterKey), n-from, func() error {
-		store, err := kv.OpenStore(ctx, e.js, e.names)
+		store, err := sessions.Open(ctx, e.js, e.names)
 		if err != nil {
 			return err
 		}
 		now := time.Now().UnixMilli()
 		depth := 1
 		for i := from; i < n; i++ {
-			_, err := store.Create(ctx, &kv.Entry{
-				Key: fmt.Sprintf(sendTargetFmt, i), AgentID: "main", SessionID: kv.NewSessionID(),
+			_, err := store.Create(ctx, &sessions.Entry{
+				Key: fmt.Sprintf(sendTargetFmt, i), AgentID: "main", SessionID: sessions.NewID(),
 				CreatedAt: now, UpdatedAt: now, SpawnedBy: requesterKey, SpawnDepth: &depth,
 				Label: fmt.Sprintf("bench send target %d", i),
 			})
-			if err != nil && !errors.Is(err, kv.ErrExists) {
+			if err != nil && !errors.Is(err, sessions.ErrExists) {
 				return err
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/bus"
 )
 
 // messages are the transcript entries every load writes, cycled by entry
@@ -58,7 +58,7 @@ func (e *env) ensureInterleaved(ctx context.Context) (*interleaved, error) {
 	ns, per := e.sz.interSessions, e.sz.interPerSession
 	keys := make([]string, ns)
 	for i := range keys {
-		keys[i] = kv.EncodeKey(interKey(i))
+		keys[i] = bus.EncodeKey(interKey(i))
 	}
 	name := fmt.Sprintf("transcripts: %d sessions x %d entries, round-robin", ns, per)
 	err := e.timed(name, ns*per, func() error {
@@ -82,7 +82,7 @@ func (e *env) ensureInterleaved(ctx context.Context) (*interleaved, error) {
 	}
 	in := &interleaved{key: interKey(ns / 2), total: ns * per,
 		dataset: fmt.Sprintf("stream of %d entries (~%d B) from %d sessions round-robin", ns*per, avgMessageBytes(), ns)}
-	if in.seqs, err = e.tr.Sequences(ctx, kv.EncodeKey(in.key), uint64(per-page), uint64(per)); err != nil {
+	if in.seqs, err = e.tr.Sequences(ctx, bus.EncodeKey(in.key), uint64(per-page), uint64(per)); err != nil {
 		return nil, err
 	}
 	if len(in.seqs) != page {
@@ -109,7 +109,7 @@ func (e *env) ensureSingle(ctx context.Context) error {
 
 // loadOne writes n entries to one session with a streams bulk loader.
 func (e *env) loadOne(ctx context.Context, key string, n int) error {
-	enc := kv.EncodeKey(key)
+	enc := bus.EncodeKey(key)
 	got, err := e.tr.BulkLoad(ctx, func(yield func(string, []byte) bool) {
 		for i := 0; i < n; i++ {
 			if !yield(enc, messages[i%len(messages)]) {
@@ -125,7 +125,7 @@ func (e *env) loadOne(ctx context.Context, key string, n int) error {
 
 // tailOp reads a 50-entry page through the streams package and checks it.
 func (e *env) tailOp(ctx context.Context, key string, offset, total uint64) func() error {
-	enc := kv.EncodeKey(key)
+	enc := bus.EncodeKey(key)
 	return func() error {
 		es, n, err := e.tr.Tail(ctx, enc, page, offset)
 		if err != nil {

@@ -48,3 +48,14 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	}
 	return s, nil
 }
+
+// IsWrongLastSeq reports a compare-and-set failure on an expected
+// last-subject-sequence header (10071; replicated streams may answer 10164).
+func IsWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}

@@ -65,6 +65,28 @@ func (n Names) EventsStream() string { return n.stream("EVENTS") }
 // Deliver is the outbound subject of a channel adapter.
 func (n Names) Deliver(channel string) string { return n.p() + ".deliver." + channel }
 
+// DeliverStream captures every outbound delivery.
+func (n Names) DeliverStream() string { return n.stream("DELIVER") }
+
+// GatewaysConsumer is the durable pull consumer on RunsStream that every
+// gateway replica shares.
+func (n Names) GatewaysConsumer() string { return "gateways" }
+
+// SessionsBucket holds the session entries.
+func (n Names) SessionsBucket() string { return n.Bucket("sessions") }
+
+// RunsBucket holds the run records.
+func (n Names) RunsBucket() string { return n.Bucket("runs") }
+
+// LanesBucket holds the session lanes (one run at a time per session).
+func (n Names) LanesBucket() string { return n.Bucket("lanes") }
+
+// A2ABucket holds the progress of agent-to-agent flows.
+func (n Names) A2ABucket() string { return n.Bucket("a2a") }
+
+// TranscriptIndexBucket holds the transcript entry-to-sequence index.
+func (n Names) TranscriptIndexBucket() string { return n.Bucket("trindex") }
+
 // Bucket names a KV bucket or object store. With the default prefix the names
 // are exactly DESIGN.md's (`sessions`, `runs`, ...).
 func (n Names) Bucket(name string) string {
@@ -73,6 +95,9 @@ func (n Names) Bucket(name string) string {
 	}
 	return n.p() + "_" + name
 }
+
+// KVStream is the stream that backs a KV bucket (JetStream's own naming).
+func KVStream(bucket string) string { return "KV_" + bucket }
 
 func (n Names) stream(name string) string {
 	return strings.ToUpper(n.p()) + "_" + name

@@ -3,6 +3,8 @@
 // keep OpenClaw's names, so an OpenClaw config section carries over as is.
 package config
 
+import "time"
+
 // Config is the whole configuration. Every key is documented in docs/config.md.
 type Config struct {
 	Bus     Bus     `mapstructure:"bus"`
@@ -19,6 +21,12 @@ type Bus struct {
 	// MaxRunHops bounds an agent-to-agent chain of runs (each run started
 	// from inside another adds a hop), so two agents cannot echo forever.
 	MaxRunHops int `mapstructure:"maxRunHops"`
+	// RunRecordMaxAge is how long a run record outlives its last write
+	// (the runs bucket's TTL) and DeliverMaxAge how long an outbound
+	// delivery stays in SB_DELIVER for a channel adapter to read: both
+	// grow with every run and would otherwise never shrink.
+	RunRecordMaxAge time.Duration `mapstructure:"runRecordMaxAge"`
+	DeliverMaxAge   time.Duration `mapstructure:"deliverMaxAge"`
 }
 
 // Tools is OpenClaw's `tools` section.

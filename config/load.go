@@ -25,6 +25,8 @@ var defaults = map[string]any{
 	"bus.prefix":                                     "sb",
 	"bus.replicas":                                   1,
 	"bus.maxRunHops":                                 16,
+	"bus.runRecordMaxAge":                            "168h",
+	"bus.deliverMaxAge":                              "168h",
 	"tools.sessions.visibility":                      DefaultVisibility,
 	"tools.agentToAgent.enabled":                     false,
 	"tools.agentToAgent.allow":                       []string{},
@@ -92,7 +94,7 @@ func decode(v *viper.Viper, log *slog.Logger) (*Config, error) {
 		log = slog.Default()
 	}
 	var c Config
-	hook := mapstructure.ComposeDecodeHookFunc(mapstructure.StringToSliceHookFunc(","))
+	hook := mapstructure.ComposeDecodeHookFunc(mapstructure.StringToSliceHookFunc(","), mapstructure.StringToTimeDurationHookFunc())
 	if err := v.Unmarshal(&c, viper.DecodeHook(hook)); err != nil {
 		return nil, fmt.Errorf("config: %v (fix the named key in %s)", err, describe(v))
 	}

@@ -78,6 +78,8 @@ func TestMalformedValuesRefuse(t *testing.T) {
 		"session: {sendPolicy: {default: maybe}}\n":           "session.sendPolicy.default",
 		"logging: {redactSensitive: sometimes}\n":             "logging.redactSensitive",
 		"bus: {prefix: 'a.b'}\n":                              "bus.prefix",
+		"bus: {runRecordMaxAge: soon}\n":                      "runrecordmaxage",
+		"bus: {deliverMaxAge: 10s}\n":                         "bus.deliverMaxAge",
 	} {
 		_, err := Load(write(t, "c.yaml", body), nil)
 		if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {

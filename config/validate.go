@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var agentIDRe = regexp.MustCompile(`(?i)^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -27,6 +28,11 @@ func (c *Config) Validate(log *slog.Logger) error {
 	}
 	if c.Bus.MaxRunHops < 1 {
 		return fmt.Errorf("bus.maxRunHops %d must be 1 or more", c.Bus.MaxRunHops)
+	}
+	for key, d := range map[string]time.Duration{"bus.runRecordMaxAge": c.Bus.RunRecordMaxAge, "bus.deliverMaxAge": c.Bus.DeliverMaxAge} {
+		if d < time.Minute {
+			return fmt.Errorf("%s %s must be a duration of at least 1m (such as 168h)", key, d)
+		}
 	}
 	switch v := strings.ToLower(strings.TrimSpace(c.Tools.Sessions.Visibility)); v {
 	case "self", "tree", "agent", "all":

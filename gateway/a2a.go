@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,7 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/a2a"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/streams/deliveries"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 // Tokens with meaning in the A2A flow (reference §4.4).
@@ -23,63 +25,15 @@ const (
 	AnnounceMessage = "Agent-to-agent announce step."
 )
 
-// A2AState is the flow's progress, key a2a.<primaryRunId> in the runs bucket.
-type A2AState struct {
-	TargetKey     string `json:"targetKey"`
-	TargetAgent   string `json:"targetAgent"`
-	TargetChannel string `json:"targetChannel"`
-	RoundOneReply string `json:"roundOneReply"`
-	LatestReply   string `json:"latestReply"`
-	Turn          int    `json:"turn"`         // last completed ping-pong turn
-	PingPongDone  bool   `json:"pingPongDone"` // stopped early (REPLY_SKIP, empty, failure)
-	Done          bool   `json:"done"`
-	Delivered     bool   `json:"delivered,omitempty"`
-}
-
-// A2AKey is the runs-bucket key of a primary run's A2A state.
-func A2AKey(primaryRunID string) string { return "a2a." + primaryRunID }
-
 // StepRunID is the run id of a continuation step ("pingpong:2" ⇒
 // <primary>.pingpong-2); KV keys allow no ':'.
 func StepRunID(primaryRunID, step string) string {
 	return primaryRunID + "." + strings.ReplaceAll(step, ":", "-")
 }
 
-func (g *Gateway) getState(ctx context.Context, primary string) (*A2AState, uint64, error) {
-	e, err := g.runs.Records().Get(ctx, A2AKey(primary))
-	if err != nil {
-		return nil, 0, err
-	}
-	var st A2AState
-	if err := json.Unmarshal(e.Value(), &st); err != nil {
-		return nil, 0, fmt.Errorf("a2a state %s: %w", primary, err)
-	}
-	return &st, e.Revision(), nil
-}
-
-// updateState applies fn with compare-and-set; fn returning false writes nothing.
-func (g *Gateway) updateState(ctx context.Context, primary string, fn func(*A2AState) bool) (*A2AState, error) {
-	for range 32 {
-		st, rev, err := g.getState(ctx, primary)
-		if err != nil {
-			return nil, err
-		}
-		if !fn(st) {
-			return st, nil
-		}
-		data, _ := json.Marshal(st)
-		if _, err := g.runs.Records().Update(ctx, A2AKey(primary), data, rev); err == nil {
-			return st, nil
-		} else if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, err
-		}
-	}
-	return nil, fmt.Errorf("a2a %s: too many concurrent updates", primary)
-}
-
 // afterRun moves the A2A flow on after a run reached a terminal record. It
 // is idempotent: a redelivered run calls it again and nothing doubles.
-func (g *Gateway) afterRun(ctx context.Context, req *streams.RunRequest, rec *streams.RunRecord) error {
+func (g *Gateway) afterRun(ctx context.Context, req *runqueue.Request, rec *runs.Record) error {
 	if req.A2A == nil {
 		return nil
 	}
@@ -91,9 +45,9 @@ func (g *Gateway) afterRun(ctx context.Context, req *streams.RunRequest, rec *st
 	return g.stepDone(octx, req, rec)
 }
 
-func (g *Gateway) startA2A(ctx context.Context, req *streams.RunRequest, rec *streams.RunRecord) error {
-	st := &A2AState{TargetKey: req.SessionKey, TargetAgent: req.AgentID}
-	if rec.Status != streams.RunOK || strings.TrimSpace(rec.Reply) == "" {
+func (g *Gateway) startA2A(ctx context.Context, req *runqueue.Request, rec *runs.Record) error {
+	st := &a2a.State{TargetKey: req.SessionKey, TargetAgent: req.AgentID}
+	if rec.Status != runs.OK || strings.TrimSpace(rec.Reply) == "" {
 		st.Done = true // no reply: the flow stops silently
 	} else {
 		st.RoundOneReply = rec.Reply
@@ -103,24 +57,20 @@ func (g *Gateway) startA2A(ctx context.Context, req *streams.RunRequest, rec *st
 			st.TargetChannel = t.Channel
 		}
 	}
-	data, _ := json.Marshal(st)
-	if _, err := g.runs.Records().Create(ctx, A2AKey(req.RunID), data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		return err
-	}
-	cur, _, err := g.getState(ctx, req.RunID)
+	cur, err := g.flows.Start(ctx, req.RunID, st)
 	if err != nil {
 		return err
 	}
 	return g.advance(ctx, req, req.RunID, cur)
 }
 
-func pingPongEnabled(a *streams.A2A, targetKey string) bool {
+func pingPongEnabled(a *runqueue.A2A, targetKey string) bool {
 	return a.MaxPingPongTurns > 0 && a.RequesterKey != "" && a.RequesterKey != targetKey
 }
 
 // advance publishes the next step the state calls for. A step already
 // published is deduped by its Nats-Msg-Id, and its record by Create.
-func (g *Gateway) advance(ctx context.Context, req *streams.RunRequest, primary string, st *A2AState) error {
+func (g *Gateway) advance(ctx context.Context, req *runqueue.Request, primary string, st *a2a.State) error {
 	if st.Done {
 		return nil
 	}
@@ -131,10 +81,10 @@ func (g *Gateway) advance(ctx context.Context, req *streams.RunRequest, primary 
 	return g.publishStep(ctx, req, primary, st, "announce")
 }
 
-func (g *Gateway) stepDone(ctx context.Context, req *streams.RunRequest, rec *streams.RunRecord) error {
+func (g *Gateway) stepDone(ctx context.Context, req *runqueue.Request, rec *runs.Record) error {
 	primary := req.ParentRun
 	reply := ""
-	if rec.Status == streams.RunOK {
+	if rec.Status == runs.OK {
 		reply = strings.TrimSpace(rec.Reply)
 	}
 	if n, ok := strings.CutPrefix(req.Step, "pingpong:"); ok {
@@ -142,7 +92,7 @@ func (g *Gateway) stepDone(ctx context.Context, req *streams.RunRequest, rec *st
 		if err != nil {
 			return nil
 		}
-		st, err := g.updateState(ctx, primary, func(st *A2AState) bool {
+		st, err := g.flows.Update(ctx, primary, func(st *a2a.State) bool {
 			if st.Done || st.PingPongDone || st.Turn >= turn {
 				return false
 			}
@@ -168,7 +118,7 @@ func (g *Gateway) stepDone(ctx context.Context, req *streams.RunRequest, rec *st
 	if req.Step != "announce" {
 		return nil
 	}
-	st, _, err := g.getState(ctx, primary)
+	st, err := g.flows.Get(ctx, primary)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
 	}
@@ -181,11 +131,11 @@ func (g *Gateway) stepDone(ctx context.Context, req *streams.RunRequest, rec *st
 	delivered := false
 	if reply != "" && reply != AnnounceSkip {
 		if t := g.resolveAnnounceTarget(ctx, st.TargetKey); t != nil && t.Channel != "" && t.To != "" {
-			d := Delivery{
+			d := deliveries.Delivery{
 				Channel: t.Channel, To: t.To, AccountID: t.AccountID, ThreadID: t.ThreadID,
 				Message: reply, SessionKey: st.TargetKey, RunID: primary,
 			}
-			if err := g.publishDelivery(ctx, d, primary+":announce"); err != nil {
+			if err := g.deliver.Publish(ctx, d, primary+":announce"); err != nil {
 				return err // retried on redelivery; the msg id dedupes
 			}
 			delivered = true
@@ -193,7 +143,7 @@ func (g *Gateway) stepDone(ctx context.Context, req *streams.RunRequest, rec *st
 			g.log.Info("a2a announce: no delivery route", "run", primary, "session", st.TargetKey)
 		}
 	}
-	_, err = g.updateState(ctx, primary, func(st *A2AState) bool {
+	_, err = g.flows.Update(ctx, primary, func(st *a2a.State) bool {
 		if st.Done {
 			return false
 		}
@@ -204,7 +154,7 @@ func (g *Gateway) stepDone(ctx context.Context, req *streams.RunRequest, rec *st
 }
 
 // publishStep records and queues one continuation run.
-func (g *Gateway) publishStep(ctx context.Context, req *streams.RunRequest, primary string, st *A2AState, step string) error {
+func (g *Gateway) publishStep(ctx context.Context, req *runqueue.Request, primary string, st *a2a.State, step string) error {
 	a := req.A2A
 	targetAgent := st.TargetAgent
 	requesterAgent := agentOfKey(a.RequesterKey)
@@ -215,7 +165,7 @@ func (g *Gateway) publishStep(ctx context.Context, req *streams.RunRequest, prim
 	if secs <= 0 {
 		secs = 30
 	}
-	sr := &streams.RunRequest{
+	sr := &runqueue.Request{
 		RunID:          StepRunID(primary, step),
 		TimeoutSeconds: secs,
 		Lane:           "nested",
@@ -271,7 +221,7 @@ func (g *Gateway) publishStep(ctx context.Context, req *streams.RunRequest, prim
 		)
 	}
 	if source != "" {
-		sr.Provenance = &streams.Provenance{
+		sr.Provenance = &runqueue.Provenance{
 			Kind: "inter_session", SourceSessionKey: source,
 			SourceChannel: sourceChannel, SourceTool: "sessions_send",
 		}
@@ -279,17 +229,15 @@ func (g *Gateway) publishStep(ctx context.Context, req *streams.RunRequest, prim
 	sr.Prompt = AnnotateInterSession(sr.Message, sr.Provenance)
 
 	sr.Recorded = true
-	rec := newRecord(sr)
-	data, _ := json.Marshal(rec)
-	if _, err := g.runs.Records().Create(ctx, sr.RunID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if err := g.runs.RecordPending(ctx, newRecord(sr)); err != nil {
 		return fmt.Errorf("record step %s: %w", sr.RunID, err)
 	}
-	return g.runs.Publish(ctx, sr)
+	return g.queue.Publish(ctx, sr)
 }
 
 // sessionLines are the requester/target session and channel lines; absent
 // ones are skipped.
-func sessionLines(a *streams.A2A, st *A2AState) string {
+func sessionLines(a *runqueue.A2A, st *a2a.State) string {
 	display := a.TargetDisplayKey
 	if display == "" {
 		display = st.TargetKey
@@ -320,7 +268,7 @@ func joinLines(lines ...string) string {
 
 // AnnotateInterSession prefixes body with the inter-session marker of p
 // (rules.AnnotateInterSession); nil provenance leaves body as is.
-func AnnotateInterSession(body string, p *streams.Provenance) string {
+func AnnotateInterSession(body string, p *runqueue.Provenance) string {
 	if p == nil {
 		return body
 	}

@@ -2,14 +2,9 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // AnnounceTarget is where an A2A announce is delivered (reference §4.5).
@@ -18,17 +13,6 @@ type AnnounceTarget struct {
 	To        string `json:"to"`
 	AccountID string `json:"accountId,omitempty"`
 	ThreadID  string `json:"threadId,omitempty"`
-}
-
-// Delivery is the body published to <prefix>.deliver.<channel>.
-type Delivery struct {
-	Channel    string `json:"channel"`
-	To         string `json:"to"`
-	AccountID  string `json:"accountId,omitempty"`
-	ThreadID   string `json:"threadId,omitempty"`
-	Message    string `json:"message"`
-	SessionKey string `json:"sessionKey"`
-	RunID      string `json:"runId"`
 }
 
 // preferSessionLookup lists channels whose plugin sets
@@ -82,17 +66,17 @@ func firstNonEmpty(v ...string) string {
 
 // ResolveAnnounceTarget applies reference §4.5 to a session key and its
 // entry (nil when the session has none).
-func ResolveAnnounceTarget(key string, e *kv.Entry) *AnnounceTarget {
+func ResolveAnnounceTarget(key string, e *sessions.Entry) *AnnounceTarget {
 	fromKey, thread := targetFromKey(key)
 	if fromKey != nil && !preferSessionLookup[fromKey.Channel] {
 		return fromKey
 	}
 	if e != nil {
-		var dc kv.DeliveryContext
+		var dc sessions.DeliveryContext
 		if e.DeliveryContext != nil {
 			dc = *e.DeliveryContext
 		}
-		var o kv.Origin
+		var o sessions.Origin
 		if e.Origin != nil {
 			o = *e.Origin
 		}
@@ -115,34 +99,4 @@ func (g *Gateway) resolveAnnounceTarget(ctx context.Context, key string) *Announ
 		e = nil
 	}
 	return ResolveAnnounceTarget(key, e)
-}
-
-// subjectToken makes a channel name usable as one subject token.
-func subjectToken(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		switch c {
-		case '.', '*', '>', ' ', '\t', '\r', '\n':
-			b[i] = '_'
-		}
-	}
-	if len(b) == 0 {
-		return "unknown"
-	}
-	return string(b)
-}
-
-// publishDelivery captures the announce in the deliver stream; msgID
-// dedupes a re-publish by a resumed flow.
-func (g *Gateway) publishDelivery(ctx context.Context, d Delivery, msgID string) error {
-	body, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
-	m := nats.NewMsg(g.names.Deliver(subjectToken(d.Channel)))
-	m.Data = body
-	if _, err := g.js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID)); err != nil {
-		return fmt.Errorf("deliver announce: %w", err)
-	}
-	return nil
 }

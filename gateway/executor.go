@@ -14,8 +14,11 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/lanes"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // runMarker tags transcript entries a run appended (handlers hide it).
@@ -33,7 +36,7 @@ const opTimeout = 10 * time.Second
 
 // handle executes one delivered run request and acks, naks or leaves it.
 func (g *Gateway) handle(msg jetstream.Msg) {
-	var req streams.RunRequest
+	var req runqueue.Request
 	if err := json.Unmarshal(msg.Data(), &req); err != nil || req.RunID == "" || req.SessionKey == "" {
 		g.log.Warn("gateway: dropping malformed run request", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
@@ -42,7 +45,7 @@ func (g *Gateway) handle(msg jetstream.Msg) {
 	log := g.log.With("run", req.RunID, "session", req.SessionKey)
 	ctx := g.ctx
 	if err := g.execute(ctx, msg, &req); err != nil {
-		if errors.Is(err, errLaneBusy) {
+		if errors.Is(err, lanes.ErrBusy) {
 			_ = msg.NakWithDelay(laneRetryDelay(msg))
 			return
 		}
@@ -83,15 +86,15 @@ func opCtx(parent context.Context) (context.Context, context.CancelFunc) {
 // session, release the lane.
 type run struct {
 	g   *Gateway
-	req *streams.RunRequest
+	req *runqueue.Request
 	msg jetstream.Msg
 	enc string
 
-	rec     *streams.RunRecord // as last read or written, at revision rev
+	rec     *runs.Record // as last read or written, at revision rev
 	rev     uint64
-	lane    *lane
-	cur     *streams.Cursor
-	sess    *kv.Entry // nil: no such session yet
+	lane    *lanes.Lane
+	cur     *transcripts.Cursor
+	sess    *sessions.Entry // nil: no such session yet
 	sessRev uint64
 
 	hbStop   context.CancelFunc
@@ -102,8 +105,8 @@ type run struct {
 
 // execute runs req to a recorded outcome. It returns nil when the message
 // should be acked.
-func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *streams.RunRequest) error {
-	r := &run{g: g, req: req, msg: msg, enc: kv.EncodeKey(req.SessionKey)}
+func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.Request) error {
+	r := &run{g: g, req: req, msg: msg, enc: bus.EncodeKey(req.SessionKey)}
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
@@ -157,7 +160,7 @@ func (r *run) prepare(ctx context.Context) error {
 		r.rec, r.rev, recErr = r.g.createRecord(octx, r.req)
 	}
 	wg.Wait()
-	if errors.Is(sessErr, kv.ErrNotFound) {
+	if errors.Is(sessErr, sessions.ErrNotFound) {
 		r.sess, sessErr = nil, nil
 	}
 	if recErr == nil && r.rec.Terminal() {
@@ -165,8 +168,8 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	if err := errors.Join(recErr, laneErr, curErr, sessErr); err != nil {
 		r.releaseLane()
-		if laneErr != nil && errors.Is(laneErr, errLaneBusy) {
-			return errLaneBusy
+		if laneErr != nil && errors.Is(laneErr, lanes.ErrBusy) {
+			return lanes.ErrBusy
 		}
 		return err
 	}
@@ -183,18 +186,17 @@ func (r *run) fresh() bool {
 }
 
 // createRecord writes a pending record for a request that came without one.
-func (g *Gateway) createRecord(ctx context.Context, req *streams.RunRequest) (*streams.RunRecord, uint64, error) {
-	data, _ := json.Marshal(newRecord(req))
-	if _, err := g.runs.Records().Create(ctx, req.RunID, data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+func (g *Gateway) createRecord(ctx context.Context, req *runqueue.Request) (*runs.Record, uint64, error) {
+	if err := g.runs.RecordPending(ctx, newRecord(req)); err != nil {
 		return nil, 0, err
 	}
 	return g.runs.Get(ctx, req.RunID)
 }
 
-func newRecord(req *streams.RunRequest) *streams.RunRecord {
-	return &streams.RunRecord{
+func newRecord(req *runqueue.Request) *runs.Record {
+	return &runs.Record{
 		RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID,
-		Status: streams.RunPending, CreatedAt: time.Now().UnixMilli(),
+		Status: runs.Pending, CreatedAt: time.Now().UnixMilli(),
 		ChainID: req.ChainID, Hop: req.Hop,
 	}
 }
@@ -214,7 +216,7 @@ func (r *run) startHeartbeat(ctx context.Context) {
 				_ = r.msg.InProgress()
 				r.laneMu.Lock()
 				rctx, c := opCtx(hbCtx)
-				if !r.lane.refresh(rctx) && hbCtx.Err() == nil {
+				if !r.lane.Refresh(rctx) && hbCtx.Err() == nil {
 					r.g.log.Warn("gateway: lane lock lost", "run", r.req.RunID, "session", r.req.SessionKey)
 				}
 				c()
@@ -248,24 +250,24 @@ func (r *run) startRelease() func() {
 	if r.lane == nil {
 		return func() {}
 	}
-	done := r.g.releasing.start(r.lane.key)
+	done := r.g.releasing.start(r.lane.Key())
 	return func() {
 		defer done()
 		rctx, c := opCtx(context.Background())
 		defer c()
-		r.lane.release(rctx)
+		r.g.releaseLane(rctx, r.lane)
 	}
 }
 
 // turn holds the lane: it records running, appends the prompt, runs the
 // agent, appends the reply and records the outcome.
-func (r *run) turn(ctx context.Context) (*streams.RunRecord, error) {
+func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	g, req := r.g, r.req
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 
 	// What an earlier attempt wrote sits at its recorded position.
-	var mine []streams.Entry
+	var mine []transcripts.Entry
 	if at := r.rec.TranscriptAt; at != nil {
 		var err error
 		if mine, err = g.tr.Read(octx, r.enc, *at, *at+3); err != nil {
@@ -312,13 +314,13 @@ func (r *run) turn(ctx context.Context) (*streams.RunRecord, error) {
 	if !wantPrompt {
 		at = *r.rec.TranscriptAt
 	}
-	var already *streams.RunRecord
-	waitRec, err := g.runs.UpdateAsync(octx, req.RunID, r.rec, r.rev, func(rr *streams.RunRecord) error {
+	var already *runs.Record
+	waitRec, err := g.runs.UpdateAsync(octx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {
 			already = rr // killed before it started
 			return nil
 		}
-		rr.Status = streams.RunRunning
+		rr.Status = runs.Running
 		rr.Attempts++
 		rr.Gateway = g.id
 		rr.StartedAt = time.Now().UnixMilli()
@@ -350,7 +352,7 @@ func (r *run) turn(ctx context.Context) (*streams.RunRecord, error) {
 			if err := awaitRec(); err != nil {
 				return err
 			}
-			rec, rev, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *streams.RunRecord) error {
+			rec, rev, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 				rr.TranscriptAt = &moved
 				return nil
 			})
@@ -387,18 +389,18 @@ func (r *run) turn(ctx context.Context) (*streams.RunRecord, error) {
 
 	octx, cancel = opCtx(ctx)
 	defer cancel()
-	status, errText, reply := streams.RunOK, "", ""
+	status, errText, reply := runs.OK, "", ""
 	switch {
 	case runErr == nil:
 		if res != nil {
 			reply = res.Reply
 		}
 	case errors.Is(runErr, runtime.ErrTimeout), errors.Is(runErr, context.DeadlineExceeded):
-		status, errText = streams.RunTimeout, runErr.Error()
+		status, errText = runs.Timeout, runErr.Error()
 	default:
-		status, errText = streams.RunError, runErr.Error()
+		status, errText = runs.Error, runErr.Error()
 	}
-	if status == streams.RunOK && !replied {
+	if status == runs.OK && !replied {
 		// wave 3
 		data, _ := json.Marshal(map[string]any{
 			"role":    "assistant",
@@ -422,14 +424,14 @@ func (r *run) turn(ctx context.Context) (*streams.RunRecord, error) {
 	})
 	wg.Go(func() { g.touchSession(octx, req, r.enc, r.sess, r.sessRev) })
 	wg.Go(release)
-	rec, _, err := g.runs.UpdateFrom(octx, req.RunID, r.rec, r.rev, func(rr *streams.RunRecord) error {
+	rec, _, err := g.runs.UpdateFrom(octx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {
 			return nil // killed meanwhile: keep that
 		}
 		rr.Status = status
 		rr.Error = errText
 		rr.EndedAt = time.Now().UnixMilli()
-		if status == streams.RunOK {
+		if status == runs.OK {
 			rr.Reply = sanitize.VisibleText(reply, sanitize.Delivery)
 		}
 		return nil
@@ -452,7 +454,7 @@ func (r *run) appendPart(ctx context.Context, part string, data []byte, moved fu
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, streams.ErrConflict) || attempt >= maxAppendMoves {
+		if !errors.Is(err, transcripts.ErrConflict) || attempt >= maxAppendMoves {
 			return fmt.Errorf("append %s: %w", part, err)
 		}
 		if r.cur, err = r.g.tr.OpenCursor(ctx, r.enc, true); err != nil {
@@ -471,7 +473,7 @@ func (r *run) appendPart(ctx context.Context, part string, data []byte, moved fu
 const maxAppendMoves = 8
 
 // runAgent runs the turn with its own deadline and identity token.
-func (g *Gateway) runAgent(ctx context.Context, req *streams.RunRequest, history []json.RawMessage) (*runtime.Result, error) {
+func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage) (*runtime.Result, error) {
 	secs := req.TimeoutSeconds
 	if secs <= 0 {
 		secs = DefaultTimeoutSeconds
@@ -522,13 +524,13 @@ func (g *Gateway) runAgent(ctx context.Context, req *streams.RunRequest, history
 
 // createSession creates the entry of a session that has none yet, so
 // tools the agent calls during its turn find it.
-func (g *Gateway) createSession(ctx context.Context, req *streams.RunRequest) error {
+func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request) error {
 	now := time.Now().UnixMilli()
-	_, err := g.store.Create(ctx, &kv.Entry{
-		Key: req.SessionKey, AgentID: req.AgentID, SessionID: kv.NewSessionID(),
+	_, err := g.store.Create(ctx, &sessions.Entry{
+		Key: req.SessionKey, AgentID: req.AgentID, SessionID: sessions.NewID(),
 		CreatedAt: now, UpdatedAt: now,
 	})
-	if err != nil && !errors.Is(err, kv.ErrExists) {
+	if err != nil && !errors.Is(err, sessions.ErrExists) {
 		return fmt.Errorf("create session: %w", err)
 	}
 	return nil
@@ -537,9 +539,9 @@ func (g *Gateway) createSession(ctx context.Context, req *streams.RunRequest) er
 // touchSession bumps the session's updatedAt after a turn, from the entry
 // read when the run started (nil: created by createSession, read it). A
 // failure only leaves updatedAt older; the turn is recorded regardless.
-func (g *Gateway) touchSession(ctx context.Context, req *streams.RunRequest, enc string, cur *kv.Entry, rev uint64) {
+func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, enc string, cur *sessions.Entry, rev uint64) {
 	now := time.Now().UnixMilli()
-	e, nrev, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *kv.Entry) error {
+	e, nrev, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
 		e.UpdatedAt = max(e.UpdatedAt, now)
 		return nil
 	})
@@ -552,18 +554,18 @@ func (g *Gateway) touchSession(ctx context.Context, req *streams.RunRequest, enc
 
 // sessionAt is a session entry as this gateway last wrote it.
 type sessionAt struct {
-	entry *kv.Entry
+	entry *sessions.Entry
 	rev   uint64
 }
 
 // hasPart reports whether entries hold part of runID.
-func hasPart(entries []streams.Entry, runID, part string) bool {
+func hasPart(entries []transcripts.Entry, runID, part string) bool {
 	_, ok := findPart(entries, runID, part)
 	return ok
 }
 
 // findPart returns the content of the entry this run appended as part.
-func findPart(entries []streams.Entry, runID, part string) (string, bool) {
+func findPart(entries []transcripts.Entry, runID, part string) (string, bool) {
 	for _, e := range entries {
 		if !strings.Contains(string(e.Data), runMarker) {
 			continue

@@ -18,8 +18,13 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/a2a"
+	"github.com/sessionbus/sessionbus/kv/lanes"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/deliveries"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // Defaults of Options.
@@ -27,9 +32,6 @@ const (
 	DefaultConcurrency    = 32
 	DefaultAckWait        = 30 * time.Second
 	DefaultTimeoutSeconds = 600
-	// LanesBucket holds the session lane locks: key = encoded session key,
-	// value = laneLock.
-	LanesBucket = "lanes"
 )
 
 // Options tune a gateway; zero values take the defaults.
@@ -52,16 +54,18 @@ type Gateway struct {
 	log   *slog.Logger
 	names bus.Names
 
-	runs      *streams.Runs
-	tr        *streams.Transcripts
-	store     *kv.Store
-	lanes     jetstream.KeyValue
+	runs      *runs.Records
+	queue     *runqueue.Queue
+	flows     *a2a.Store
+	tr        *transcripts.Store
+	store     *sessions.Store
+	lanes     *lanes.Lanes
 	releasing releasing
 	// what this gateway last wrote per session (see recent)
 	laneRevs recent[uint64]
-	cursors  recent[*streams.Cursor]
+	cursors  recent[*transcripts.Cursor]
 	sessions recent[sessionAt]
-	deliver  jetstream.Stream
+	deliver  *deliveries.Stream
 
 	runtimes     map[string]runtime.Runtime
 	wantsHistory map[string]bool // agents whose runtime reads the transcript
@@ -135,45 +139,41 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if g.echo, err = runtime.New(config.Agent{ID: "echo"}); err != nil {
 		return nil, err
 	}
-	if g.runs, err = streams.OpenRuns(ctx, js, names, replicas); err != nil {
+	if g.queue, err = runqueue.Open(ctx, js, names, replicas); err != nil {
 		return nil, err
 	}
-	if g.tr, err = streams.OpenTranscripts(ctx, nc, js, names, streams.WithReplicas(replicas)); err != nil {
+	if g.runs, err = runs.Open(ctx, js, names, replicas, cfg.Bus.RunRecordMaxAge); err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Gateway, error) { g.tr.Close(); return nil, err }
-	if g.store, err = kv.OpenStore(ctx, js, names, kv.WithReplicas(replicas)); err != nil {
+	fail := func(err error) (*Gateway, error) { g.runs.Close(); return nil, err }
+	if g.flows, err = a2a.Open(ctx, js, names, replicas, cfg.Bus.RunRecordMaxAge); err != nil {
 		return fail(err)
 	}
-	if g.lanes, err = bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:      names.Bucket(LanesBucket),
-		Description: "sessionbus session lanes: one run at a time per session",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	}); err != nil {
+	if g.tr, err = transcripts.Open(ctx, nc, js, names, transcripts.WithReplicas(replicas)); err != nil {
 		return fail(err)
 	}
-	if g.deliver, err = bus.EnsureStream(ctx, js, jetstream.StreamConfig{
-		Name:        DeliverStream(names),
-		Description: "sessionbus outbound deliveries to channel adapters",
-		Subjects:    []string{names.Deliver(">")},
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		Duplicates:  streams.RunsDedupeWindow,
-	}); err != nil {
+	fail = func(err error) (*Gateway, error) { g.tr.Close(); g.runs.Close(); return nil, err }
+	if g.store, err = sessions.Open(ctx, js, names, sessions.WithReplicas(replicas)); err != nil {
+		return fail(err)
+	}
+	if g.deliver, err = deliveries.Open(ctx, js, names, replicas, cfg.Bus.DeliverMaxAge); err != nil {
 		return fail(err)
 	}
 	cons, err := g.bindConsumer(ctx, o)
 	if err != nil {
-		return fail(fmt.Errorf("gateway consumer %s: %w", streams.GatewaysConsumer, err))
+		return fail(fmt.Errorf("gateway consumer %s: %w", names.GatewaysConsumer(), err))
 	}
 	if aw := cons.CachedInfo().Config.AckWait; aw > 0 {
 		if aw != o.AckWait && o.AckWait != DefaultAckWait {
 			g.log.Warn("gateway: the shared consumer keeps its ack wait; pacing heartbeats by it",
-				"consumer", streams.GatewaysConsumer, "ackWait", aw, "asked", o.AckWait)
+				"consumer", names.GatewaysConsumer(), "ackWait", aw, "asked", o.AckWait)
 		}
 		g.ackWait = aw
+	}
+	// A held lane lives as long as the run's message: both are kept by the
+	// same heartbeat, and both end one ack wait after it stops.
+	if g.lanes, err = lanes.Open(ctx, js, names, replicas, id, g.ackWait); err != nil {
+		return fail(err)
 	}
 	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
 	if err != nil {
@@ -194,12 +194,12 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 // paced by the old one. Only its MaxAckPending is raised, to what this
 // replica's concurrency needs.
 func (g *Gateway) bindConsumer(ctx context.Context, o Options) (jetstream.Consumer, error) {
-	st := g.runs.Stream()
+	st := g.queue.Stream()
 	pending := max(1024, 8*o.Concurrency)
-	cons, err := st.Consumer(ctx, streams.GatewaysConsumer)
+	cons, err := st.Consumer(ctx, g.names.GatewaysConsumer())
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cons, err = st.CreateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:       streams.GatewaysConsumer,
+			Durable:       g.names.GatewaysConsumer(),
 			Description:   "sessionbus gateways share this consumer",
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       o.AckWait,
@@ -207,7 +207,7 @@ func (g *Gateway) bindConsumer(ctx context.Context, o Options) (jetstream.Consum
 			MaxDeliver:    -1,
 		})
 		if errors.Is(err, jetstream.ErrConsumerExists) {
-			cons, err = st.Consumer(ctx, streams.GatewaysConsumer) // created meanwhile
+			cons, err = st.Consumer(ctx, g.names.GatewaysConsumer()) // created meanwhile
 		}
 	}
 	if err != nil {
@@ -226,33 +226,17 @@ func (g *Gateway) bindConsumer(ctx context.Context, o Options) (jetstream.Consum
 // working, and refreshes its lane: three times per ack wait.
 func (g *Gateway) heartbeat() time.Duration { return g.ackWait / 3 }
 
-// DeliverStream is the stream capturing <prefix>.deliver.>.
-func DeliverStream(n bus.Names) string {
-	p := n.Prefix
-	if p == "" {
-		p = bus.DefaultPrefix
-	}
-	return upper(p) + "_DELIVER"
-}
-
-func upper(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'a' && c <= 'z' {
-			b[i] = c - 32
-		}
-	}
-	return string(b)
-}
-
 // ID is the gateway's name.
 func (g *Gateway) ID() string { return g.id }
 
-// Runs is the run protocol storage the gateway uses.
-func (g *Gateway) Runs() *streams.Runs { return g.runs }
+// Runs is the run records the gateway writes.
+func (g *Gateway) Runs() *runs.Records { return g.runs }
+
+// Queue is the run queue the gateway takes runs from.
+func (g *Gateway) Queue() *runqueue.Queue { return g.queue }
 
 // Transcripts is the transcript store the gateway uses.
-func (g *Gateway) Transcripts() *streams.Transcripts { return g.tr }
+func (g *Gateway) Transcripts() *transcripts.Store { return g.tr }
 
 // dispatch takes a message only when an executor slot is free.
 func (g *Gateway) dispatch() {
@@ -283,7 +267,7 @@ func (g *Gateway) dispatch() {
 }
 
 // trimEvery is how often each gateway purges the runs every gateway is
-// done with (see streams.Runs.Trim).
+// done with (see runqueue.Queue.Trim).
 const trimEvery = 10 * time.Second
 
 func (g *Gateway) trimLoop() {
@@ -296,7 +280,7 @@ func (g *Gateway) trimLoop() {
 			return
 		case <-t.C:
 			ctx, cancel := opCtx(g.ctx)
-			n, err := g.runs.Trim(ctx)
+			n, err := g.queue.Trim(ctx)
 			cancel()
 			if err != nil && g.ctx.Err() == nil {
 				g.log.Warn("gateway: trim finished runs", "err", err)

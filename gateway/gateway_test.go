@@ -18,8 +18,13 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/a2a"
+	"github.com/sessionbus/sessionbus/kv/lanes"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/deliveries"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 const testConfig = `
@@ -69,8 +74,9 @@ type env struct {
 	js    jetstream.JetStream
 	cfg   *config.Config
 	op    *bus.Operator
-	runs  *streams.Runs
-	tr    *streams.Transcripts
+	runs  *runs.Records
+	queue *runqueue.Queue
+	tr    *transcripts.Store
 	names bus.Names
 }
 
@@ -85,17 +91,21 @@ func newEnv(t *testing.T) *env {
 	nc, js := bustest.Connect(t, srv)
 	names := bus.NewNames(cfg.Bus.Prefix)
 	ctx := context.Background()
-	runs, err := streams.OpenRuns(ctx, js, names, 1)
+	queue, err := runqueue.Open(ctx, js, names, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(runs.Close)
-	tr, err := streams.OpenTranscripts(ctx, nc, js, names)
+	recs, err := runs.Open(ctx, js, names, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(recs.Close)
+	tr, err := transcripts.Open(ctx, nc, js, names)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tr.Close)
-	return &env{t: t, srv: srv, nc: nc, js: js, cfg: cfg, op: op, runs: runs, tr: tr, names: names}
+	return &env{t: t, srv: srv, nc: nc, js: js, cfg: cfg, op: op, runs: recs, queue: queue, tr: tr, names: names}
 }
 
 func (e *env) gateway(id string, o Options) *Gateway {
@@ -111,9 +121,9 @@ func (e *env) gateway(id string, o Options) *Gateway {
 
 var seq int
 
-func (e *env) request(session, agent, message string) *streams.RunRequest {
+func (e *env) request(session, agent, message string) *runqueue.Request {
 	seq++
-	return &streams.RunRequest{
+	return &runqueue.Request{
 		RunID:      fmt.Sprintf("run-%d-%d", time.Now().UnixNano(), seq),
 		SessionKey: session, AgentID: agent,
 		Message: message, Prompt: message,
@@ -121,16 +131,16 @@ func (e *env) request(session, agent, message string) *streams.RunRequest {
 	}
 }
 
-func (e *env) submit(req *streams.RunRequest) {
+func (e *env) submit(req *runqueue.Request) {
 	e.t.Helper()
-	rec := &streams.RunRecord{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID,
-		Status: streams.RunPending, CreatedAt: req.CreatedAt}
-	if err := e.runs.Submit(context.Background(), req, rec); err != nil {
+	rec := &runs.Record{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID,
+		Status: runs.Pending, CreatedAt: req.CreatedAt}
+	if err := e.queue.Submit(context.Background(), e.runs, req, rec); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
-func (e *env) wait(runID string) *streams.RunRecord {
+func (e *env) wait(runID string) *runs.Record {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -143,7 +153,7 @@ func (e *env) wait(runID string) *streams.RunRecord {
 
 func (e *env) transcript(session string) []map[string]any {
 	e.t.Helper()
-	es, _, err := e.tr.Tail(context.Background(), kv.EncodeKey(session), 100, 0)
+	es, _, err := e.tr.Tail(context.Background(), bus.EncodeKey(session), 100, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -171,11 +181,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitState watches the A2A state until it is done.
-func (e *env) waitState(primary string) *A2AState {
+func (e *env) waitState(primary string) *a2a.State {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	w, err := e.runs.Records().Watch(ctx, A2AKey(primary))
+	kv, err := e.js.KeyValue(ctx, e.names.A2ABucket())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := kv.Watch(ctx, primary)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -188,7 +202,7 @@ func (e *env) waitState(primary string) *A2AState {
 			if en == nil {
 				continue
 			}
-			var st A2AState
+			var st a2a.State
 			if err := json.Unmarshal(en.Value(), &st); err != nil {
 				e.t.Fatal(err)
 			}
@@ -203,10 +217,10 @@ func TestEchoReplyAndTranscript(t *testing.T) {
 	e := newEnv(t)
 	e.gateway("gw1", Options{})
 	req := e.request("agent:main:main", "main", "hello there")
-	req.Provenance = &streams.Provenance{Kind: "inter_session", SourceSessionKey: "agent:req:main", SourceTool: "sessions_send"}
+	req.Provenance = &runqueue.Provenance{Kind: "inter_session", SourceSessionKey: "agent:req:main", SourceTool: "sessions_send"}
 	e.submit(req)
 	rec := e.wait(req.RunID)
-	if rec.Status != streams.RunOK || rec.Reply != "hello there" || rec.Gateway != "gw1" || rec.Attempts != 1 {
+	if rec.Status != runs.OK || rec.Reply != "hello there" || rec.Gateway != "gw1" || rec.Attempts != 1 {
 		t.Fatalf("record %+v", rec)
 	}
 	if rec.StartedAt == 0 || rec.EndedAt < rec.StartedAt {
@@ -225,7 +239,7 @@ func TestEchoReplyAndTranscript(t *testing.T) {
 	if m, _ := msgs[1][runMarker].(map[string]any); m["run"] != req.RunID || m["part"] != "reply" {
 		t.Fatalf("marker %v", msgs[1])
 	}
-	st, err := kv.OpenStore(context.Background(), e.js, e.names)
+	st, err := sessions.Open(context.Background(), e.js, e.names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +254,7 @@ func TestUnknownAgentEchoes(t *testing.T) {
 	e.gateway("gw1", Options{})
 	req := e.request("agent:ghost:main", "ghost", "fail please")
 	e.submit(req)
-	if rec := e.wait(req.RunID); rec.Status != streams.RunOK || rec.Reply != "fail please" {
+	if rec := e.wait(req.RunID); rec.Status != runs.OK || rec.Reply != "fail please" {
 		t.Fatalf("record %+v", rec)
 	}
 }
@@ -251,7 +265,7 @@ func TestScriptedError(t *testing.T) {
 	req := e.request("agent:main:main", "main", "fail now")
 	e.submit(req)
 	rec := e.wait(req.RunID)
-	if rec.Status != streams.RunError || rec.Error != "scripted failure" {
+	if rec.Status != runs.Error || rec.Error != "scripted failure" {
 		t.Fatalf("record %+v", rec)
 	}
 	if msgs := e.transcript(req.SessionKey); len(msgs) != 1 || msgs[0]["role"] != "user" {
@@ -266,7 +280,7 @@ func TestTimeout(t *testing.T) {
 	req.TimeoutSeconds = 1
 	e.submit(req)
 	rec := e.wait(req.RunID)
-	if rec.Status != streams.RunTimeout || rec.Error == "" {
+	if rec.Status != runs.Timeout || rec.Error == "" {
 		t.Fatalf("record %+v", rec)
 	}
 }
@@ -289,7 +303,7 @@ func TestToolCallsAuthenticatedAsSession(t *testing.T) {
 	e.gateway("gw1", Options{})
 	req := e.request("agent:main:main", "main", "tool time")
 	e.submit(req)
-	if rec := e.wait(req.RunID); rec.Status != streams.RunOK || rec.Reply != "tool done" {
+	if rec := e.wait(req.RunID); rec.Status != runs.OK || rec.Reply != "tool done" {
 		t.Fatalf("record %+v", rec)
 	}
 	select {
@@ -306,16 +320,16 @@ func TestSessionLaneSerialises(t *testing.T) {
 	e := newEnv(t)
 	e.gateway("gw1", Options{Concurrency: 8})
 	e.gateway("gw2", Options{Concurrency: 8})
-	var reqs []*streams.RunRequest
+	var reqs []*runqueue.Request
 	for i := 0; i < 4; i++ {
 		r := e.request("agent:main:main", "main", fmt.Sprintf("wait %d", i))
 		reqs = append(reqs, r)
 		e.submit(r)
 	}
-	var recs []*streams.RunRecord
+	var recs []*runs.Record
 	for _, r := range reqs {
 		rec := e.wait(r.RunID)
-		if rec.Status != streams.RunOK {
+		if rec.Status != runs.OK {
 			t.Fatalf("record %+v", rec)
 		}
 		recs = append(recs, rec)
@@ -341,7 +355,7 @@ func TestRedeliveryOfFinishedRunDoesNotAppend(t *testing.T) {
 	g := e.gateway("gw1", Options{})
 	req := e.request("agent:main:main", "main", "once only")
 	e.submit(req)
-	if rec := e.wait(req.RunID); rec.Status != streams.RunOK {
+	if rec := e.wait(req.RunID); rec.Status != runs.OK {
 		t.Fatalf("record %+v", rec)
 	}
 	body, _ := json.Marshal(req)
@@ -369,11 +383,11 @@ func TestRedeliveredRunningRunSkipsAppendedParts(t *testing.T) {
 		e := newEnv(t)
 		req := e.request("agent:main:main", "main", "crash me")
 		e.submit(req)
-		enc := kv.EncodeKey(req.SessionKey)
+		enc := bus.EncodeKey(req.SessionKey)
 		// What the dead gateway left: record running at position 0, its parts.
 		at := uint64(0)
-		if _, err := e.runs.Update(context.Background(), req.RunID, func(r *streams.RunRecord) error {
-			r.Status, r.Attempts, r.Gateway, r.TranscriptAt = streams.RunRunning, 1, "dead", &at
+		if _, err := e.runs.Update(context.Background(), req.RunID, func(r *runs.Record) error {
+			r.Status, r.Attempts, r.Gateway, r.TranscriptAt = runs.Running, 1, "dead", &at
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -392,7 +406,7 @@ func TestRedeliveredRunningRunSkipsAppendedParts(t *testing.T) {
 		}
 		e.gateway("gw1", Options{})
 		rec := e.wait(req.RunID)
-		if rec.Status != streams.RunOK || rec.Attempts != 2 || rec.Gateway != "gw1" {
+		if rec.Status != runs.OK || rec.Attempts != 2 || rec.Gateway != "gw1" {
 			t.Fatalf("record %+v", rec)
 		}
 		msgs := e.transcript(req.SessionKey)
@@ -411,14 +425,14 @@ func TestRedeliveredRunningRunSkipsAppendedParts(t *testing.T) {
 func waitQueueDrained(t *testing.T, g *Gateway) {
 	t.Helper()
 	waitFor(t, "queue drained", func() bool {
-		n, err := g.Runs().Unfinished(context.Background())
+		n, err := g.Queue().Unfinished(context.Background())
 		return err == nil && n == 0
 	})
 }
 
-func a2aRequest(e *env, target, message string, turns int) *streams.RunRequest {
+func a2aRequest(e *env, target, message string, turns int) *runqueue.Request {
 	req := e.request(target, "main", message)
-	req.A2A = &streams.A2A{
+	req.A2A = &runqueue.A2A{
 		RequesterKey: "agent:req:main", RequesterChannel: "webchat",
 		TargetDisplayKey: target, OriginalMessage: message,
 		MaxPingPongTurns: turns, AnnounceTimeoutMs: 30000,
@@ -426,9 +440,9 @@ func a2aRequest(e *env, target, message string, turns int) *streams.RunRequest {
 	return req
 }
 
-func (e *env) lastDelivery(channel string) (*Delivery, nats.Header) {
+func (e *env) lastDelivery(channel string) (*deliveries.Delivery, nats.Header) {
 	e.t.Helper()
-	st, err := e.js.Stream(context.Background(), DeliverStream(e.names))
+	st, err := e.js.Stream(context.Background(), e.names.DeliverStream())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -439,7 +453,7 @@ func (e *env) lastDelivery(channel string) (*Delivery, nats.Header) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var d Delivery
+	var d deliveries.Delivery
 	if err := json.Unmarshal(m.Data, &d); err != nil {
 		e.t.Fatal(err)
 	}
@@ -452,7 +466,7 @@ func TestA2APingPongAndAnnounce(t *testing.T) {
 	target := "agent:main:discord:group:123"
 	req := a2aRequest(e, target, "hi target", 2)
 	e.submit(req)
-	if rec := e.wait(req.RunID); rec.Status != streams.RunOK {
+	if rec := e.wait(req.RunID); rec.Status != runs.OK {
 		t.Fatalf("primary %+v", rec)
 	}
 	st := e.waitState(req.RunID)
@@ -490,7 +504,7 @@ func TestA2APingPongAndAnnounce(t *testing.T) {
 	if d == nil {
 		t.Fatal("no announce delivered")
 	}
-	want := Delivery{Channel: "discord", To: "group:123", Message: "Announced: all good", SessionKey: target, RunID: req.RunID}
+	want := deliveries.Delivery{Channel: "discord", To: "group:123", Message: "Announced: all good", SessionKey: target, RunID: req.RunID}
 	if *d != want {
 		t.Fatalf("delivery %+v", d)
 	}
@@ -500,8 +514,8 @@ func TestA2APingPongAndAnnounce(t *testing.T) {
 }
 
 func TestA2AExtraSystemPrompts(t *testing.T) {
-	st := &A2AState{TargetKey: "agent:main:discord:group:1", TargetChannel: "discord", RoundOneReply: "r1", LatestReply: "latest"}
-	a := &streams.A2A{RequesterKey: "agent:req:main", RequesterChannel: "webchat", TargetDisplayKey: "discord:group:1", OriginalMessage: "orig", MaxPingPongTurns: 2}
+	st := &a2a.State{TargetKey: "agent:main:discord:group:1", TargetChannel: "discord", RoundOneReply: "r1", LatestReply: "latest"}
+	a := &runqueue.A2A{RequesterKey: "agent:req:main", RequesterChannel: "webchat", TargetDisplayKey: "discord:group:1", OriginalMessage: "orig", MaxPingPongTurns: 2}
 	got := sessionLines(a, st)
 	want := "Agent 1 (requester) session: agent:req:main.\nAgent 1 (requester) channel: webchat.\nAgent 2 (target) session: discord:group:1.\nAgent 2 (target) channel: discord."
 	if got != want {
@@ -556,16 +570,16 @@ func TestA2ANoPingPongWhenZeroTurnsAndAnnounceSkip(t *testing.T) {
 func TestAnnounceTargetResolution(t *testing.T) {
 	cases := []struct {
 		key  string
-		e    *kv.Entry
+		e    *sessions.Entry
 		want *AnnounceTarget
 	}{
 		{"agent:main:discord:group:123", nil, &AnnounceTarget{Channel: "discord", To: "group:123"}},
 		{"agent:main:telegram:channel:77:thread:9", nil, &AnnounceTarget{Channel: "telegram", To: "channel:77", ThreadID: "9"}},
 		{"agent:main:main", nil, nil},
-		{"agent:main:main", &kv.Entry{LastChannel: "telegram", LastTo: "u1", LastAccountID: "acc"}, &AnnounceTarget{Channel: "telegram", To: "u1", AccountID: "acc"}},
-		{"agent:main:main", &kv.Entry{DeliveryContext: &kv.DeliveryContext{Channel: "slack", To: "C1", ThreadID: "t"}, LastChannel: "x", LastTo: "y"}, &AnnounceTarget{Channel: "slack", To: "C1", ThreadID: "t"}},
-		{"agent:main:main", &kv.Entry{Origin: &kv.Origin{Provider: "whatsapp"}}, nil},
-		{"agent:main:slack:channel:C9", &kv.Entry{LastChannel: "slack", LastTo: "channel:C9", LastAccountID: "a"}, &AnnounceTarget{Channel: "slack", To: "channel:C9", AccountID: "a"}},
+		{"agent:main:main", &sessions.Entry{LastChannel: "telegram", LastTo: "u1", LastAccountID: "acc"}, &AnnounceTarget{Channel: "telegram", To: "u1", AccountID: "acc"}},
+		{"agent:main:main", &sessions.Entry{DeliveryContext: &sessions.DeliveryContext{Channel: "slack", To: "C1", ThreadID: "t"}, LastChannel: "x", LastTo: "y"}, &AnnounceTarget{Channel: "slack", To: "C1", ThreadID: "t"}},
+		{"agent:main:main", &sessions.Entry{Origin: &sessions.Origin{Provider: "whatsapp"}}, nil},
+		{"agent:main:slack:channel:C9", &sessions.Entry{LastChannel: "slack", LastTo: "channel:C9", LastAccountID: "a"}, &AnnounceTarget{Channel: "slack", To: "channel:C9", AccountID: "a"}},
 		{"agent:main:slack:channel:C9", nil, &AnnounceTarget{Channel: "slack", To: "channel:C9"}},
 	}
 	for _, c := range cases {
@@ -580,7 +594,7 @@ func TestTwoGatewaysShareWork(t *testing.T) {
 	e := newEnv(t)
 	e.gateway("gw1", Options{Concurrency: 2})
 	e.gateway("gw2", Options{Concurrency: 2})
-	var reqs []*streams.RunRequest
+	var reqs []*runqueue.Request
 	for i := 0; i < 16; i++ {
 		r := e.request(fmt.Sprintf("agent:main:s%d", i), "main", "wait")
 		reqs = append(reqs, r)
@@ -590,7 +604,7 @@ func TestTwoGatewaysShareWork(t *testing.T) {
 	var mu sync.Mutex
 	for _, r := range reqs {
 		rec := e.wait(r.RunID)
-		if rec.Status != streams.RunOK {
+		if rec.Status != runs.OK {
 			t.Fatalf("record %+v", rec)
 		}
 		mu.Lock()
@@ -608,8 +622,8 @@ func TestTwoGatewaysShareWork(t *testing.T) {
 func TestDeadGatewayRunRedelivered(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	cons, err := e.runs.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: streams.GatewaysConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: -1,
+	cons, err := e.queue.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: e.names.GatewaysConsumer(), AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: -1,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -627,18 +641,17 @@ func TestDeadGatewayRunRedelivered(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("fetched %d", n)
 	}
-	// Its lane lock, already expired.
-	lanes, err := bus.EnsureKV(ctx, e.js, jetstream.KeyValueConfig{Bucket: e.names.Bucket(LanesBucket)})
+	// Its lane lock, which the server ends a second after its last refresh.
+	dead, err := lanes.Open(ctx, e.js, e.names, 1, "dead", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, _ := json.Marshal(laneLock{RunID: req.RunID, Gateway: "dead", ExpiresAt: time.Now().Add(-time.Second).UnixMilli()})
-	if _, err := lanes.Create(ctx, kv.EncodeKey(req.SessionKey), lock); err != nil {
+	if _, err := dead.Acquire(ctx, req.SessionKey, req.RunID, 0); err != nil {
 		t.Fatal(err)
 	}
 	e.gateway("gw2", Options{AckWait: time.Second})
 	rec := e.wait(req.RunID)
-	if rec.Status != streams.RunOK || rec.Gateway != "gw2" || rec.Attempts != 1 {
+	if rec.Status != runs.OK || rec.Gateway != "gw2" || rec.Attempts != 1 {
 		t.Fatalf("record %+v", rec)
 	}
 	if msgs := e.transcript(req.SessionKey); len(msgs) != 2 {
@@ -655,11 +668,11 @@ func TestHeartbeatKeepsLongRun(t *testing.T) {
 	req.TimeoutSeconds = 30
 	e.submit(req)
 	rec := e.wait(req.RunID)
-	if rec.Status != streams.RunOK || rec.Attempts != 1 || rec.Reply != "too late" {
+	if rec.Status != runs.OK || rec.Attempts != 1 || rec.Reply != "too late" {
 		t.Fatalf("record %+v", rec)
 	}
 	waitQueueDrained(t, g)
-	cons, err := g.Runs().Stream().Consumer(context.Background(), streams.GatewaysConsumer)
+	cons, err := g.Queue().Stream().Consumer(context.Background(), e.names.GatewaysConsumer())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,8 +696,8 @@ func TestA2AResumesAfterCrash(t *testing.T) {
 	target := "agent:main:discord:group:77"
 	req := a2aRequest(e, target, "resume me", 2)
 	e.submit(req)
-	if _, err := e.runs.Update(context.Background(), req.RunID, func(r *streams.RunRecord) error {
-		r.Status, r.Reply, r.Attempts, r.Gateway = streams.RunOK, "resume me", 1, "dead"
+	if _, err := e.runs.Update(context.Background(), req.RunID, func(r *runs.Record) error {
+		r.Status, r.Reply, r.Attempts, r.Gateway = runs.OK, "resume me", 1, "dead"
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -714,13 +727,13 @@ func TestUnrecordedRunIsRecordedByGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	if err := e.runs.Publish(context.Background(), req); err != nil {
+	if err := e.queue.Publish(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	rec, err := w.Wait(ctx)
-	if err != nil || rec.Status != streams.RunOK || rec.Reply != "hi" || rec.Attempts != 1 || rec.TranscriptAt == nil || *rec.TranscriptAt != 0 {
+	if err != nil || rec.Status != runs.OK || rec.Reply != "hi" || rec.Attempts != 1 || rec.TranscriptAt == nil || *rec.TranscriptAt != 0 {
 		t.Fatalf("record %+v %v", rec, err)
 	}
 	if msgs := e.transcript(req.SessionKey); len(msgs) != 2 {
@@ -728,7 +741,7 @@ func TestUnrecordedRunIsRecordedByGateway(t *testing.T) {
 	}
 	// the index is current once the run is acked
 	waitQueueDrained(t, g)
-	n, err := e.tr.Count(context.Background(), kv.EncodeKey(req.SessionKey))
+	n, err := e.tr.Count(context.Background(), bus.EncodeKey(req.SessionKey))
 	if err != nil || n != 2 {
 		t.Fatalf("count %d %v", n, err)
 	}
@@ -740,7 +753,7 @@ func TestOutsideWriterDuringTurn(t *testing.T) {
 	e := newEnv(t)
 	e.gateway("gw1", Options{})
 	session := "agent:main:busy"
-	enc := kv.EncodeKey(session)
+	enc := bus.EncodeKey(session)
 	req := e.request(session, "main", "wait for it")
 	e.submit(req)
 	waitFor(t, "the prompt", func() bool {
@@ -751,7 +764,7 @@ func TestOutsideWriterDuringTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := e.wait(req.RunID)
-	if rec.Status != streams.RunOK || rec.Reply != "waited" {
+	if rec.Status != runs.OK || rec.Reply != "waited" {
 		t.Fatalf("record %+v", rec)
 	}
 	msgs := e.transcript(session)
@@ -771,34 +784,34 @@ func TestStaleMemoryOfSessionAfterOutsideWrites(t *testing.T) {
 	e := newEnv(t)
 	e.gateway("gw1", Options{})
 	session := "agent:main:shared"
-	enc := kv.EncodeKey(session)
+	enc := bus.EncodeKey(session)
 	first := e.request(session, "main", "one")
 	e.submit(first)
 	e.wait(first.RunID)
 
 	// another replica's run, an import and a label change, done by hand
-	lanes, err := e.js.KeyValue(context.Background(), e.names.Bucket(LanesBucket))
+	lanesKV, err := e.js.KeyValue(context.Background(), e.names.LanesBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lanes.Put(context.Background(), enc, freeLane); err != nil {
+	if _, err := lanesKV.Put(context.Background(), enc, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.tr.Append(context.Background(), enc, []byte(`{"role":"user","content":"imported"}`)); err != nil {
 		t.Fatal(err)
 	}
-	st, err := kv.OpenStore(context.Background(), e.js, e.names)
+	st, err := sessions.Open(context.Background(), e.js, e.names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _, err := st.Update(context.Background(), session, func(en *kv.Entry) error { en.Label = "kept"; return nil })
+	before, _, err := st.Update(context.Background(), session, func(en *sessions.Entry) error { en.Label = "kept"; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	second := e.request(session, "main", "two")
 	e.submit(second)
-	if rec := e.wait(second.RunID); rec.Status != streams.RunOK || rec.Reply != "two" {
+	if rec := e.wait(second.RunID); rec.Status != runs.OK || rec.Reply != "two" {
 		t.Fatalf("record %+v", rec)
 	}
 	var got []string
@@ -829,7 +842,7 @@ func TestLaterReplicaKeepsConsumerAckWait(t *testing.T) {
 	if g2.ackWait != 2*time.Second || g2.heartbeat() != 2*time.Second/3 {
 		t.Fatalf("gw2 ack wait %v heartbeat %v, want the consumer's 2s", g2.ackWait, g2.heartbeat())
 	}
-	cons, err := g2.Runs().Stream().Consumer(context.Background(), streams.GatewaysConsumer)
+	cons, err := g2.Queue().Stream().Consumer(context.Background(), e.names.GatewaysConsumer())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package handlers
 import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // facts are what the tools need to know about a session key, parsed once
@@ -18,14 +18,14 @@ type facts struct {
 	subagent  bool
 }
 
-// IndexDerive is the kv.Derive hook workers index with (exported so the
+// IndexDerive is the sessions.Derive hook workers index with (exported so the
 // benchmarks measure the same per-session memory).
-func IndexDerive(cfg *config.Config) kv.Derive {
+func IndexDerive(cfg *config.Config) sessions.Derive {
 	alias := rules.ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
-	return func(e *kv.Entry) any { return computeFacts(alias, e) }
+	return func(e *sessions.Entry) any { return computeFacts(alias, e) }
 }
 
-func computeFacts(alias rules.Alias, e *kv.Entry) *facts {
+func computeFacts(alias rules.Alias, e *sessions.Entry) *facts {
 	kind := rules.Kind(e.Key, alias, e.ChatType)
 	origin, last := "", e.LastChannel
 	if e.Origin != nil {
@@ -48,7 +48,7 @@ func computeFacts(alias rules.Alias, e *kv.Entry) *facts {
 	}
 }
 
-func (r *requester) facts(e *kv.Entry) *facts {
+func (r *requester) facts(e *sessions.Entry) *facts {
 	if f, ok := e.Derived.(*facts); ok {
 		return f
 	}

@@ -14,18 +14,21 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // Deps is what the tools read and write.
 type Deps struct {
 	Config      *config.Config
 	Names       bus.Names
-	Store       *kv.Store
-	Index       *kv.Index
-	Transcripts *streams.Transcripts
-	Runs        *streams.Runs
+	Store       *sessions.Store
+	Index       *sessions.Index
+	Transcripts *transcripts.Store
+	Runs        *runs.Records
+	Queue       *runqueue.Queue
 	Redactor    *sanitize.Redactor
 	Log         *slog.Logger
 	Now         func() time.Time

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // ImportOptions describe the session a transcript is loaded into.
@@ -44,7 +45,7 @@ const (
 // Import reads a JSONL transcript and appends it to a session, creating the
 // entry if absent. Every line is checked before anything is written, so a
 // bad file writes nothing.
-func Import(ctx context.Context, store *kv.Store, tr *streams.Transcripts, o ImportOptions, in io.Reader, now time.Time) (*ImportResult, error) {
+func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o ImportOptions, in io.Reader, now time.Time) (*ImportResult, error) {
 	key := strings.TrimSpace(o.SessionKey)
 	if err := rules.ValidateSessionKeyInput(key); err != nil {
 		return nil, thrown(err)
@@ -68,8 +69,8 @@ func Import(ctx context.Context, store *kv.Store, tr *streams.Transcripts, o Imp
 		return nil, badRequest(err.Error())
 	}
 	res := &ImportResult{SessionKey: key, Skipped: skipped}
-	e := &kv.Entry{
-		Key: key, AgentID: agentID, SessionID: kv.NewSessionID(), Label: o.Label,
+	e := &sessions.Entry{
+		Key: key, AgentID: agentID, SessionID: sessions.NewID(), Label: o.Label,
 		SpawnedBy: o.SpawnedBy, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli(),
 	}
 	if o.SpawnedBy != "" {
@@ -82,19 +83,19 @@ func Import(ctx context.Context, store *kv.Store, tr *streams.Transcripts, o Imp
 	switch _, err := store.Create(ctx, e); {
 	case err == nil:
 		res.Created = true
-	case errors.Is(err, kv.ErrExists):
+	case errors.Is(err, sessions.ErrExists):
 	default:
 		return nil, fmt.Errorf("create session %s: %w", key, err)
 	}
 	if len(msgs) > 0 {
-		first, err := tr.Append(ctx, kv.EncodeKey(key), msgs...)
+		first, err := tr.Append(ctx, bus.EncodeKey(key), msgs...)
 		if err != nil {
 			return nil, fmt.Errorf("append transcript of %s: %w", key, err)
 		}
 		res.FirstEntry = first
 		res.Imported = len(msgs)
 	}
-	cur, _, err := store.Update(ctx, key, func(cur *kv.Entry) error {
+	cur, _, err := store.Update(ctx, key, func(cur *sessions.Entry) error {
 		cur.UpdatedAt = max(cur.UpdatedAt, now.UnixMilli())
 		return nil
 	})
@@ -102,7 +103,7 @@ func Import(ctx context.Context, store *kv.Store, tr *streams.Transcripts, o Imp
 		return nil, fmt.Errorf("update session %s: %w", key, err)
 	}
 	res.SessionID = cur.SessionID
-	if res.Total, err = tr.Count(ctx, kv.EncodeKey(key)); err != nil {
+	if res.Total, err = tr.Count(ctx, bus.EncodeKey(key)); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // resolved is a session reference after §2.7 resolution.
@@ -13,7 +13,7 @@ type resolved struct {
 	key          string // the store key
 	displayKey   string // what the tool reports back
 	viaSessionID bool
-	entry        *kv.Entry // nil when the session has no entry yet
+	entry        *sessions.Entry // nil when the session has no entry yet
 }
 
 // failure is a returned (not thrown) tool error: {status, error}.
@@ -72,8 +72,8 @@ func (d *Deps) checkSandboxSpawned(r *requester, res resolved, input string) *fa
 // selectBySessionID applies the gateway's choice among store keys sharing a
 // sessionId: collapse alias duplicates, prefer structural matches, then the
 // unique freshest; a tie is ambiguous and resolves to nothing.
-func (d *Deps) selectBySessionID(r *requester, id string) *kv.Entry {
-	var cands []*kv.Entry
+func (d *Deps) selectBySessionID(r *requester, id string) *sessions.Entry {
+	var cands []*sessions.Entry
 	for _, e := range d.Index.BySessionID(id) {
 		if r.restrictToSpawned {
 			if e.Key == rules.KeyGlobal || e.Key == rules.KeyUnknown || !d.Index.IsChild(r.key, e.Key) {
@@ -89,7 +89,7 @@ func (d *Deps) selectBySessionID(r *requester, id string) *kv.Entry {
 		}
 		return nil
 	}
-	var structural []*kv.Entry
+	var structural []*sessions.Entry
 	for _, e := range cands {
 		if strings.HasSuffix(strings.ToLower(e.Key), ":"+strings.ToLower(id)) {
 			structural = append(structural, e)
@@ -104,8 +104,8 @@ func (d *Deps) selectBySessionID(r *requester, id string) *kv.Entry {
 // collapseAliases keeps one entry per request key (the key without its
 // `agent:<id>:` prefix, case-folded): the freshest, then the one already in
 // lower case, then the lexicographically first.
-func collapseAliases(es []*kv.Entry) []*kv.Entry {
-	best := map[string]*kv.Entry{}
+func collapseAliases(es []*sessions.Entry) []*sessions.Entry {
+	best := map[string]*sessions.Entry{}
 	var order []string
 	for _, e := range es {
 		rk := requestKey(e.Key)
@@ -119,7 +119,7 @@ func collapseAliases(es []*kv.Entry) []*kv.Entry {
 			best[rk] = e
 		}
 	}
-	out := make([]*kv.Entry, 0, len(order))
+	out := make([]*sessions.Entry, 0, len(order))
 	for _, rk := range order {
 		out = append(out, best[rk])
 	}
@@ -133,7 +133,7 @@ func requestKey(k string) string {
 	return strings.ToLower(strings.TrimSpace(k))
 }
 
-func betterAlias(a, b *kv.Entry) bool {
+func betterAlias(a, b *sessions.Entry) bool {
 	if a.UpdatedAt != b.UpdatedAt {
 		return a.UpdatedAt > b.UpdatedAt
 	}
@@ -144,8 +144,8 @@ func betterAlias(a, b *kv.Entry) bool {
 	return a.Key < b.Key
 }
 
-func uniqueFreshest(es []*kv.Entry) *kv.Entry {
-	var best *kv.Entry
+func uniqueFreshest(es []*sessions.Entry) *sessions.Entry {
+	var best *sessions.Entry
 	tie := false
 	for _, e := range es {
 		switch {

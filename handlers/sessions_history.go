@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
-	"github.com/sessionbus/sessionbus/kv"
 )
 
 // sessions_history reads at most this many transcript entries per call. The
@@ -59,7 +59,7 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 	if f != nil {
 		return f, nil
 	}
-	entries, total, err := d.Transcripts.Tail(ctx, kv.EncodeKey(res.key), limit, uint64(offset))
+	entries, total, err := d.Transcripts.Tail(ctx, bus.EncodeKey(res.key), limit, uint64(offset))
 	if err != nil {
 		return nil, err
 	}

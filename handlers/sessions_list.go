@@ -7,8 +7,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // sessions_list limits (reference §1.1 [B], seed 000).
@@ -179,18 +180,18 @@ func parseListQuery(p rules.Params) (*listQuery, error) {
 // exactFilter is one of the [B] inventory filters that match an entry
 // field exactly.
 type exactFilter struct {
-	field func(*kv.Entry) string
+	field func(*sessions.Entry) string
 	value string
 }
 
 var exactFilters = []struct {
 	name  string
-	field func(*kv.Entry) string
+	field func(*sessions.Entry) string
 }{
-	{"ownerId", func(e *kv.Entry) string { return e.OwnerID }},
-	{"creatorId", func(e *kv.Entry) string { return e.CreatorID }},
-	{"projectId", func(e *kv.Entry) string { return e.ProjectID }},
-	{"workspaceDir", func(e *kv.Entry) string { return e.WorkspaceDir }},
+	{"ownerId", func(e *sessions.Entry) string { return e.OwnerID }},
+	{"creatorId", func(e *sessions.Entry) string { return e.CreatorID }},
+	{"projectId", func(e *sessions.Entry) string { return e.ProjectID }},
+	{"workspaceDir", func(e *sessions.Entry) string { return e.WorkspaceDir }},
 }
 
 func parseArchived(p rules.Params, q *listQuery) error {
@@ -223,9 +224,9 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	// server round trip, and a barrier would double the call's cost.
 	guard := d.guard(r, rules.ActionList)
 	nowMs := d.Now().UnixMilli()
-	var picked []*kv.Entry
+	var picked []*sessions.Entry
 	skipped, hasMore := 0, false
-	consider := func(e *kv.Entry) bool {
+	consider := func(e *sessions.Entry) bool {
 		if !d.listable(r, q, e, nowMs) {
 			return true
 		}
@@ -267,7 +268,7 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 
 // listCandidates is the small set tree/self visibility (or a spawned-only
 // sandbox) can see, newest first; wider visibility walks the whole index.
-func (d *Deps) listCandidates(r *requester) []*kv.Entry {
+func (d *Deps) listCandidates(r *requester) []*sessions.Entry {
 	if (r.visibility == rules.VisibilityAgent || r.visibility == rules.VisibilityAll) && !r.restrictToSpawned {
 		return nil
 	}
@@ -288,7 +289,7 @@ func (d *Deps) listCandidates(r *requester) []*kv.Entry {
 
 // listable applies the inventory filters. It runs under the index lock, so
 // it must not call back into the index.
-func (d *Deps) listable(r *requester, q *listQuery, e *kv.Entry, nowMs int64) bool {
+func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int64) bool {
 	k, f := e.Key, r.facts(e)
 	switch {
 	case k == rules.KeyUnknown, f.cronRun, f.malformed:
@@ -338,7 +339,7 @@ func (d *Deps) listable(r *requester, q *listQuery, e *kv.Entry, nowMs int64) bo
 	return true
 }
 
-func matchesSearch(e *kv.Entry, needle string) bool {
+func matchesSearch(e *sessions.Entry, needle string) bool {
 	for _, f := range []string{e.DisplayName, e.Label, e.Subject, e.SessionID, e.Key} {
 		if f != "" && strings.Contains(strings.ToLower(f), needle) {
 			return true
@@ -347,7 +348,7 @@ func matchesSearch(e *kv.Entry, needle string) bool {
 	return false
 }
 
-func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*kv.Entry, guard rules.Guard) []*listRow {
+func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*sessions.Entry, guard rules.Guard) []*listRow {
 	rows := make([]*listRow, len(es))
 	for i, e := range es {
 		rows[i] = d.baseRow(r, e, guard)
@@ -369,7 +370,7 @@ func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*
 	return rows
 }
 
-func (d *Deps) baseRow(r *requester, e *kv.Entry, guard rules.Guard) *listRow {
+func (d *Deps) baseRow(r *requester, e *sessions.Entry, guard rules.Guard) *listRow {
 	f := r.facts(e)
 	row := &listRow{
 		Key:            r.alias.Display(e.Key),
@@ -404,7 +405,7 @@ func (d *Deps) baseRow(r *requester, e *kv.Entry, guard rules.Guard) *listRow {
 	return row
 }
 
-func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *kv.Entry, row *listRow) {
+func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *sessions.Entry, row *listRow) {
 	if q.derivedTitles {
 		row.DerivedTitle = d.derivedTitle(ctx, e)
 	}
@@ -412,7 +413,7 @@ func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *kv.Entry, row *li
 		row.LastMessagePreview = d.lastMessagePreview(ctx, e)
 	}
 	if q.messageLimit > 0 {
-		entries, _, err := d.Transcripts.Tail(ctx, kv.EncodeKey(e.Key), q.messageLimit, 0)
+		entries, _, err := d.Transcripts.Tail(ctx, bus.EncodeKey(e.Key), q.messageLimit, 0)
 		if err != nil {
 			d.Log.Warn("sessions_list: transcript read failed", "session", e.Key, "err", err)
 			return

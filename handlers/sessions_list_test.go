@@ -10,7 +10,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 const mainKey = "agent:main:main"
@@ -41,7 +41,7 @@ func row(t *testing.T, res map[string]any, key string) map[string]any {
 
 // seed puts sessions with fixed updatedAt so order is deterministic:
 // later in the list = older.
-func seed(s *handlerstest.Stack, es ...*kv.Entry) {
+func seed(s *handlerstest.Stack, es ...*sessions.Entry) {
 	now := time.Now().UnixMilli()
 	for i, e := range es {
 		if e.UpdatedAt == 0 {
@@ -54,8 +54,8 @@ func seed(s *handlerstest.Stack, es ...*kv.Entry) {
 	}
 }
 
-func tree() []*kv.Entry {
-	return []*kv.Entry{
+func tree() []*sessions.Entry {
+	return []*sessions.Entry{
 		{Key: mainKey, SessionID: "11111111-1111-4111-8111-111111111111", Label: "main"},
 		{Key: "agent:main:subagent:a", SpawnedBy: mainKey, Label: "research"},
 		{Key: "agent:main:subagent:b", ParentSessionKey: mainKey, Label: "writer"},
@@ -162,11 +162,11 @@ func TestListFilters(t *testing.T) {
 	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.Sessions.Visibility = "agent" })
 	old := time.Now().Add(-3 * time.Hour).UnixMilli()
 	seed(s,
-		&kv.Entry{Key: mainKey, Pinned: true},
-		&kv.Entry{Key: "agent:main:telegram:group:g1", Label: "Ops Room", DisplayName: "Ops war room", ChatType: "group"},
-		&kv.Entry{Key: "agent:main:hook:deploy", Archived: true},
-		&kv.Entry{Key: "agent:main:node-device", UpdatedAt: old},
-		&kv.Entry{Key: "agent:main:subagent:x", SpawnedBy: mainKey, Group: "g", OwnerID: "u1", ProjectID: "p1", WorkspaceDir: "/w", CreatorID: "c1"},
+		&sessions.Entry{Key: mainKey, Pinned: true},
+		&sessions.Entry{Key: "agent:main:telegram:group:g1", Label: "Ops Room", DisplayName: "Ops war room", ChatType: "group"},
+		&sessions.Entry{Key: "agent:main:hook:deploy", Archived: true},
+		&sessions.Entry{Key: "agent:main:node-device", UpdatedAt: old},
+		&sessions.Entry{Key: "agent:main:subagent:x", SpawnedBy: mainKey, Group: "g", OwnerID: "u1", ProjectID: "p1", WorkspaceDir: "/w", CreatorID: "c1"},
 	)
 	cases := []struct{ params, want string }{
 		{`{"kinds":["group","BOGUS"]}`, "agent:main:telegram:group:g1"},
@@ -198,9 +198,9 @@ func TestListFilters(t *testing.T) {
 
 func TestListPagination(t *testing.T) {
 	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.Sessions.Visibility = "agent" })
-	var es []*kv.Entry
+	var es []*sessions.Entry
 	for i := 0; i < 250; i++ {
-		es = append(es, &kv.Entry{Key: fmt.Sprintf("agent:main:s%03d", i)})
+		es = append(es, &sessions.Entry{Key: fmt.Sprintf("agent:main:s%03d", i)})
 	}
 	seed(s, es...)
 	res := s.MustCall(mainKey, "sessions_list", `{"limit":500}`)
@@ -268,9 +268,9 @@ func TestListMessagesAndPreviews(t *testing.T) {
 func TestListByteBudget(t *testing.T) {
 	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.Sessions.Visibility = "agent" })
 	big := strings.Repeat("x", 3000)
-	var es []*kv.Entry
+	var es []*sessions.Entry
 	for i := 0; i < 60; i++ {
-		es = append(es, &kv.Entry{Key: fmt.Sprintf("agent:main:s%02d", i), DisplayName: big})
+		es = append(es, &sessions.Entry{Key: fmt.Sprintf("agent:main:s%02d", i), DisplayName: big})
 	}
 	seed(s, es...)
 	res := s.MustCall(mainKey, "sessions_list", `{"limit":60}`)
@@ -297,7 +297,7 @@ func TestListByteBudget(t *testing.T) {
 	}
 	// one bare row over 64 KiB
 	s3 := handlerstest.Start(t, nil)
-	seed(s3, &kv.Entry{Key: mainKey, DisplayName: strings.Repeat("z", 70*1024)})
+	seed(s3, &sessions.Entry{Key: mainKey, DisplayName: strings.Repeat("z", 70*1024)})
 	_, err := s3.Call(mainKey, "sessions_list", `{}`)
 	if e, ok := bus.AsError(err); !ok || e.Code != 400 || e.Message != "Session metadata exceeds the 64 KiB result budget even without previews; use a narrower inventory query" {
 		t.Fatalf("oversized row: %v", err)

@@ -13,8 +13,9 @@ import (
 
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 // sessions_send limits and defaults (reference §1.3, seed 000).
@@ -115,7 +116,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	if err != nil {
 		return nil, err
 	}
-	earlyID := kv.NewSessionID()
+	earlyID := sessions.NewID()
 
 	// §4.1 target selection, in order.
 	if sp.hasKey && sp.hasLabel {
@@ -157,7 +158,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	}
 
 	// loop protection: a send made from inside a run continues its chain.
-	chainID, hop := kv.NewSessionID(), 0
+	chainID, hop := sessions.NewID(), 0
 	if r.runID != "" {
 		chainID, hop = r.runID, 1
 		if parent, _, err := d.Runs.Get(ctx, r.runID); err == nil {
@@ -180,14 +181,14 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	reqChannel := d.requesterChannel(r)
 	skipA2A := res.entry != nil && (res.entry.SpawnedBy == r.key || res.entry.ParentSessionKey == r.key)
 	now := d.Now().UnixMilli()
-	req := &streams.RunRequest{
+	req := &runqueue.Request{
 		RunID:             runID,
 		SessionKey:        target,
 		AgentID:           rules.AgentIDFromKey(target),
 		Message:           sp.message,
 		Prompt:            rules.AnnotateInterSession(sp.message, r.key, reqChannel, sendToolName),
 		ExtraSystemPrompt: a2aContextPrompt(r.key, reqChannel, res.displayKey),
-		Provenance: &streams.Provenance{
+		Provenance: &runqueue.Provenance{
 			Kind: provenanceInterSession, SourceSessionKey: r.key, SourceChannel: reqChannel, SourceTool: sendToolName,
 		},
 		Lane:      sendLane,
@@ -200,7 +201,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		if sp.timeoutSeconds > 0 {
 			announceMs = int64(sp.timeoutSeconds) * 1000
 		}
-		req.A2A = &streams.A2A{
+		req.A2A = &runqueue.A2A{
 			RequesterKey:      r.key,
 			RequesterChannel:  reqChannel,
 			TargetDisplayKey:  res.displayKey,
@@ -209,8 +210,8 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 			AnnounceTimeoutMs: announceMs,
 		}
 	}
-	rec := &streams.RunRecord{
-		RunID: runID, SessionKey: target, AgentID: req.AgentID, Status: streams.RunPending,
+	rec := &runs.Record{
+		RunID: runID, SessionKey: target, AgentID: req.AgentID, Status: runs.Pending,
 		CreatedAt: now, ChainID: chainID, Hop: hop, IdempotencyKey: sp.idempotencyKey,
 	}
 	// A fresh run the caller waits for is watched before it is queued, so
@@ -218,7 +219,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	// (the gateway records it running; see RunRequest.Recorded). An
 	// idempotent one may have finished long ago: it is recorded first and
 	// read by Runs.Wait.
-	var waiter *streams.RunWaiter
+	var waiter *runs.Waiter
 	if sp.timeoutSeconds > 0 && sp.idempotencyKey == "" {
 		if waiter, err = d.Runs.Watch(runID); err != nil {
 			return sendFail(runID, "error", err.Error(), res.displayKey), nil
@@ -227,12 +228,12 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	}
 	var serr error
 	if waiter != nil {
-		serr = d.Runs.Publish(ctx, req)
+		serr = d.Queue.Publish(ctx, req)
 	} else {
-		serr = d.Runs.Submit(ctx, req, rec)
+		serr = d.Queue.Submit(ctx, d.Runs, req, rec)
 	}
 	if err := serr; err != nil {
-		if !errors.Is(err, streams.ErrRunExists) || sp.idempotencyKey == "" {
+		if !errors.Is(err, runs.ErrExists) || sp.idempotencyKey == "" {
 			return sendFail(runID, "error", err.Error(), res.displayKey), nil
 		}
 		// an idempotent repeat: never a second run. If the first call
@@ -243,9 +244,9 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		if gerr != nil {
 			return sendFail(runID, "error", gerr.Error(), res.displayKey), nil
 		}
-		if first.Status == streams.RunPending && time.Duration(now-first.CreatedAt)*time.Millisecond < streams.RunsDedupeWindow-time.Minute {
+		if first.Status == runs.Pending && time.Duration(now-first.CreatedAt)*time.Millisecond < runqueue.DedupeWindow-time.Minute {
 			req.ChainID, req.Hop, req.CreatedAt = first.ChainID, first.Hop, first.CreatedAt
-			if perr := d.Runs.Publish(ctx, req); perr != nil {
+			if perr := d.Queue.Publish(ctx, req); perr != nil {
 				d.Log.Warn("sessions_send: re-publish of idempotent run", "runId", runID, "err", perr)
 			}
 		}
@@ -262,7 +263,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(sp.timeoutSeconds)*time.Second)
 	defer cancel()
-	var last *streams.RunRecord
+	var last *runs.Record
 	var werr error
 	if waiter != nil {
 		last, werr = waiter.Wait(wctx)
@@ -287,9 +288,9 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		return &sendResult{RunID: runID, Status: "error", Error: werr.Error(), SessionKey: res.displayKey, SentBeforeError: true}, nil
 	}
 	switch last.Status {
-	case streams.RunOK:
+	case runs.OK:
 		return &sendResult{RunID: runID, Status: "ok", Reply: last.Reply, SessionKey: res.displayKey, Delivery: delivery("delivered")}, nil
-	case streams.RunTimeout:
+	case runs.Timeout:
 		return &sendResult{RunID: runID, Status: "timeout", Error: firstNonEmpty(last.Error, errSendRunTimeout), SessionKey: res.displayKey, SentBeforeError: true}, nil
 	default: // error, killed
 		return &sendResult{RunID: runID, Status: "error", Error: firstNonEmpty(last.Error, errSendAgentError), SessionKey: res.displayKey, SentBeforeError: true}, nil
@@ -323,7 +324,7 @@ func (d *Deps) resolveSendTarget(ctx context.Context, r *requester, ref string) 
 }
 
 func (d *Deps) checkSendTarget(r *requester, ref string) (resolved, *sendResult) {
-	id := kv.NewSessionID()
+	id := sessions.NewID()
 	res, f := d.resolveReference(r, ref)
 	if f != nil {
 		return res, sendFail(id, f.Status, f.Error, "")
@@ -360,10 +361,10 @@ func (d *Deps) lookupLabel(ctx context.Context, r *requester, label, agentID str
 			return "", fail(rules.StatusForbidden, errSendA2ADenied)
 		}
 	}
-	find := func() (*kv.Entry, bool) {
-		var best *kv.Entry
+	find := func() (*sessions.Entry, bool) {
+		var best *sessions.Entry
 		tie := false
-		d.Index.Each(func(e *kv.Entry) bool {
+		d.Index.Each(func(e *sessions.Entry) bool {
 			if e.Label != label || rules.AgentIDFromKey(e.Key) != requested {
 				return true
 			}

@@ -15,8 +15,9 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 // fakeExec stands in for a gateway: a pull consumer on SB_RUNS that finishes
@@ -25,12 +26,12 @@ import (
 // else ⇒ ok with "echo: <message>". It keeps every request it saw.
 type fakeExec struct {
 	mu      sync.Mutex
-	reqs    map[string]streams.RunRequest
+	reqs    map[string]runqueue.Request
 	stopped bool
 	busy    sync.WaitGroup
 }
 
-func (f *fakeExec) req(t *testing.T, runID string) streams.RunRequest {
+func (f *fakeExec) req(t *testing.T, runID string) runqueue.Request {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -43,11 +44,10 @@ func (f *fakeExec) req(t *testing.T, runID string) streams.RunRequest {
 
 func startExec(t *testing.T, s *handlerstest.Stack) *fakeExec {
 	t.Helper()
-	f := &fakeExec{reqs: map[string]streams.RunRequest{}}
-	runs := s.Worker.Deps.Runs
+	f := &fakeExec{reqs: map[string]runqueue.Request{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cons, err := runs.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "fake-exec", AckPolicy: jetstream.AckExplicitPolicy})
+	cons, err := s.Worker.Deps.Queue.Stream().CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "fake-exec", AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func startExec(t *testing.T, s *handlerstest.Stack) *fakeExec {
 		f.busy.Add(1)
 		f.mu.Unlock()
 		defer f.busy.Done()
-		var req streams.RunRequest
+		var req runqueue.Request
 		if err := json.Unmarshal(m.Data(), &req); err != nil {
 			t.Errorf("bad run request: %v", err)
 			_ = m.Term()
@@ -73,23 +73,23 @@ func startExec(t *testing.T, s *handlerstest.Stack) *fakeExec {
 		defer cancel()
 		if !req.Recorded {
 			// queued without a record: a gateway creates it
-			if err := runs.RecordPending(ctx, &streams.RunRecord{RunID: req.RunID, SessionKey: req.SessionKey, Status: streams.RunPending}); err != nil {
+			if err := s.Worker.Deps.Runs.RecordPending(ctx, &runs.Record{RunID: req.RunID, SessionKey: req.SessionKey, Status: runs.Pending}); err != nil {
 				t.Errorf("record run %s: %v", req.RunID, err)
 			}
 		}
-		_, err := runs.Update(ctx, req.RunID, func(rec *streams.RunRecord) error {
+		_, err := s.Worker.Deps.Runs.Update(ctx, req.RunID, func(rec *runs.Record) error {
 			rec.StartedAt, rec.EndedAt = time.Now().UnixMilli(), time.Now().UnixMilli()
 			switch req.Message {
 			case "fail":
-				rec.Status, rec.Error = streams.RunError, "model exploded"
+				rec.Status, rec.Error = runs.Error, "model exploded"
 			case "run-timeout":
-				rec.Status, rec.Error = streams.RunTimeout, "run exceeded 600s"
+				rec.Status, rec.Error = runs.Timeout, "run exceeded 600s"
 			case "hang":
-				rec.Status, rec.EndedAt = streams.RunRunning, 0
+				rec.Status, rec.EndedAt = runs.Running, 0
 			case "silent":
-				rec.Status = streams.RunOK
+				rec.Status = runs.OK
 			default:
-				rec.Status, rec.Reply = streams.RunOK, "echo: "+req.Message
+				rec.Status, rec.Reply = runs.OK, "echo: "+req.Message
 			}
 			return nil
 		})
@@ -126,7 +126,7 @@ func queued(t *testing.T, s *handlerstest.Stack) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	info, err := s.Worker.Deps.Runs.Stream().Info(ctx)
+	info, err := s.Worker.Deps.Queue.Stream().Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestSendProvenanceAndRequest(t *testing.T) {
 	s := sendStack(t, func(c *config.Config) { c.Session.AgentToAgent.MaxPingPongTurns = 3 })
 	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
 	s.Import(handlers.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"x"}`)
-	s.Update(mainKey, func(e *kv.Entry) { e.LastChannel = "discord" })
+	s.Update(mainKey, func(e *sessions.Entry) { e.LastChannel = "discord" })
 	ex := startExec(t, s)
 
 	// an older marker block at the top of the body is replaced, not stacked
@@ -281,7 +281,7 @@ func TestSendProvenanceAndRequest(t *testing.T) {
 	params, _ := json.Marshal(map[string]any{"sessionKey": peerKey, "message": body, "timeoutSeconds": 0})
 	res := s.MustCall(mainKey, "sessions_send", string(params))
 	runID := res["runId"].(string)
-	var req streams.RunRequest
+	var req runqueue.Request
 	waitFor(t, func() bool {
 		ex.mu.Lock()
 		defer ex.mu.Unlock()
@@ -302,11 +302,11 @@ func TestSendProvenanceAndRequest(t *testing.T) {
 	if req.ExtraSystemPrompt != wantExtra {
 		t.Errorf("extra system prompt\n got %q\nwant %q", req.ExtraSystemPrompt, wantExtra)
 	}
-	wantProv := streams.Provenance{Kind: "inter_session", SourceSessionKey: mainKey, SourceChannel: "discord", SourceTool: "sessions_send"}
+	wantProv := runqueue.Provenance{Kind: "inter_session", SourceSessionKey: mainKey, SourceChannel: "discord", SourceTool: "sessions_send"}
 	if req.Provenance == nil || *req.Provenance != wantProv {
 		t.Errorf("provenance %+v", req.Provenance)
 	}
-	wantA2A := streams.A2A{RequesterKey: mainKey, RequesterChannel: "discord", TargetDisplayKey: peerKey, OriginalMessage: body, MaxPingPongTurns: 3, AnnounceTimeoutMs: 30000}
+	wantA2A := runqueue.A2A{RequesterKey: mainKey, RequesterChannel: "discord", TargetDisplayKey: peerKey, OriginalMessage: body, MaxPingPongTurns: 3, AnnounceTimeoutMs: 30000}
 	if req.Lane != "nested" || req.A2A == nil || *req.A2A != wantA2A || req.Hop != 0 || len(req.ChainID) != 36 || req.AgentID != "main" || req.SessionKey != peerKey {
 		t.Errorf("request %+v a2a %+v", req, req.A2A)
 	}
@@ -370,8 +370,8 @@ func TestSendPolicy(t *testing.T) {
 	wantShape(t, res, map[string]any{"status": "error", "error": "send blocked by session policy", "sessionKey": grp})
 
 	// the entry's override wins: allow over the config deny, deny over the default allow
-	s.Update(grp, func(e *kv.Entry) { e.SendPolicy = "Allow" })
-	s.Update(peerKey, func(e *kv.Entry) { e.SendPolicy = "DENY" })
+	s.Update(grp, func(e *sessions.Entry) { e.SendPolicy = "Allow" })
+	s.Update(peerKey, func(e *sessions.Entry) { e.SendPolicy = "DENY" })
 	if res := s.MustCall(mainKey, "sessions_send", `{"sessionKey":"agent:main:discord:group:g1","message":"hi","timeoutSeconds":0}`); res["status"] != "accepted" {
 		t.Errorf("override allow: %v", res)
 	}
@@ -416,8 +416,8 @@ func TestSendIdempotencyKey(t *testing.T) {
 	// a waited repeat of a finished run returns the first run's outcome
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := s.Worker.Deps.Runs.Update(ctx, first, func(r *streams.RunRecord) error {
-		r.Status, r.Reply = streams.RunOK, "done once"
+	if _, err := s.Worker.Deps.Runs.Update(ctx, first, func(r *runs.Record) error {
+		r.Status, r.Reply = runs.OK, "done once"
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -434,12 +434,12 @@ func TestSendIdempotencyKey(t *testing.T) {
 func TestSendHopBound(t *testing.T) {
 	s := sendStack(t, func(c *config.Config) { c.Bus.MaxRunHops = 3 })
 	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
-	runs := s.Worker.Deps.Runs
+	recs := s.Worker.Deps.Runs
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	putRun := func(id string, hop int) {
-		data, _ := json.Marshal(streams.RunRecord{RunID: id, SessionKey: mainKey, AgentID: "main", Status: streams.RunRunning, ChainID: "chain-1", Hop: hop})
-		if _, err := runs.Records().Put(ctx, id, data); err != nil {
+		data, _ := json.Marshal(runs.Record{RunID: id, SessionKey: mainKey, AgentID: "main", Status: runs.Running, ChainID: "chain-1", Hop: hop})
+		if _, err := recs.KV().Put(ctx, id, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -450,7 +450,7 @@ func TestSendHopBound(t *testing.T) {
 	if err != nil || res["status"] != "accepted" {
 		t.Fatalf("hop 3 of 3: %v %v", res, err)
 	}
-	rec, _, err := runs.Get(ctx, res["runId"].(string))
+	rec, _, err := recs.Get(ctx, res["runId"].(string))
 	if err != nil || rec.ChainID != "chain-1" || rec.Hop != 3 {
 		t.Fatalf("chained record %+v %v", rec, err)
 	}
@@ -461,7 +461,7 @@ func TestSendHopBound(t *testing.T) {
 	}
 	// a top-level send starts a new chain at hop 0
 	res = s.MustCall(mainKey, "sessions_send", `{"sessionKey":"agent:main:peer","message":"hi","timeoutSeconds":0}`)
-	if rec, _, _ := runs.Get(ctx, res["runId"].(string)); rec == nil || rec.Hop != 0 || rec.ChainID == "chain-1" || rec.ChainID == "" {
+	if rec, _, _ := recs.Get(ctx, res["runId"].(string)); rec == nil || rec.Hop != 0 || rec.ChainID == "chain-1" || rec.ChainID == "" {
 		t.Errorf("new chain record %+v", rec)
 	}
 }

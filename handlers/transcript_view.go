@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // Sizes of the mailbox-style previews on sessions_list rows. The reference
@@ -59,7 +60,7 @@ type viewMessage struct {
 // sessions_history and sessions_list messages both need them. withSeq tags
 // each message with its 1-based transcript position (`__openclaw.seq`), as
 // the gateway does for paginated reads.
-func (d *Deps) sanitizeEntries(entries []streams.Entry, includeTools, withSeq bool) []viewMessage {
+func (d *Deps) sanitizeEntries(entries []transcripts.Entry, includeTools, withSeq bool) []viewMessage {
 	out := make([]viewMessage, 0, len(entries))
 	for _, e := range entries {
 		m, ok := decodeMessage(e.Data)
@@ -156,11 +157,11 @@ func (d *Deps) oneLine(s string, max int) string {
 }
 
 // derivedTitle is the first user message of the transcript, as one line.
-func (d *Deps) derivedTitle(ctx context.Context, e *kv.Entry) string {
+func (d *Deps) derivedTitle(ctx context.Context, e *sessions.Entry) string {
 	if e.DerivedTitle != "" {
 		return d.oneLine(e.DerivedTitle, derivedTitleMaxChars)
 	}
-	entries, err := d.Transcripts.Read(ctx, kv.EncodeKey(e.Key), 0, 8)
+	entries, err := d.Transcripts.Read(ctx, bus.EncodeKey(e.Key), 0, 8)
 	if err != nil {
 		return ""
 	}
@@ -175,8 +176,8 @@ func (d *Deps) derivedTitle(ctx context.Context, e *kv.Entry) string {
 }
 
 // lastMessagePreview is the newest non-tool message, as one line.
-func (d *Deps) lastMessagePreview(ctx context.Context, e *kv.Entry) string {
-	entries, _, err := d.Transcripts.Tail(ctx, kv.EncodeKey(e.Key), 4, 0)
+func (d *Deps) lastMessagePreview(ctx context.Context, e *sessions.Entry) string {
+	entries, _, err := d.Transcripts.Tail(ctx, bus.EncodeKey(e.Key), 4, 0)
 	if err != nil {
 		return ""
 	}

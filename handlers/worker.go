@@ -12,8 +12,10 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // Worker is one stateless tool worker: a micro service instance plus the
@@ -34,38 +36,49 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 		return nil, err
 	}
 	names := bus.NewNames(cfg.Bus.Prefix)
-	store, err := kv.OpenStore(ctx, js, names, kv.WithReplicas(cfg.Bus.Replicas))
-	if err != nil {
-		return nil, err
-	}
-	tr, err := streams.OpenTranscripts(ctx, nc, js, names, streams.WithReplicas(cfg.Bus.Replicas))
-	if err != nil {
-		return nil, err
-	}
-	runs, err := streams.OpenRuns(ctx, js, names, cfg.Bus.Replicas)
-	if err != nil {
-		return nil, err
-	}
-	red, err := sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns)
-	if err != nil {
+	d := &Deps{Config: cfg, Names: names, Log: log, Now: time.Now}
+	w := &Worker{Deps: d}
+	fail := func(err error) (*Worker, error) { w.close(); return nil, err }
+	if d.Redactor, err = sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns); err != nil {
 		return nil, fmt.Errorf("config logging.redactPatterns: %w", err)
 	}
-	idx, err := kv.StartIndex(ctx, js, store, log, IndexDerive(cfg))
-	if err != nil {
+	if d.Store, err = sessions.Open(ctx, js, names, sessions.WithReplicas(cfg.Bus.Replicas)); err != nil {
 		return nil, err
 	}
-	d := &Deps{Config: cfg, Names: names, Store: store, Index: idx, Transcripts: tr, Runs: runs, Redactor: red, Log: log, Now: time.Now}
-	svc, err := bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log})
-	if err != nil {
-		idx.Stop()
+	if d.Queue, err = runqueue.Open(ctx, js, names, cfg.Bus.Replicas); err != nil {
 		return nil, err
 	}
-	return &Worker{Deps: d, svc: svc}, nil
+	if d.Runs, err = runs.Open(ctx, js, names, cfg.Bus.Replicas, cfg.Bus.RunRecordMaxAge); err != nil {
+		return nil, err
+	}
+	if d.Transcripts, err = transcripts.Open(ctx, nc, js, names, transcripts.WithReplicas(cfg.Bus.Replicas)); err != nil {
+		return fail(err)
+	}
+	if d.Index, err = sessions.StartIndex(ctx, js, d.Store, log, IndexDerive(cfg)); err != nil {
+		return fail(err)
+	}
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log}); err != nil {
+		return fail(err)
+	}
+	return w, nil
 }
 
 // Stop drains in-flight requests, then stops following the index.
 func (w *Worker) Stop() {
 	w.svc.Stop()
-	w.Deps.Runs.Close()
-	w.Deps.Index.Stop()
+	w.close()
+}
+
+// close releases everything the worker opened: the run watch, the
+// transcript reader's pipes and the index watch.
+func (w *Worker) close() {
+	if w.Deps.Index != nil {
+		w.Deps.Index.Stop()
+	}
+	if w.Deps.Transcripts != nil {
+		w.Deps.Transcripts.Close()
+	}
+	if w.Deps.Runs != nil {
+		w.Deps.Runs.Close()
+	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // TestClusterR3 runs two workers on different nodes of a 3-node cluster
@@ -61,11 +61,11 @@ func TestClusterR3(t *testing.T) {
 	writer := connect(nodes[1].ClientURL())
 	js, _ := jetstream.New(writer)
 	names := bus.NewNames("")
-	store, err := kv.OpenStore(ctx, js, names)
+	store, err := sessions.Open(ctx, js, names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := streams.OpenTranscripts(ctx, writer, js, names)
+	tr, err := transcripts.Open(ctx, writer, js, names)
 	if err != nil {
 		t.Fatal(err)
 	}

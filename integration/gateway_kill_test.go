@@ -19,8 +19,8 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // gatewayKillConfig gives agent main a script runtime with a small delay, so
@@ -86,8 +86,8 @@ func TestGatewayKill(t *testing.T) {
 	for i := range targets {
 		targets[i] = fmt.Sprintf("agent:main:subagent:gk%03d", i)
 		now := time.Now().UnixMilli()
-		rev, err := d.Store.Create(ctx, &kv.Entry{
-			Key: targets[i], AgentID: "main", SessionID: kv.NewSessionID(),
+		rev, err := d.Store.Create(ctx, &sessions.Entry{
+			Key: targets[i], AgentID: "main", SessionID: sessions.NewID(),
 			CreatedAt: now, UpdatedAt: now, SpawnedBy: caller,
 		})
 		if err != nil {
@@ -175,7 +175,7 @@ func TestGatewayKill(t *testing.T) {
 	// running a turn, so at least one run is caught mid-turn.
 	waitFor(t, func() bool { return completed.Load() >= gatewayKillAfter })
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	watch, err := d.Runs.Records().WatchAll(wctx, jetstream.UpdatesOnly())
+	watch, err := d.Runs.KV().WatchAll(wctx, jetstream.UpdatesOnly())
 	if err != nil {
 		wcancel()
 		t.Fatal(err)
@@ -191,8 +191,8 @@ func TestGatewayKill(t *testing.T) {
 		if e == nil || e.Operation() != jetstream.KeyValuePut {
 			continue
 		}
-		var rec streams.RunRecord
-		if json.Unmarshal(e.Value(), &rec) == nil && rec.Status == streams.RunRunning && rec.Gateway == gatewayKillVictim {
+		var rec runs.Record
+		if json.Unmarshal(e.Value(), &rec) == nil && rec.Status == runs.Running && rec.Gateway == gatewayKillVictim {
 			caught = rec.RunID
 		}
 	}
@@ -219,7 +219,7 @@ func TestGatewayKill(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	waitFor(t, func() bool {
-		n, err := d.Runs.Unfinished(ctx)
+		n, err := d.Queue.Unfinished(ctx)
 		return err == nil && n == 0
 	})
 	survivor := gws[gatewayKillSurvivor]
@@ -238,7 +238,7 @@ func TestGatewayKill(t *testing.T) {
 		}
 		byRun[r.runID] = i
 	}
-	keys, err := d.Runs.Records().Keys(ctx)
+	keys, err := d.Runs.KV().Keys(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestGatewayKill(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %s of send %d: %v", r.runID, i, err)
 		}
-		if rec.Status != streams.RunOK || rec.Reply != fmt.Sprintf("ok m-%03d", i) || rec.SessionKey != r.target {
+		if rec.Status != runs.OK || rec.Reply != fmt.Sprintf("ok m-%03d", i) || rec.SessionKey != r.target {
 			t.Errorf("send %d: run record %+v", i, rec)
 		}
 		if rec.Attempts < 1 || rec.Attempts > 2 {
@@ -278,7 +278,7 @@ func TestGatewayKill(t *testing.T) {
 		sessions[r.target] = true
 	}
 	for target := range sessions {
-		enc := kv.EncodeKey(target)
+		enc := bus.EncodeKey(target)
 		n, err := d.Transcripts.Count(ctx, enc)
 		if err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // execAgentEnv makes the test binary act as an exec agent (see
@@ -138,7 +138,7 @@ func TestRuntimesCallToolsThroughTheBus(t *testing.T) {
 	})
 	now := time.Now().UnixMilli()
 	for _, key := range []string{"agent:ex:main", "agent:oa:main"} {
-		s.Put(&kv.Entry{Key: key, AgentID: strings.Split(key, ":")[1], SessionID: kv.NewSessionID(), CreatedAt: now, UpdatedAt: now})
+		s.Put(&sessions.Entry{Key: key, AgentID: strings.Split(key, ":")[1], SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})
 	}
 	for _, tc := range []struct{ target, prefix string }{
 		{"agent:ex:main", "agent:ex:main saw "},

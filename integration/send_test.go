@@ -12,7 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/runs"
 )
 
 // sendStack is a worker and one in-process gateway on one server.
@@ -127,22 +127,22 @@ func TestSendLoopBound(t *testing.T) {
 	}
 }
 
-func primaryRuns(t *testing.T, runs *streams.Runs) []*streams.RunRecord {
+func primaryRuns(t *testing.T, recs *runs.Records) []*runs.Record {
 	t.Helper()
 	ctx := t.Context()
-	lister, err := runs.Records().ListKeys(ctx)
+	lister, err := recs.KV().ListKeys(ctx)
 	if err != nil {
 		if err == jetstream.ErrNoKeysFound {
 			return nil
 		}
 		t.Fatal(err)
 	}
-	var out []*streams.RunRecord
+	var out []*runs.Record
 	for k := range lister.Keys() {
-		if strings.Contains(k, ".") { // a2a state and A2A step runs
+		if strings.Contains(k, ".") { // A2A step runs
 			continue
 		}
-		r, _, err := runs.Get(ctx, k)
+		r, _, err := recs.Get(ctx, k)
 		if err == nil {
 			out = append(out, r)
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/kv"
-	"github.com/sessionbus/sessionbus/streams"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -44,11 +44,11 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeInternal, err)
 	}
 	names := bus.NewNames(*prefix)
-	store, err := kv.OpenStore(ctx, js, names)
+	store, err := sessions.Open(ctx, js, names)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
-	tr, err := streams.OpenTranscripts(ctx, nc, js, names)
+	tr, err := transcripts.Open(ctx, nc, js, names)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/kv"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // Stack is one server with one worker.
@@ -111,11 +111,11 @@ func (s *Stack) Import(o handlers.ImportOptions, lines ...string) *handlers.Impo
 
 // Update edits a session entry in the store (compare-and-set) and waits
 // until the worker's index has it.
-func (s *Stack) Update(key string, fn func(*kv.Entry)) {
+func (s *Stack) Update(key string, fn func(*sessions.Entry)) {
 	s.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, rev, err := s.Worker.Deps.Store.Update(ctx, key, func(e *kv.Entry) error { fn(e); return nil })
+	_, rev, err := s.Worker.Deps.Store.Update(ctx, key, func(e *sessions.Entry) error { fn(e); return nil })
 	if err != nil {
 		s.T.Fatalf("update %s: %v", key, err)
 	}
@@ -125,7 +125,7 @@ func (s *Stack) Update(key string, fn func(*kv.Entry)) {
 }
 
 // Put writes an entry as given (creating or replacing it).
-func (s *Stack) Put(e *kv.Entry) {
+func (s *Stack) Put(e *sessions.Entry) {
 	s.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

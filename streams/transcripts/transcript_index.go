@@ -1,4 +1,4 @@
-package streams
+package transcripts
 
 // The per-session index from entry number to stream sequence, in the KV
 // bucket `trindex` (history 1):
@@ -34,6 +34,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
 )
 
 // ChunkSize is the number of sequences in one sealed index chunk.
@@ -290,7 +292,7 @@ func (e *rawEntry) prevSeq() uint64 {
 // well-formed transcript). Inside an atomic batch (no Sb-Prev) the previous
 // entry is seq-1, so the walk fetches a growing window of lower sequences in
 // one wave; after an Sb-Prev jump it fetches one. Cost: O(top.n-stopN) gets.
-func (t *Transcripts) walkBack(ctx context.Context, p *pipe, encKey string, top rawEntry, stopN uint64) ([]uint64, uint64, error) {
+func (t *Store) walkBack(ctx context.Context, p *pipe, encKey string, top rawEntry, stopN uint64) ([]uint64, uint64, error) {
 	subject := t.names.Transcript(encKey)
 	if top.n < stopN {
 		return nil, 0, fmt.Errorf("%w: walk from entry %d down to %d", ErrIndexCorrupt, top.n, stopN)
@@ -356,7 +358,7 @@ func (t *Transcripts) walkBack(ctx context.Context, p *pipe, encKey string, top 
 // stream (the last-for-subject probe is pipelined with the head get, so a
 // consistent read costs one round trip). It returns the head and, when the
 // probe confirmed it, the newest entry (callers may reuse it).
-func (t *Transcripts) loadState(ctx context.Context, p *pipe, encKey string, probe bool) (*head, *rawEntry, error) {
+func (t *Store) loadState(ctx context.Context, p *pipe, encKey string, probe bool) (*head, *rawEntry, error) {
 	for attempt := 0; attempt < maxRepairAttempts; attempt++ {
 		h, top, err := t.fetchState(ctx, p, encKey, probe)
 		if err != nil {
@@ -387,7 +389,7 @@ func (t *Transcripts) loadState(ctx context.Context, p *pipe, encKey string, pro
 // fetchState reads the head and (with probe) the session's newest message
 // in one pipelined wave, without reconciling them. top is nil when the
 // transcript is empty.
-func (t *Transcripts) fetchState(ctx context.Context, p *pipe, encKey string, probe bool) (*head, *rawEntry, error) {
+func (t *Store) fetchState(ctx context.Context, p *pipe, encKey string, probe bool) (*head, *rawEntry, error) {
 	reqs := []*nats.Msg{t.kvLastReq(headKey(encKey))}
 	if probe {
 		reqs = append(reqs, t.lastForReq(t.names.Transcript(encKey)))
@@ -412,7 +414,7 @@ func (t *Transcripts) fetchState(ctx context.Context, p *pipe, encKey string, pr
 // empty), and h is the head as read before. The common case is one head CAS
 // (plus sealed chunks); a lagging head is caught up by walking back from
 // top; anything stranger, or a lost CAS, goes through the full repair.
-func (t *Transcripts) indexAppend(ctx context.Context, p *pipe, encKey string, h *head, top *rawEntry, seqs []uint64) (*head, error) {
+func (t *Store) indexAppend(ctx context.Context, p *pipe, encKey string, h *head, top *rawEntry, seqs []uint64) (*head, error) {
 	var base *head
 	switch {
 	case h.bad:
@@ -448,7 +450,7 @@ func (t *Transcripts) indexAppend(ctx context.Context, p *pipe, encKey string, h
 
 // reconcile makes h agree with the stream, whose newest entry for the session
 // is top (nil: none). It returns h itself when they agree.
-func (t *Transcripts) reconcile(ctx context.Context, p *pipe, encKey string, h *head, top *rawEntry) (*head, error) {
+func (t *Store) reconcile(ctx context.Context, p *pipe, encKey string, h *head, top *rawEntry) (*head, error) {
 	subject := t.names.Transcript(encKey)
 	if top != nil && top.subject != subject {
 		return nil, fmt.Errorf("%w: last message for %s reports subject %s", ErrIndexCorrupt, subject, top.subject)
@@ -511,7 +513,7 @@ func (t *Transcripts) reconcile(ctx context.Context, p *pipe, encKey string, h *
 // commitHead writes the sealed chunks, waits for their acks, then CASes the
 // head from nh.rev to nh; on success nh.rev is the new revision. A lost CAS
 // returns errHeadConflict.
-func (t *Transcripts) commitHead(ctx context.Context, p *pipe, encKey string, nh *head, sealed []sealedChunk) error {
+func (t *Store) commitHead(ctx context.Context, p *pipe, encKey string, nh *head, sealed []sealedChunk) error {
 	if len(sealed) > 0 {
 		reqs := make([]*nats.Msg, len(sealed))
 		for i, c := range sealed {
@@ -534,7 +536,7 @@ func (t *Transcripts) commitHead(ctx context.Context, p *pipe, encKey string, nh
 		return err
 	}
 	ack, err := parseAck(res[0])
-	if isWrongLastSeq(err) {
+	if bus.IsWrongLastSeq(err) {
 		return errHeadConflict
 	}
 	if err != nil {

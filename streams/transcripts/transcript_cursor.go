@@ -1,10 +1,12 @@
-package streams
+package transcripts
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/sessionbus/sessionbus/bus"
 )
 
 // Cursor is one writer's view of the end of a session transcript, for a run
@@ -29,7 +31,7 @@ type Cursor struct {
 // detected here: the first AppendAt's compare-and-set fails with
 // ErrConflict, and the caller reopens with exact set, which also reads the
 // newest message (in the same round trip) and repairs the index.
-func (t *Transcripts) OpenCursor(ctx context.Context, encKey string, exact bool) (*Cursor, error) {
+func (t *Store) OpenCursor(ctx context.Context, encKey string, exact bool) (*Cursor, error) {
 	ctx, cancel, p, err := t.begin(ctx, encKey)
 	if err != nil {
 		return nil, err
@@ -66,7 +68,7 @@ func (c *Cursor) lastSeq() uint64 {
 // which case nothing was written and n is the cursor's unchanged length. A
 // concurrent writer outside the lane makes it fail with an error matching
 // ErrConflict; the caller then falls back to Append.
-func (t *Transcripts) AppendAt(ctx context.Context, c *Cursor, msgID string, entry []byte) (n uint64, dup bool, err error) {
+func (t *Store) AppendAt(ctx context.Context, c *Cursor, msgID string, entry []byte) (n uint64, dup bool, err error) {
 	if len(entry) == 0 {
 		return 0, false, ErrEmptyEntry
 	}
@@ -89,7 +91,7 @@ func (t *Transcripts) AppendAt(ctx context.Context, c *Cursor, msgID string, ent
 		return 0, false, err
 	}
 	ack, err := parseAck(res[0])
-	if isWrongLastSeq(err) {
+	if bus.IsWrongLastSeq(err) {
 		return 0, false, fmt.Errorf("%w: %s changed under its lane: %v", ErrConflict, c.encKey, err)
 	}
 	if err != nil {
@@ -103,7 +105,7 @@ func (t *Transcripts) AppendAt(ctx context.Context, c *Cursor, msgID string, ent
 }
 
 // Flush moves the index past the entries appended through the cursor.
-func (t *Transcripts) Flush(ctx context.Context, c *Cursor) error {
+func (t *Store) Flush(ctx context.Context, c *Cursor) error {
 	if len(c.seqs) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package streams
+package transcripts
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 )
 
-// Option configures OpenTranscripts.
+// Option configures Open.
 type Option func(*options)
 
 type options struct {
@@ -56,14 +56,11 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// IndexBucket is the short name of the transcript index bucket (see bus.Names.Bucket).
-const IndexBucket = "trindex"
-
 // TranscriptDedupeWindow is how long SB_TRANSCRIPTS remembers the message
 // ids of run appends (the server's default, stated so the config says it).
 const TranscriptDedupeWindow = 2 * time.Minute
 
-// TranscriptStreamConfig is the configuration OpenTranscripts creates
+// TranscriptStreamConfig is the configuration Open creates
 // SB_TRANSCRIPTS with.
 func TranscriptStreamConfig(names bus.Names, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
@@ -125,7 +122,7 @@ func ensureTranscriptStream(ctx context.Context, js jetstream.JetStream, names b
 
 // ensureIndexBucket creates the trindex KV bucket (history 1, file) if absent.
 func ensureIndexBucket(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (jetstream.KeyValue, jetstream.Stream, error) {
-	bucket := names.Bucket(IndexBucket)
+	bucket := names.TranscriptIndexBucket()
 	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "sessionbus transcript index: h.<key> head, c.<key>.<chunk> sealed chunks of 64 stream sequences",
@@ -136,7 +133,7 @@ func ensureIndexBucket(ctx context.Context, js jetstream.JetStream, names bus.Na
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := js.Stream(ctx, "KV_"+bucket)
+	st, err := js.Stream(ctx, bus.KVStream(bucket))
 	if err != nil {
 		return nil, nil, fmt.Errorf("kv bucket %s stream: %w", bucket, err)
 	}

@@ -1,4 +1,4 @@
-package streams
+package transcripts
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // Nats-Sequence header alone is not enough: a direct-get miss answers
 // "404 Message Not Found" with no sequence in it.
 //
-// A pipe is used by one goroutine at a time; Transcripts keeps a small pool.
+// A pipe is used by one goroutine at a time; Store keeps a small pool.
 type pipe struct {
 	nc      *nats.Conn
 	sub     *nats.Subscription

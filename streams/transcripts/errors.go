@@ -1,10 +1,6 @@
-package streams
+package transcripts
 
-import (
-	"errors"
-
-	"github.com/nats-io/nats.go/jetstream"
-)
+import "errors"
 
 // Errors returned by the transcript store. They are sentinels: callers test
 // them with errors.Is; the returned error wraps one of them with the session
@@ -27,17 +23,6 @@ var (
 	ErrIndexCorrupt = errors.New("streams: transcript index does not match the stream")
 	// ErrUnavailable: JetStream did not answer (no responders: stream or bucket missing, server down).
 	ErrUnavailable = errors.New("streams: jetstream unavailable (no responders)")
-	// ErrClosed: the Transcripts handle was closed.
+	// ErrClosed: the Store handle was closed.
 	ErrClosed = errors.New("streams: transcripts closed")
 )
-
-// isWrongLastSeq reports a compare-and-set failure on an expected
-// last-subject-sequence header (10071; replicated streams may answer 10164).
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
-}

@@ -1,14 +1,17 @@
-package kv
+// Package sessions is the `sessions` bucket: one entry per session key (the
+// entry type, its JSON encoding, compare-and-set updates) and the watched
+// in-memory index that workers list and resolve from.
+package sessions
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // ErrNotFound means the session has no entry.
@@ -19,7 +22,7 @@ var ErrExists = errors.New("session already exists")
 
 // Store is the `sessions` bucket.
 type Store struct {
-	kv jetstream.KeyValue
+	b record.Bucket[Entry]
 }
 
 // Option adjusts the bucket config used when the bucket is first created.
@@ -34,12 +37,12 @@ func WithReplicas(n int) Option {
 	}
 }
 
-// OpenStore opens the sessions bucket, creating it if absent. An existing
+// Open opens the sessions bucket, creating it if absent. An existing
 // bucket keeps its settings, so a client started with defaults can never
 // scale a replicated bucket down.
-func OpenStore(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
 	cfg := jetstream.KeyValueConfig{
-		Bucket:      names.Bucket("sessions"),
+		Bucket:      names.SessionsBucket(),
 		Description: "sessionbus session entries",
 		History:     1,
 		Storage:     jetstream.FileStorage,
@@ -51,35 +54,24 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, names bus.Names, opt
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv}, nil
+	return &Store{b: record.New[Entry](kv, js, "session")}, nil
 }
 
 // KV exposes the bucket (for the index watcher).
-func (s *Store) KV() jetstream.KeyValue { return s.kv }
+func (s *Store) KV() jetstream.KeyValue { return s.b.KV() }
 
 // Get returns the entry and its revision.
 func (s *Store) Get(ctx context.Context, key string) (*Entry, uint64, error) {
-	ke, err := s.kv.Get(ctx, EncodeKey(key))
+	e, rev, err := s.b.Get(ctx, bus.EncodeKey(key))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, ErrNotFound
 	}
-	if err != nil {
-		return nil, 0, err
-	}
-	e, err := decodeEntry(ke.Value())
-	if err != nil {
-		return nil, 0, fmt.Errorf("session %s: %w", key, err)
-	}
-	return e, ke.Revision(), nil
+	return e, rev, err
 }
 
 // Create writes a new entry; ErrExists if the key is taken.
 func (s *Store) Create(ctx context.Context, e *Entry) (uint64, error) {
-	data, err := json.Marshal(e)
-	if err != nil {
-		return 0, err
-	}
-	rev, err := s.kv.Create(ctx, EncodeKey(e.Key), data)
+	rev, err := s.b.Create(ctx, bus.EncodeKey(e.Key), e)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return 0, ErrExists
 	}
@@ -97,47 +89,17 @@ func (s *Store) Update(ctx context.Context, key string, fn func(*Entry) error) (
 // rev (nil: read it), which saves the read when nobody wrote meanwhile.
 // fn gets a copy; cur is left as it was.
 func (s *Store) UpdateFrom(ctx context.Context, key string, cur *Entry, rev uint64, fn func(*Entry) error) (*Entry, uint64, error) {
-	for attempt := 0; attempt < 32; attempt++ {
-		var e *Entry
-		if cur != nil {
-			c := *cur
-			e, cur = &c, nil
-		} else {
-			var err error
-			if e, rev, err = s.Get(ctx, key); err != nil {
-				return nil, 0, err
-			}
-		}
-		if err := fn(e); err != nil {
-			return nil, 0, err
-		}
-		data, err := json.Marshal(e)
-		if err != nil {
-			return nil, 0, err
-		}
-		nrev, err := s.kv.Update(ctx, EncodeKey(key), data, rev)
-		if err == nil {
-			return e, nrev, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, 0, err
-		}
-		if ctx.Err() != nil {
-			return nil, 0, ctx.Err()
-		}
+	e, nrev, err := s.b.Update(ctx, bus.EncodeKey(key), cur, rev, fn)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, ErrNotFound
 	}
-	return nil, 0, fmt.Errorf("session %s: too many concurrent updates; retry", key)
+	if errors.Is(err, record.ErrContended) {
+		return nil, 0, fmt.Errorf("session %s: %w", key, record.ErrContended)
+	}
+	return e, nrev, err
 }
 
 // Delete removes an entry.
 func (s *Store) Delete(ctx context.Context, key string) error {
-	return s.kv.Delete(ctx, EncodeKey(key))
-}
-
-func decodeEntry(data []byte) (*Entry, error) {
-	var e Entry
-	if err := json.Unmarshal(data, &e); err != nil {
-		return nil, fmt.Errorf("corrupt session entry: %w", err)
-	}
-	return &e, nil
+	return s.b.KV().Delete(ctx, bus.EncodeKey(key))
 }

@@ -1,4 +1,4 @@
-package streams
+package transcripts
 
 import (
 	"context"
@@ -33,7 +33,7 @@ var bench struct {
 	dir       string
 	srv       *bus.Server
 	nc        *nats.Conn
-	tr        *Transcripts
+	tr        *Store
 	inter     sync.Once
 	interErr  error
 	single    sync.Once
@@ -42,7 +42,7 @@ var bench struct {
 	interSeqs []uint64
 }
 
-func benchEnv(b *testing.B) *Transcripts {
+func benchEnv(b *testing.B) *Store {
 	b.Helper()
 	bench.mu.Lock()
 	defer bench.mu.Unlock()
@@ -65,7 +65,7 @@ func benchEnv(b *testing.B) *Transcripts {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr, err := OpenTranscripts(context.Background(), nc, js, bus.NewNames(""))
+	tr, err := Open(context.Background(), nc, js, bus.NewNames(""))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func warm(b *testing.B, op func() error) {
 	b.ResetTimer()
 }
 
-func loadInterleaved(b *testing.B) *Transcripts {
+func loadInterleaved(b *testing.B) *Store {
 	tr := benchEnv(b)
 	bench.inter.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -122,7 +122,7 @@ func loadInterleaved(b *testing.B) *Transcripts {
 	return tr
 }
 
-func loadSingle(b *testing.B) *Transcripts {
+func loadSingle(b *testing.B) *Store {
 	tr := benchEnv(b)
 	bench.single.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -163,7 +163,7 @@ func BenchmarkRawDirectGet50(b *testing.B) {
 	}
 }
 
-func benchTail(b *testing.B, tr *Transcripts, key string, offset uint64, wantTotal uint64) {
+func benchTail(b *testing.B, tr *Store, key string, offset uint64, wantTotal uint64) {
 	ctx := context.Background()
 	op := func() error {
 		es, total, err := tr.Tail(ctx, key, benchPage, offset)

@@ -1,4 +1,4 @@
-package kv
+package sessions
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/btree"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
 )
 
 // Index is a worker's in-memory view of the sessions bucket, kept current by
@@ -56,12 +58,12 @@ func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *
 	if log == nil {
 		log = slog.Default()
 	}
-	stream, err := js.Stream(ctx, "KV_"+store.kv.Bucket())
+	stream, err := js.Stream(ctx, bus.KVStream(store.KV().Bucket()))
 	if err != nil {
 		return nil, fmt.Errorf("sessions bucket stream: %w", err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	w, err := store.kv.WatchAll(wctx)
+	w, err := store.KV().WatchAll(wctx)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("watch sessions bucket: %w", err)
@@ -111,14 +113,14 @@ func (ix *Index) follow(w jetstream.KeyWatcher, ready chan struct{}) {
 }
 
 func (ix *Index) apply(ke jetstream.KeyValueEntry) {
-	key, err := DecodeKey(ke.Key())
+	key, err := bus.DecodeKey(ke.Key())
 	if err != nil {
 		ix.log.Warn("session index: undecodable key", "key", ke.Key(), "err", err)
 		return
 	}
 	var e *Entry
 	if ke.Operation() == jetstream.KeyValuePut {
-		e, err = decodeEntry(ke.Value())
+		e, err = ix.store.b.Decode(ke.Value())
 		if err != nil {
 			ix.log.Warn("session index: skipping corrupt entry", "key", key, "err", err)
 		} else {

@@ -1,6 +1,4 @@
-// Package kv is the session store on JetStream KV: key encoding, entries,
-// compare-and-set updates and the watched in-memory index workers list from.
-package kv
+package bus
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package streams
+package transcripts
 
 // Load helpers and measured operations shared by the go benchmarks and the
 // `sessionbus bench` command.
@@ -33,7 +33,7 @@ func BenchPayload(size int) []byte {
 // sessions sessions (keys BenchKey(0..sessions-1)), round-robin: one entry of
 // every session, then the next round, which is the worst case for a
 // subject scan. It returns the keys.
-func LoadInterleaved(ctx context.Context, t *Transcripts, sessions, perSession, size int) ([]string, error) {
+func LoadInterleaved(ctx context.Context, t *Store, sessions, perSession, size int) ([]string, error) {
 	keys := make([]string, sessions)
 	for i := range keys {
 		keys[i] = BenchKey(i)
@@ -59,7 +59,7 @@ func LoadInterleaved(ctx context.Context, t *Transcripts, sessions, perSession, 
 
 // LoadSingle writes n entries of size bytes to one session, as atomic
 // batches of MaxBatch.
-func LoadSingle(ctx context.Context, t *Transcripts, encKey string, n, size int) error {
+func LoadSingle(ctx context.Context, t *Store, encKey string, n, size int) error {
 	payload := BenchPayload(size)
 	got, err := t.BulkLoad(ctx, func(yield func(string, []byte) bool) {
 		for i := 0; i < n; i++ {
@@ -79,7 +79,7 @@ func LoadSingle(ctx context.Context, t *Transcripts, encKey string, n, size int)
 
 // Sequences returns the stream sequences of entries [from, to) of a session
 // (from the index), e.g. to feed RawDirectGetter the very messages a Tail reads.
-func (t *Transcripts) Sequences(ctx context.Context, encKey string, from, to uint64) ([]uint64, error) {
+func (t *Store) Sequences(ctx context.Context, encKey string, from, to uint64) ([]uint64, error) {
 	es, err := t.Read(ctx, encKey, from, to)
 	if err != nil {
 		return nil, err

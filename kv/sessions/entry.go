@@ -1,4 +1,4 @@
-package kv
+package sessions
 
 // Origin is where a session was created.
 type Origin struct {

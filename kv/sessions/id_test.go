@@ -1,4 +1,4 @@
-package kv
+package sessions
 
 import (
 	"regexp"
@@ -7,10 +7,10 @@ import (
 
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
-func TestNewSessionIDIsUUIDv4(t *testing.T) {
+func TestNewIDIsUUIDv4(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
-		id := NewSessionID()
+		id := NewID()
 		if !uuidV4.MatchString(id) {
 			t.Fatalf("%q is not a UUID v4", id)
 		}
@@ -21,8 +21,8 @@ func TestNewSessionIDIsUUIDv4(t *testing.T) {
 	}
 }
 
-func BenchmarkNewSessionID(b *testing.B) {
+func BenchmarkNewID(b *testing.B) {
 	for b.Loop() {
-		_ = NewSessionID()
+		_ = NewID()
 	}
 }

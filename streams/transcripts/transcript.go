@@ -1,4 +1,4 @@
-package streams
+package transcripts
 
 // Transcripts: one message per transcript entry in stream SB_TRANSCRIPTS on
 // subject <prefix>.tr.<encKey>, body = the entry bytes, headers
@@ -46,9 +46,9 @@ const (
 	maxKeyLen         = 900
 )
 
-// Transcripts reads and appends session transcripts. It is safe for
+// Store reads and appends session transcripts. It is safe for
 // concurrent use. Close releases its reply subscriptions.
-type Transcripts struct {
+type Store struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	names bus.Names
@@ -77,9 +77,9 @@ type Entry struct {
 	Time time.Time // when the stream stored it
 }
 
-// OpenTranscripts creates the stream and the index bucket if they are absent
+// Open creates the stream and the index bucket if they are absent
 // (idempotent) and returns a handle.
-func OpenTranscripts(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names bus.Names, opt ...Option) (*Transcripts, error) {
+func Open(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names bus.Names, opt ...Option) (*Store, error) {
 	o := defaultOptions()
 	for _, f := range opt {
 		f(&o)
@@ -98,8 +98,8 @@ func OpenTranscripts(ctx context.Context, nc *nats.Conn, js jetstream.JetStream,
 		return nil, err
 	}
 	api := apiPrefix(js)
-	bucket := names.Bucket(IndexBucket)
-	t := &Transcripts{
+	bucket := names.TranscriptIndexBucket()
+	t := &Store{
 		nc: nc, js: js, names: names, opts: o,
 		trStream: st, kv: kv, kvStream: kvs,
 		api:        api,
@@ -126,7 +126,7 @@ func apiPrefix(js jetstream.JetStream) string {
 }
 
 // Close releases the pooled reply subscriptions. Calls after Close fail with ErrClosed.
-func (t *Transcripts) Close() {
+func (t *Store) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
@@ -137,12 +137,12 @@ func (t *Transcripts) Close() {
 }
 
 // StreamName is the transcript stream (SB_TRANSCRIPTS).
-func (t *Transcripts) StreamName() string { return t.names.TranscriptsStream() }
+func (t *Store) StreamName() string { return t.names.TranscriptsStream() }
 
 // Subject is the subject holding one session's entries.
-func (t *Transcripts) Subject(encKey string) string { return t.names.Transcript(encKey) }
+func (t *Store) Subject(encKey string) string { return t.names.Transcript(encKey) }
 
-func (t *Transcripts) getPipe() (*pipe, error) {
+func (t *Store) getPipe() (*pipe, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -158,7 +158,7 @@ func (t *Transcripts) getPipe() (*pipe, error) {
 	return newPipe(t.nc, pipeChanCapacity, t.opts.timeout)
 }
 
-func (t *Transcripts) putPipe(p *pipe) {
+func (t *Store) putPipe(p *pipe) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p.broken || t.closed || len(t.pipes) >= maxPooledPipes {
@@ -169,7 +169,7 @@ func (t *Transcripts) putPipe(p *pipe) {
 }
 
 // begin validates the key, applies the default timeout and takes a pipe.
-func (t *Transcripts) begin(ctx context.Context, encKey string) (context.Context, context.CancelFunc, *pipe, error) {
+func (t *Store) begin(ctx context.Context, encKey string) (context.Context, context.CancelFunc, *pipe, error) {
 	if err := ValidateKey(encKey); err != nil {
 		return nil, nil, nil, err
 	}
@@ -205,7 +205,7 @@ func ValidateKey(encKey string) error {
 
 // request builders
 
-func (t *Transcripts) seqReq(seq uint64) *nats.Msg {
+func (t *Store) seqReq(seq uint64) *nats.Msg {
 	b := make([]byte, 0, 32)
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
@@ -213,11 +213,11 @@ func (t *Transcripts) seqReq(seq uint64) *nats.Msg {
 	return &nats.Msg{Subject: t.dgStream, Data: b}
 }
 
-func (t *Transcripts) lastForReq(subject string) *nats.Msg {
+func (t *Store) lastForReq(subject string) *nats.Msg {
 	return &nats.Msg{Subject: t.dgStream + "." + subject}
 }
 
-func (t *Transcripts) kvLastReq(key string) *nats.Msg {
+func (t *Store) kvLastReq(key string) *nats.Msg {
 	return &nats.Msg{Subject: t.dgKV + t.kvPre + key}
 }
 
@@ -289,7 +289,7 @@ func fastAckSeq(b []byte) (uint64, bool) {
 // leader answers (direct gets may come from a lagging follower). Used only on
 // the rare paths where a follower's view could mislead: a 404 for a sequence
 // the index names, or a probe that is behind the head.
-func (t *Transcripts) leaderGet(ctx context.Context, seq uint64, lastBySubj string) (rawEntry, bool, error) {
+func (t *Store) leaderGet(ctx context.Context, seq uint64, lastBySubj string) (rawEntry, bool, error) {
 	if !t.replicated {
 		return rawEntry{}, false, nil
 	}
@@ -359,7 +359,7 @@ func parseHeaderBlock(b []byte) nats.Header {
 // one batch are contiguous in the transcript; when more than MaxBatch
 // entries are given, a concurrent writer may land between two batches.
 // If a later batch fails, earlier batches stay written and the error says so.
-func (t *Transcripts) Append(ctx context.Context, encKey string, entries ...[]byte) (uint64, error) {
+func (t *Store) Append(ctx context.Context, encKey string, entries ...[]byte) (uint64, error) {
 	if len(entries) == 0 {
 		return 0, ErrEmptyEntry
 	}
@@ -406,7 +406,7 @@ func (t *Transcripts) Append(ctx context.Context, encKey string, entries ...[]by
 				}
 				break
 			}
-			if !isWrongLastSeq(err) {
+			if !bus.IsWrongLastSeq(err) {
 				return firstN, t.partial(err, encKey, off, len(entries))
 			}
 			if attempt+1 >= maxAppendAttempts {
@@ -441,7 +441,7 @@ func (t *Transcripts) Append(ctx context.Context, encKey string, entries ...[]by
 	return firstN, nil
 }
 
-func (t *Transcripts) partial(err error, encKey string, done, total int) error {
+func (t *Store) partial(err error, encKey string, done, total int) error {
 	if done == 0 {
 		return fmt.Errorf("append to %s: %w", encKey, err)
 	}
@@ -463,7 +463,7 @@ func backoff(ctx context.Context, attempt int) error {
 // publishEntries appends one batch (≤ MaxBatch) as entries n... after the
 // entry at stream seq prev, with a
 // compare-and-set on the subject and returns the entries' stream sequences.
-func (t *Transcripts) publishEntries(ctx context.Context, p *pipe, encKey string, n, prev uint64, batch [][]byte) ([]uint64, error) {
+func (t *Store) publishEntries(ctx context.Context, p *pipe, encKey string, n, prev uint64, batch [][]byte) ([]uint64, error) {
 	subject := t.names.Transcript(encKey)
 	msgs := buildEntryMsgs(subject, n, prev, batch, newBatchID)
 	last := msgs[len(msgs)-1]
@@ -533,7 +533,7 @@ func newBatchID() string {
 
 // Count is the number of entries in the session's transcript (repairing a
 // lagging index first).
-func (t *Transcripts) Count(ctx context.Context, encKey string) (uint64, error) {
+func (t *Store) Count(ctx context.Context, encKey string) (uint64, error) {
 	ctx, cancel, p, err := t.begin(ctx, encKey)
 	if err != nil {
 		return 0, err
@@ -548,7 +548,7 @@ func (t *Transcripts) Count(ctx context.Context, encKey string) (uint64, error) 
 }
 
 // Read returns entries [from, to), clamped to the transcript's length.
-func (t *Transcripts) Read(ctx context.Context, encKey string, from, to uint64) ([]Entry, error) {
+func (t *Store) Read(ctx context.Context, encKey string, from, to uint64) ([]Entry, error) {
 	ctx, cancel, p, err := t.begin(ctx, encKey)
 	if err != nil {
 		return nil, err
@@ -573,7 +573,7 @@ func (t *Transcripts) Read(ctx context.Context, encKey string, from, to uint64) 
 // Tail returns the newest limit entries after skipping the offset newest
 // ones, oldest first, and the transcript's length. offset 0 is the tail;
 // an offset at or past the length gives no entries.
-func (t *Transcripts) Tail(ctx context.Context, encKey string, limit int, offset uint64) ([]Entry, uint64, error) {
+func (t *Store) Tail(ctx context.Context, encKey string, limit int, offset uint64) ([]Entry, uint64, error) {
 	ctx, cancel, p, err := t.begin(ctx, encKey)
 	if err != nil {
 		return nil, 0, err
@@ -601,7 +601,7 @@ func (t *Transcripts) Tail(ctx context.Context, encKey string, limit int, offset
 // head and the sealed chunks the range spans (one pipelined wave), the
 // messages from pipelined direct gets by sequence (a second wave). newest,
 // when set, is entry h.Count-1 already fetched by the probe.
-func (t *Transcripts) fetch(ctx context.Context, p *pipe, encKey string, h *head, from, to uint64, newest *rawEntry) ([]Entry, error) {
+func (t *Store) fetch(ctx context.Context, p *pipe, encKey string, h *head, from, to uint64, newest *rawEntry) ([]Entry, error) {
 	seqs, err := t.lookup(ctx, p, encKey, h, from, to)
 	if err != nil {
 		return nil, err
@@ -648,7 +648,7 @@ func (t *Transcripts) fetch(ctx context.Context, p *pipe, encKey string, h *head
 }
 
 // lookup returns the stream sequences of entries [from, to).
-func (t *Transcripts) lookup(ctx context.Context, p *pipe, encKey string, h *head, from, to uint64) ([]uint64, error) {
+func (t *Store) lookup(ctx context.Context, p *pipe, encKey string, h *head, from, to uint64) ([]uint64, error) {
 	seqs := make([]uint64, 0, to-from)
 	sealedEnd := h.Count - uint64(len(h.Tail)) // entries below come from chunks
 	if from < sealedEnd {
@@ -690,7 +690,7 @@ func (t *Transcripts) lookup(ctx context.Context, p *pipe, encKey string, h *hea
 // purged first, then the head, then the chunks, so an interrupted Delete
 // leaves a head ahead of the stream, which the next reader or writer detects
 // and resets.
-func (t *Transcripts) Delete(ctx context.Context, encKey string) error {
+func (t *Store) Delete(ctx context.Context, encKey string) error {
 	ctx, cancel, p, err := t.begin(ctx, encKey)
 	if err != nil {
 		return err

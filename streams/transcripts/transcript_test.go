@@ -1,4 +1,4 @@
-package streams
+package transcripts
 
 import (
 	"context"
@@ -20,7 +20,7 @@ type fixture struct {
 	t  *testing.T
 	nc *nats.Conn
 	js jetstream.JetStream
-	tr *Transcripts
+	tr *Store
 	kv jetstream.KeyValue
 }
 
@@ -28,7 +28,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	s := bustest.Server(t)
 	nc, js := bustest.Connect(t, s)
-	tr, err := OpenTranscripts(ctx(t), nc, js, bus.NewNames(""))
+	tr, err := Open(ctx(t), nc, js, bus.NewNames(""))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -140,7 +140,7 @@ func (f *fixture) checkIndex(key string, total uint64) {
 
 func TestOpenIdempotentAndConfig(t *testing.T) {
 	f := newFixture(t)
-	tr2, err := OpenTranscripts(ctx(t), f.nc, f.js, bus.NewNames(""))
+	tr2, err := Open(ctx(t), f.nc, f.js, bus.NewNames(""))
 	if err != nil {
 		t.Fatalf("second open: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestOpenIdempotentAndConfig(t *testing.T) {
 	if _, err := f.js.UpdateStream(ctx(t), c); err != nil {
 		t.Fatal(err)
 	}
-	tr3, err := OpenTranscripts(ctx(t), f.nc, f.js, bus.NewNames(""))
+	tr3, err := Open(ctx(t), f.nc, f.js, bus.NewNames(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestAtomicBatchFailureWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parseAck(reply); !isWrongLastSeq(err) {
+	if _, err := parseAck(reply); !bus.IsWrongLastSeq(err) {
 		t.Fatalf("commit with wrong expected seq: %v, want wrong last sequence", err)
 	}
 

@@ -1,4 +1,4 @@
-package streams
+package transcripts
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
 )
 
 // Loader bulk-loads transcripts (imports, benchmarks) at async-publish speed.
@@ -27,7 +29,7 @@ import (
 // state, then retries. A Loader is not safe for concurrent use. Data passed
 // to Add must not be modified until Flush returns.
 type Loader struct {
-	t        *Transcripts
+	t        *Store
 	sub      *nats.Subscription
 	ch       chan *nats.Msg
 	prefix   string
@@ -82,7 +84,7 @@ type loadSess struct {
 }
 
 // NewLoader starts a bulk load. Call Flush to finish it and Close to release it.
-func (t *Transcripts) NewLoader() (*Loader, error) {
+func (t *Store) NewLoader() (*Loader, error) {
 	sp, err := t.getPipe()
 	if err != nil {
 		return nil, err
@@ -284,7 +286,7 @@ func (l *Loader) waitOne(ctx context.Context) error {
 		}
 	case opHead:
 		s := op.s
-		if isWrongLastSeq(err) {
+		if bus.IsWrongLastSeq(err) {
 			// The head changed under us: let the repair path fold our entries in.
 			return l.refresh(ctx, s)
 		}
@@ -299,7 +301,7 @@ func (l *Loader) waitOne(ctx context.Context) error {
 func (l *Loader) entriesAcked(ctx context.Context, op *loadOp, ack pubAck, err error) error {
 	s := op.s
 	k := uint64(len(op.data))
-	if isWrongLastSeq(err) {
+	if bus.IsWrongLastSeq(err) {
 		op.attempts++
 		if op.attempts > loaderMaxRetries {
 			return fmt.Errorf("%w (loader, session %s)", ErrConflict, s.key)
@@ -382,7 +384,7 @@ func (l *Loader) Flush(ctx context.Context) error {
 // BulkLoad appends every (encKey, entry) pair of seq with a Loader and
 // returns the number of entries written. Interleave sessions freely;
 // consecutive entries of one session become atomic batches.
-func (t *Transcripts) BulkLoad(ctx context.Context, seq iter.Seq2[string, []byte]) (uint64, error) {
+func (t *Store) BulkLoad(ctx context.Context, seq iter.Seq2[string, []byte]) (uint64, error) {
 	l, err := t.NewLoader()
 	if err != nil {
 		return 0, err

@@ -1,4 +1,4 @@
-package kv
+package sessions
 
 import (
 	"context"
@@ -22,12 +22,12 @@ func TestStoreAndIndex(t *testing.T) {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
 	names := bus.NewNames("")
-	store, err := OpenStore(ctx, js, names)
+	store, err := Open(ctx, js, names)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// idempotent
-	if _, err := OpenStore(ctx, js, names); err != nil {
+	if _, err := Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Create(ctx, &Entry{Key: "agent:main:main", SessionID: "s-main", UpdatedAt: 10}); err != nil {

@@ -1,0 +1,113 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func open(t *testing.T) (a, b *Lanes, js jetstream.JetStream) {
+	t.Helper()
+	s := bustest.Server(t)
+	_, js = bustest.Connect(t, s)
+	var err error
+	if a, err = Open(ctx(t), js, bus.NewNames(""), 1, "gw-a", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = Open(ctx(t), js, bus.NewNames(""), 1, "gw-b", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, js
+}
+
+// A held lane is the holder's while it refreshes, and the server, not a
+// gateway's clock, ends it when the refreshes stop.
+func TestLeaseIsServerTimed(t *testing.T) {
+	a, b, _ := open(t)
+	const key = "agent:main:main"
+	la, err := a.Acquire(ctx(t), key, "r1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx(t), key, "r2", 0); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second taker: %v, want ErrBusy", err)
+	}
+	// the same run redelivered to its own gateway takes its lane back
+	if _, err := a.Acquire(ctx(t), key, "r1", 0); err != nil {
+		t.Fatalf("same run again: %v", err)
+	}
+	if _, err := a.Acquire(ctx(t), key, "r1", 0); err != nil {
+		t.Fatalf("same run again: %v", err)
+	}
+	// la's revision is stale now: it cannot refresh what was rewritten
+	if la.Refresh(ctx(t)) {
+		t.Fatal("refresh with a stale revision succeeded")
+	}
+	// nobody refreshes: the server removes the lock after the lease
+	deadline := time.Now().Add(20 * time.Second)
+	var lb *Lane
+	for {
+		lb, err = b.Acquire(ctx(t), key, "r2", 0)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
+			t.Fatalf("lane never expired: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval, not a sync
+	}
+	if _, err := a.Acquire(ctx(t), key, "r1", 0); !errors.Is(err, ErrBusy) {
+		t.Fatalf("old holder after takeover: %v, want ErrBusy", err)
+	}
+	if !lb.Refresh(ctx(t)) {
+		t.Fatal("holder could not refresh")
+	}
+	rev, err := lb.Release(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a free lane is anyone's; the releaser's revision saves it a read
+	if _, err := b.Acquire(ctx(t), key, "r3", rev); err != nil {
+		t.Fatalf("acquire at freed revision: %v", err)
+	}
+}
+
+// A lock an older gateway wrote with a wall-clock expiry still expires.
+func TestLegacyLockExpiry(t *testing.T) {
+	a, _, js := open(t)
+	kv, err := js.KeyValue(ctx(t), bus.NewNames("").LanesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := `{"runId":"old","gateway":"gw-old","expiresAt":1}`
+	future := `{"runId":"old","gateway":"gw-old","expiresAt":` + strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10) + `}`
+	if _, err := kv.Put(ctx(t), bus.EncodeKey("agent:main:x"), []byte(past)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx(t), bus.EncodeKey("agent:main:y"), []byte(future)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(ctx(t), "agent:main:x", "r1", 0); err != nil {
+		t.Fatalf("expired legacy lock: %v", err)
+	}
+	if _, err := a.Acquire(ctx(t), "agent:main:y", "r1", 0); !errors.Is(err, ErrBusy) {
+		t.Fatalf("live legacy lock: %v, want ErrBusy", err)
+	}
+}

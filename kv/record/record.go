@@ -1,0 +1,192 @@
+// Package record is the one read-modify-write loop of the project: a KV
+// bucket of JSON records of one type, read with their revision and written
+// back with compare-and-set, retried on a concurrent write. Every stored noun
+// whose values change in place (sessions, run records, agent-to-agent state)
+// updates through it, so the retry bound and the error texts live once.
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// MaxAttempts bounds the compare-and-set retries of one Update: past it the
+// key is contended by writers that keep winning, and the caller is told so
+// rather than spinning.
+const MaxAttempts = 32
+
+// Unchanged, returned by an update function, ends Update without writing:
+// the record already says what the caller wanted.
+var Unchanged = errors.New("record unchanged")
+
+// ErrContended is wrapped by Update when MaxAttempts writes all lost.
+var ErrContended = errors.New("too many concurrent updates; retry")
+
+// Bucket holds records of type T. Noun names them in errors ("session",
+// "run", ...). The zero Bucket is unusable; build it with New.
+type Bucket[T any] struct {
+	kv   jetstream.KeyValue
+	js   jetstream.JetStream
+	noun string
+}
+
+// New wraps kv. js is needed only by UpdateAsync and CreateAsync (they
+// publish to the bucket's subjects directly); nil elsewhere is fine.
+func New[T any](kv jetstream.KeyValue, js jetstream.JetStream, noun string) Bucket[T] {
+	return Bucket[T]{kv: kv, js: js, noun: noun}
+}
+
+// KV is the underlying bucket.
+func (b Bucket[T]) KV() jetstream.KeyValue { return b.kv }
+
+// Get returns the record and its revision. A missing key is
+// jetstream.ErrKeyNotFound (wrapped by callers into their own sentinel).
+func (b Bucket[T]) Get(ctx context.Context, key string) (*T, uint64, error) {
+	e, err := b.kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := b.Decode(e.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: %w", b.noun, key, err)
+	}
+	return v, e.Revision(), nil
+}
+
+// Decode parses one stored value.
+func (b Bucket[T]) Decode(data []byte) (*T, error) {
+	var v T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("corrupt %s record: %w", b.noun, err)
+	}
+	return &v, nil
+}
+
+// Create writes v under key if the key holds nothing; jetstream.ErrKeyExists
+// otherwise.
+func (b Bucket[T]) Create(ctx context.Context, key string, v *T) (uint64, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return 0, err
+	}
+	return b.kv.Create(ctx, key, data)
+}
+
+// Update applies fn to the record and writes it back with compare-and-set,
+// retrying on a concurrent write, so two writers never lose each other's
+// change. cur and rev are a record the caller already read (nil: read it),
+// which saves the read when nobody wrote meanwhile; fn gets a copy and cur
+// is left as it was. fn returning Unchanged ends without a write; any other
+// error aborts and is returned as is.
+func (b Bucket[T]) Update(ctx context.Context, key string, cur *T, rev uint64, fn func(*T) error) (*T, uint64, error) {
+	for attempt := range MaxAttempts {
+		if cur == nil {
+			var err error
+			if cur, rev, err = b.Get(ctx, key); err != nil {
+				return nil, 0, err
+			}
+		}
+		next := *cur
+		if err := fn(&next); err != nil {
+			if errors.Is(err, Unchanged) {
+				return cur, rev, nil
+			}
+			return nil, 0, err
+		}
+		data, err := json.Marshal(&next)
+		if err != nil {
+			return nil, 0, err
+		}
+		nrev, err := b.kv.Update(ctx, key, data, rev)
+		if err == nil {
+			return &next, nrev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, 0, err
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, 0, err
+		}
+		cur = nil // someone wrote meanwhile: re-read
+	}
+	return nil, 0, fmt.Errorf("%s %s: %w", b.noun, key, ErrContended)
+}
+
+// UpdateAsync is Update whose first write is on the connection when it
+// returns, ahead of anything the caller publishes next (the server reads a
+// connection in order). wait returns the outcome; a lost compare-and-set
+// falls back to Update (read, apply fn again, write).
+func (b Bucket[T]) UpdateAsync(ctx context.Context, key string, cur *T, rev uint64, fn func(*T) error) (wait func() (*T, uint64, error), err error) {
+	next := *cur
+	if err := fn(&next); err != nil {
+		return nil, err
+	}
+	f, err := b.publishAsync(key, &next, rev)
+	if err != nil {
+		return nil, fmt.Errorf("update %s %s: %w", b.noun, key, err)
+	}
+	return func() (*T, uint64, error) {
+		select {
+		case ack := <-f.Ok():
+			return &next, ack.Sequence, nil
+		case err := <-f.Err():
+			if bus.IsWrongLastSeq(err) {
+				return b.Update(ctx, key, nil, 0, fn)
+			}
+			return nil, 0, fmt.Errorf("update %s %s: %w", b.noun, key, err)
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("update %s %s: %w", b.noun, key, ctx.Err())
+		}
+	}, nil
+}
+
+// CreateAsync puts a Create of v on the connection without waiting for its
+// acknowledgement; the future says whether the key was free.
+func (b Bucket[T]) CreateAsync(key string, v *T) (jetstream.PubAckFuture, error) {
+	return b.publishAsync(key, v, 0)
+}
+
+// publishAsync writes v to the key's subject expecting the key's last
+// revision to be rev (0: no value yet). This is the KV Update/Create wire
+// form, which the KV API offers only synchronously.
+func (b Bucket[T]) publishAsync(key string, v *T, rev uint64) (jetstream.PubAckFuture, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(Subject(b.kv, key))
+	m.Data = data
+	return b.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(rev))
+}
+
+// Subject is the subject a bucket stores key under.
+func Subject(kv jetstream.KeyValue, key string) string {
+	return "$KV." + kv.Bucket() + "." + key
+}
+
+// backoff waits a random time that grows with the attempts lost, so writers
+// racing for one hot key spread out instead of colliding again in lockstep
+// (without it, eight writers on one key exhausted MaxAttempts in tests).
+func backoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return ctx.Err() // the first retry is immediate: most races are one write
+	}
+	d := time.Duration(rand.Int64N(int64(min(attempt, 10)) * int64(200*time.Microsecond)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

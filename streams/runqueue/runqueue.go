@@ -1,0 +1,219 @@
+// Package runqueue is the SB_RUNS stream: run requests on
+// <prefix>.runs.<agentId>, pulled by the gateways through one shared durable
+// consumer, acked when their outcome is recorded, trimmed below the ack
+// floor.
+package runqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/runs"
+)
+
+// Headers every run request carries, so loops are visible to any gateway
+// without decoding the body.
+const (
+	HeaderChainID = "Sb-Chain-Id"
+	HeaderHop     = "Sb-Hop"
+)
+
+// DedupeWindow is how long a repeated run id (idempotency key) is
+// recognised by the queue itself; the run record catches it after.
+const DedupeWindow = 10 * time.Minute
+
+// Provenance marks a message that came from another session: who sent it,
+// from which channel, through which tool.
+type Provenance struct {
+	Kind             string `json:"kind"` // external_user | inter_session | internal_system
+	SourceSessionKey string `json:"sourceSessionKey,omitempty"`
+	SourceChannel    string `json:"sourceChannel,omitempty"`
+	SourceTool       string `json:"sourceTool,omitempty"`
+}
+
+// A2A asks the gateway to run the agent-to-agent flow (ping-pong turns, then
+// the announce step) after the primary run; its progress lives in the a2a
+// bucket.
+type A2A struct {
+	RequesterKey      string `json:"requesterKey"`
+	RequesterChannel  string `json:"requesterChannel,omitempty"`
+	TargetDisplayKey  string `json:"targetDisplayKey"`
+	OriginalMessage   string `json:"originalMessage"`
+	MaxPingPongTurns  int    `json:"maxPingPongTurns"`
+	AnnounceTimeoutMs int64  `json:"announceTimeoutMs"`
+}
+
+// Request is the body of a message on <prefix>.runs.<agentId>: one agent
+// turn to execute.
+type Request struct {
+	RunID             string      `json:"runId"`
+	SessionKey        string      `json:"sessionKey"` // store key of the session the turn runs in
+	AgentID           string      `json:"agentId"`
+	Message           string      `json:"message"` // body without provenance lines (what scripts match)
+	Prompt            string      `json:"prompt"`  // the annotated prompt stored as the user message
+	ExtraSystemPrompt string      `json:"extraSystemPrompt,omitempty"`
+	Provenance        *Provenance `json:"provenance,omitempty"`
+	Lane              string      `json:"lane,omitempty"`
+	TimeoutSeconds    int         `json:"timeoutSeconds,omitempty"` // 0 = the gateway default
+	ChainID           string      `json:"chainId"`
+	Hop               int         `json:"hop"`
+	A2A               *A2A        `json:"a2a,omitempty"`
+	// Step names an A2A continuation ("pingpong:<n>", "announce"); empty for
+	// an ordinary turn.
+	Step      string `json:"step,omitempty"`
+	ParentRun string `json:"parentRun,omitempty"` // the primary run of an A2A step
+	CreatedAt int64  `json:"createdAt"`
+	// Recorded says the submitter wrote a pending record before queueing.
+	// A caller that waits for the outcome does not: the first gateway to
+	// take the run creates its record (running), one write instead of two,
+	// and the caller writes pending itself should it stop waiting first.
+	Recorded bool `json:"recorded,omitempty"`
+}
+
+// Queue is the run-request stream.
+type Queue struct {
+	js     jetstream.JetStream
+	names  bus.Names
+	stream jetstream.Stream
+}
+
+// Open creates the SB_RUNS stream if absent.
+//
+// SB_RUNS works as a work queue — one durable consumer shared by every
+// gateway, each run delivered to one of them, redelivered until acked —
+// but with limits retention: acked runs are purged in bulk below the
+// consumer's ack floor (Trim), not one by one on each ack. A work-queue
+// stream removes each message as it is acked, and when the queue is
+// drained (a run at a time) every ack empties the stream's last block, so
+// the server writes a tombstone and a new block file per run: measured at
+// about a sixth of a sequential send's CPU. Unacked runs never expire. An
+// SB_RUNS created by an earlier version as a work-queue stream keeps
+// working as one (Trim then finds nothing to purge).
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (*Queue, error) {
+	st, err := bus.EnsureStream(ctx, js, jetstream.StreamConfig{
+		Name:        names.RunsStream(),
+		Description: "sessionbus run requests; gateways pull, ack when the run is recorded finished",
+		Subjects:    []string{names.Runs(">")},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+		Duplicates:  DedupeWindow,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Queue{js: js, names: names, stream: st}, nil
+}
+
+// Stream is the run-request stream.
+func (q *Queue) Stream() jetstream.Stream { return q.stream }
+
+// Unfinished is the number of queued runs the gateways have not acked:
+// waiting for a gateway or running. Before any gateway started, it is
+// every run in the stream.
+func (q *Queue) Unfinished(ctx context.Context) (uint64, error) {
+	c, err := q.stream.Consumer(ctx, q.names.GatewaysConsumer())
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		info, err := q.stream.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return info.State.Msgs, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	info := c.CachedInfo()
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// Trim purges the runs every gateway is done with: those at or below the
+// shared consumer's ack floor. Any gateway may call it at any time;
+// concurrent calls purge the same prefix. It returns the messages purged.
+func (q *Queue) Trim(ctx context.Context) (uint64, error) {
+	c, err := q.stream.Consumer(ctx, q.names.GatewaysConsumer())
+	if err != nil {
+		return 0, fmt.Errorf("trim runs: %w", err)
+	}
+	floor := c.CachedInfo().AckFloor.Stream
+	if floor == 0 {
+		return 0, nil
+	}
+	info, err := q.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("trim runs: %w", err)
+	}
+	if info.State.Msgs == 0 || info.State.FirstSeq > floor {
+		return 0, nil
+	}
+	before := info.State.Msgs
+	if err := q.stream.Purge(ctx, jetstream.WithPurgeSequence(floor+1)); err != nil {
+		return 0, fmt.Errorf("trim runs below %d: %w", floor+1, err)
+	}
+	after, err := q.stream.Info(ctx)
+	if err != nil {
+		return 0, nil
+	}
+	return before - min(before, after.State.Msgs), nil
+}
+
+// Submit creates the pending record and queues the request (marked
+// Recorded); the publish carries Nats-Msg-Id = run id, so a retried submit
+// never queues twice.
+//
+// A run with an idempotency key is checked first: the record's Create is
+// awaited before the publish, and runs.ErrExists means a record with this
+// id exists (an idempotent repeat). Any other run id is fresh, so the two
+// writes are pipelined, record first on the same connection, in one round
+// trip; should the record write fail, the run still goes ahead and the
+// gateway that takes it writes the record.
+func (q *Queue) Submit(ctx context.Context, recs *runs.Records, req *Request, rec *runs.Record) error {
+	req.Recorded = true
+	if rec.IdempotencyKey != "" {
+		if err := recs.Create(ctx, rec); err != nil {
+			return err
+		}
+		return q.Publish(ctx, req)
+	}
+	created, err := recs.CreateAsync(rec)
+	if err != nil {
+		return err
+	}
+	if err := q.Publish(ctx, req); err != nil {
+		return err
+	}
+	select {
+	case <-created.Ok():
+	case <-created.Err():
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// Publish queues a run request (also used for A2A continuation steps,
+// whose message id is runId + step).
+func (q *Queue) Publish(ctx context.Context, req *Request) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(q.names.Runs(req.AgentID))
+	msg.Data = body
+	msg.Header.Set(HeaderChainID, req.ChainID)
+	msg.Header.Set(HeaderHop, fmt.Sprint(req.Hop))
+	id := req.RunID
+	if req.Step != "" {
+		id = req.ParentRun + ":" + req.Step
+	}
+	if _, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
+		return fmt.Errorf("queue run %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package runqueue
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/kv/runs"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+type fixture struct {
+	*Queue
+	recs *runs.Records
+}
+
+func (f fixture) Submit(ctx context.Context, req *Request, rec *runs.Record) error {
+	return f.Queue.Submit(ctx, f.recs, req, rec)
+}
+
+func openRuns(t *testing.T) fixture {
+	t.Helper()
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s)
+	names := bus.NewNames("")
+	q, err := Open(ctx(t), js, names, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := runs.Open(ctx(t), js, names, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(recs.Close)
+	return fixture{q, recs}
+}
+
+func queued(t *testing.T, r fixture) uint64 {
+	t.Helper()
+	info, err := r.Stream().Info(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func TestSubmitRecordsAndQueues(t *testing.T) {
+	r := openRuns(t)
+	req := &Request{RunID: "r1", SessionKey: "agent:main:main", AgentID: "main", ChainID: "r1"}
+	if err := r.Submit(ctx(t), req, &runs.Record{RunID: "r1", Status: runs.Pending}); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := r.recs.Get(ctx(t), "r1")
+	if err != nil || rec.Status != runs.Pending || !req.Recorded {
+		t.Fatalf("record %+v %v, recorded %v", rec, err, req.Recorded)
+	}
+	// an idempotent repeat is recognised by its record and queues nothing
+	idem := &runs.Record{RunID: "r1", Status: runs.Pending, IdempotencyKey: "k"}
+	if err := r.Submit(ctx(t), req, idem); !errors.Is(err, runs.ErrExists) {
+		t.Fatalf("repeat: %v, want runs.ErrExists", err)
+	}
+	if n := queued(t, r); n != 1 {
+		t.Fatalf("%d queued, want 1", n)
+	}
+	// RecordPending never overwrites
+	if err := r.recs.RecordPending(ctx(t), &runs.Record{RunID: "r1", Status: runs.Pending, Error: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, _ := r.recs.Get(ctx(t), "r1"); rec.Error != "" {
+		t.Fatalf("RecordPending overwrote: %+v", rec)
+	}
+}
+
+// Acked runs are purged below the shared consumer's ack floor; a run acked
+// out of order above an unacked one stays until the floor passes it, and
+// unacked runs are never purged.
+func TestTrimBelowAckFloor(t *testing.T) {
+	r := openRuns(t)
+	for i := range 4 {
+		id := "t" + string(rune('0'+i))
+		if err := r.Publish(ctx(t), &Request{RunID: id, SessionKey: "agent:main:main", AgentID: "main", ChainID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := r.Unfinished(ctx(t)); err != nil || n != 4 {
+		t.Fatalf("unfinished before any consumer: %d %v", n, err)
+	}
+	cons, err := r.Stream().CreateOrUpdateConsumer(ctx(t), jetstream.ConsumerConfig{Durable: bus.NewNames("").GatewaysConsumer(), AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(4, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != 4 {
+		t.Fatalf("fetched %d", len(msgs))
+	}
+	for _, i := range []int{0, 1, 3} { // run 2 is still running
+		if err := msgs[i].DoubleAck(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := r.Unfinished(ctx(t)); err != nil || n != 1 {
+		t.Fatalf("unfinished: %d %v", n, err)
+	}
+	if n, err := r.Trim(ctx(t)); err != nil || n != 2 {
+		t.Fatalf("trim purged %d %v, want 2", n, err)
+	}
+	if n := queued(t, r); n != 2 {
+		t.Fatalf("%d left, want 2 (the running one and the one acked after it)", n)
+	}
+	if err := msgs[2].DoubleAck(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Trim(ctx(t)); err != nil || n != 2 {
+		t.Fatalf("second trim purged %d %v, want 2", n, err)
+	}
+	if n, err := r.Trim(ctx(t)); err != nil || n != 0 {
+		t.Fatalf("idle trim purged %d %v", n, err)
+	}
+}
