@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 )
 
@@ -174,27 +175,56 @@ func (q *Queue) Trim(ctx context.Context) (uint64, error) {
 // writes are pipelined, record first on the same connection, in one round
 // trip; should the record write fail, the run still goes ahead and the
 // gateway that takes it writes the record.
+//
+// A record whose run could not be queued is never left pending (nothing
+// would ever run it): it is marked error with the reason.
 func (q *Queue) Submit(ctx context.Context, recs *runs.Records, req *Request, rec *runs.Record) error {
 	req.Recorded = true
+	var created jetstream.PubAckFuture
 	if rec.IdempotencyKey != "" {
 		if err := recs.Create(ctx, rec); err != nil {
 			return err
 		}
-		return q.Publish(ctx, req)
-	}
-	created, err := recs.CreateAsync(rec)
-	if err != nil {
-		return err
+	} else {
+		var err error
+		if created, err = recs.CreateAsync(rec); err != nil {
+			return err
+		}
 	}
 	if err := q.Publish(ctx, req); err != nil {
+		if created != nil {
+			select { // the record must exist before it can be marked
+			case <-created.Ok():
+			case <-created.Err():
+			case <-ctx.Done():
+			}
+		}
+		q.markUnqueued(ctx, recs, rec.RunID, err)
 		return err
 	}
-	select {
-	case <-created.Ok():
-	case <-created.Err():
-	case <-ctx.Done():
+	if created != nil {
+		select {
+		case <-created.Ok():
+		case <-created.Err():
+		case <-ctx.Done():
+		}
 	}
 	return nil
+}
+
+// markUnqueued records that runID's request never reached the queue. It is
+// best effort: when the store is down too, the record stays pending until
+// the runs bucket's max age removes it.
+func (q *Queue) markUnqueued(ctx context.Context, recs *runs.Records, runID string, cause error) {
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = recs.Update(mctx, runID, func(r *runs.Record) error {
+		if r.Status != runs.Pending {
+			return record.Unchanged
+		}
+		r.Status, r.Error, r.EndedAt = runs.Error, "the run was never queued: "+cause.Error(), time.Now().UnixMilli()
+		return nil
+	})
 }
 
 // Publish queues a run request (also used for A2A continuation steps,

@@ -3,6 +3,7 @@ package runqueue
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +136,27 @@ func TestTrimBelowAckFloor(t *testing.T) {
 	}
 	if n, err := r.Trim(ctx(t)); err != nil || n != 0 {
 		t.Fatalf("idle trim purged %d %v", n, err)
+	}
+}
+
+// A run whose request could not be queued is marked error with the reason,
+// never left pending, whichever submit path wrote its record.
+func TestSubmitFailureIsRecorded(t *testing.T) {
+	r := openRuns(t)
+	if err := r.js.DeleteStream(ctx(t), r.names.RunsStream()); err != nil { // nothing stores sb.runs.> now
+		t.Fatal(err)
+	}
+	for _, rec := range []*runs.Record{
+		{RunID: "fresh", Status: runs.Pending},
+		{RunID: "idem", Status: runs.Pending, IdempotencyKey: "k"},
+	} {
+		req := &Request{RunID: rec.RunID, SessionKey: "agent:main:main", AgentID: "main", ChainID: rec.RunID}
+		if err := r.Submit(ctx(t), req, rec); err == nil {
+			t.Fatalf("%s: submit to a deleted stream succeeded", rec.RunID)
+		}
+		got, _, err := r.recs.Get(ctx(t), rec.RunID)
+		if err != nil || got.Status != runs.Error || !strings.Contains(got.Error, "never queued") {
+			t.Fatalf("%s: record %+v %v, want error saying it was never queued", rec.RunID, got, err)
+		}
 	}
 }
