@@ -40,7 +40,6 @@ func TestClusterR3(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var workers []*handlers.Worker
 	for _, n := range []int{0, 2} {
 		var w *handlers.Worker
 		// the first R3 assets can fail while the meta leader settles
@@ -56,7 +55,6 @@ func TestClusterR3(t *testing.T) {
 			return err
 		})
 		t.Cleanup(w.Stop)
-		workers = append(workers, w)
 	}
 	writer := connect(nodes[1].ClientURL())
 	js, _ := jetstream.New(writer)

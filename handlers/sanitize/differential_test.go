@@ -293,10 +293,7 @@ func TestDiffScaffoldingRegexes(t *testing.T) {
 		if got, want := stripHistoricalContext(s), histRE.ReplaceAllString(s, ""); got != want {
 			t.Fatalf("historical on %q: %q vs %q", s, got, want)
 		}
-		var got [][2]int
-		for _, m := range bracketMarkers(s, "[tool call:") {
-			got = append(got, m)
-		}
+		got := append([][2]int(nil), bracketMarkers(s, "[tool call:")...)
 		ms := callRE.FindAllStringIndex(s, -1)
 		if len(ms) != len(got) {
 			t.Fatalf("tool call markers on %q: %v vs %v", s, got, ms)

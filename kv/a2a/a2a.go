@@ -69,7 +69,7 @@ func (s *Store) Get(ctx context.Context, primary string) (*State, error) {
 func (s *Store) Update(ctx context.Context, primary string, fn func(*State) bool) (*State, error) {
 	st, _, err := s.b.Update(ctx, primary, nil, 0, func(st *State) error {
 		if !fn(st) {
-			return record.Unchanged
+			return record.ErrUnchanged
 		}
 		return nil
 	})

@@ -24,9 +24,9 @@ import (
 // rather than spinning.
 const MaxAttempts = 32
 
-// Unchanged, returned by an update function, ends Update without writing:
+// ErrUnchanged, returned by an update function, ends Update without writing:
 // the record already says what the caller wanted.
-var Unchanged = errors.New("record unchanged")
+var ErrUnchanged = errors.New("record unchanged")
 
 // ErrContended is wrapped by Update when MaxAttempts writes all lost.
 var ErrContended = errors.New("too many concurrent updates; retry")
@@ -85,7 +85,7 @@ func (b Bucket[T]) Create(ctx context.Context, key string, v *T) (uint64, error)
 // retrying on a concurrent write, so two writers never lose each other's
 // change. cur and rev are a record the caller already read (nil: read it),
 // which saves the read when nobody wrote meanwhile; fn gets a copy and cur
-// is left as it was. fn returning Unchanged ends without a write; any other
+// is left as it was. fn returning ErrUnchanged ends without a write; any other
 // error aborts and is returned as is.
 func (b Bucket[T]) Update(ctx context.Context, key string, cur *T, rev uint64, fn func(*T) error) (*T, uint64, error) {
 	for attempt := range MaxAttempts {
@@ -97,7 +97,7 @@ func (b Bucket[T]) Update(ctx context.Context, key string, cur *T, rev uint64, f
 		}
 		next := *cur
 		if err := fn(&next); err != nil {
-			if errors.Is(err, Unchanged) {
+			if errors.Is(err, ErrUnchanged) {
 				return cur, rev, nil
 			}
 			return nil, 0, err

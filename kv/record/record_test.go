@@ -57,7 +57,7 @@ func TestUpdateLosesNoWrite(t *testing.T) {
 	}
 }
 
-// A stale starting point costs a re-read, Unchanged writes nothing, and an
+// A stale starting point costs a re-read, ErrUnchanged writes nothing, and an
 // update function's own error aborts.
 func TestUpdateFromStaleUnchangedAndAbort(t *testing.T) {
 	b, ctx := open(t)
@@ -73,7 +73,7 @@ func TestUpdateFromStaleUnchangedAndAbort(t *testing.T) {
 	if err != nil || got.N != 50 || stale.N != 1 {
 		t.Fatalf("from stale: %+v %v (stale %+v)", got, err, stale)
 	}
-	same, srev, err := b.Update(ctx, "c", nil, 0, func(*counter) error { return Unchanged })
+	same, srev, err := b.Update(ctx, "c", nil, 0, func(*counter) error { return ErrUnchanged })
 	if err != nil || srev != nrev || same.N != 50 {
 		t.Fatalf("unchanged: %+v rev %d (want %d) %v", same, srev, nrev, err)
 	}

@@ -220,7 +220,7 @@ func (q *Queue) markUnqueued(ctx context.Context, recs *runs.Records, runID stri
 	defer cancel()
 	_, _ = recs.Update(mctx, runID, func(r *runs.Record) error {
 		if r.Status != runs.Pending {
-			return record.Unchanged
+			return record.ErrUnchanged
 		}
 		r.Status, r.Error, r.EndedAt = runs.Error, "the run was never queued: "+cause.Error(), time.Now().UnixMilli()
 		return nil
