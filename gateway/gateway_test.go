@@ -166,20 +166,6 @@ func (e *env) transcript(session string) []map[string]any {
 	return out
 }
 
-// waitFor checks cond on every tick of a short ticker until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // waitState watches the A2A state until it is done.
 func (e *env) waitState(primary string) *a2a.State {
 	e.t.Helper()
@@ -424,7 +410,7 @@ func TestRedeliveredRunningRunSkipsAppendedParts(t *testing.T) {
 
 func waitQueueDrained(t *testing.T, g *Gateway) {
 	t.Helper()
-	waitFor(t, "queue drained", func() bool {
+	bustest.WaitFor(t, 20*time.Second, "queue drained", func() bool {
 		n, err := g.Queue().Unfinished(context.Background())
 		return err == nil && n == 0
 	})
@@ -756,7 +742,7 @@ func TestOutsideWriterDuringTurn(t *testing.T) {
 	enc := bus.EncodeKey(session)
 	req := e.request(session, "main", "wait for it")
 	e.submit(req)
-	waitFor(t, "the prompt", func() bool {
+	bustest.WaitFor(t, 20*time.Second, "the prompt", func() bool {
 		n, err := e.tr.Count(context.Background(), enc)
 		return err == nil && n == 1
 	})

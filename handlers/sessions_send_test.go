@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
@@ -282,7 +283,7 @@ func TestSendProvenanceAndRequest(t *testing.T) {
 	res := s.MustCall(mainKey, "sessions_send", string(params))
 	runID := res["runId"].(string)
 	var req runqueue.Request
-	waitFor(t, func() bool {
+	bustest.WaitFor(t, 5*time.Second, "the send's run", func() bool {
 		ex.mu.Lock()
 		defer ex.mu.Unlock()
 		var ok bool
@@ -463,16 +464,5 @@ func TestSendHopBound(t *testing.T) {
 	res = s.MustCall(mainKey, "sessions_send", `{"sessionKey":"agent:main:peer","message":"hi","timeoutSeconds":0}`)
 	if rec, _, _ := recs.Get(ctx, res["runId"].(string)); rec == nil || rec.Hop != 0 || rec.ChainID == "chain-1" || rec.ChainID == "" {
 		t.Errorf("new chain record %+v", rec)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

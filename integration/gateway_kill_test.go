@@ -173,7 +173,7 @@ func TestGatewayKill(t *testing.T) {
 
 	// After ~100 completed sends, kill the victim the moment it is seen
 	// running a turn, so at least one run is caught mid-turn.
-	waitFor(t, func() bool { return completed.Load() >= gatewayKillAfter })
+	bustest.WaitFor(t, 60*time.Second, "sends completed before the kill", func() bool { return completed.Load() >= gatewayKillAfter })
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	watch, err := d.Runs.KV().WatchAll(wctx, jetstream.UpdatesOnly())
 	if err != nil {
@@ -218,7 +218,7 @@ func TestGatewayKill(t *testing.T) {
 	// redelivered (and executed again) after the checks below.
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	waitFor(t, func() bool {
+	bustest.WaitFor(t, 60*time.Second, "every run finished", func() bool {
 		n, err := d.Queue.Unfinished(ctx)
 		return err == nil && n == 0
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
@@ -102,7 +103,7 @@ func TestSendLoopBound(t *testing.T) {
 		t.Fatalf("first send: %v", res)
 	}
 	chain := ""
-	waitFor(t, func() bool {
+	bustest.WaitFor(t, 60*time.Second, "the runs of the relay chain", func() bool {
 		recs := primaryRuns(t, gw.Runs())
 		for _, r := range recs {
 			if r.RunID == res["runId"] {

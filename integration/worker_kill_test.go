@@ -72,14 +72,14 @@ func TestWorkerSIGKILL(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, func() bool { return answered.Load() > 200 })
+	bustest.WaitFor(t, 60*time.Second, "200 answers", func() bool { return answered.Load() > 200 })
 	if err := w1.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-w1.done
 	w1.done <- nil
 	before := answered.Load()
-	waitFor(t, func() bool { return answered.Load() > before+500 })
+	bustest.WaitFor(t, 60*time.Second, "500 more answers after the kill", func() bool { return answered.Load() > before+500 })
 	close(stop)
 	wg.Wait()
 	// after the kill, a fresh request goes to the survivor at once
@@ -94,17 +94,4 @@ func TestWorkerSIGKILL(t *testing.T) {
 func isUnavailable(err error) bool {
 	e, ok := bus.AsError(err)
 	return ok && e.Code == bus.CodeUnavailable
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 60s")
-		}
-		<-tick.C
-	}
 }

@@ -1,0 +1,22 @@
+package bustest
+
+import (
+	"testing"
+	"time"
+)
+
+// WaitFor checks cond every 10 ms until it holds, and fails the test with
+// what when it still does not after within. It is the one way tests here
+// wait on a condition: a deadline, never a fixed sleep.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		<-tick.C
+	}
+}
