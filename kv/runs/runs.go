@@ -81,7 +81,11 @@ type Records struct {
 	stopWatch context.CancelFunc
 	wmu       sync.Mutex
 	waiters   map[string][]chan *Record
+	closed    bool
 }
+
+// ErrClosed is returned by Watch and Wait after Close.
+var ErrClosed = errors.New("run records closed")
 
 // Open creates the runs bucket if absent. maxAge bounds how long a record
 // outlives its last write (0: DefaultMaxAge); an existing bucket keeps its
@@ -199,8 +203,11 @@ func (r *Records) Watch(runID string) (*Waiter, error) {
 	}
 	w := &Waiter{r: r, id: runID, ch: make(chan *Record, 1)}
 	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
 	r.waiters[runID] = append(r.waiters[runID], w.ch)
-	r.wmu.Unlock()
 	return w, nil
 }
 
@@ -291,7 +298,10 @@ func (r *Records) unwait(runID string, ch chan *Record) {
 
 // Close stops the shared watch; waiters still blocked get an error.
 func (r *Records) Close() {
-	r.watchOnce.Do(func() { r.watchDone = make(chan struct{}); close(r.watchDone) })
+	r.wmu.Lock()
+	r.closed = true
+	r.wmu.Unlock()
+	r.watchOnce.Do(func() { r.watchErr = ErrClosed; r.watchDone = make(chan struct{}); close(r.watchDone) })
 	if r.stopWatch != nil {
 		r.stopWatch()
 		<-r.watchDone
