@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -30,10 +34,29 @@ type ImportResult struct {
 	SessionKey string `json:"sessionKey"`
 	SessionID  string `json:"sessionId"`
 	Created    bool   `json:"created"`
-	Imported   int    `json:"imported"`
+	// ImportID names the file's entries (a hash of them): importing the
+	// same file into the same session again appends nothing.
+	ImportID string `json:"importId"`
+	Imported int    `json:"imported"` // entries appended by this call
+	// Present is how many of the file's entries an earlier, interrupted or
+	// completed, import of the same file had already written.
+	Present    int    `json:"alreadyPresent"`
 	Skipped    int    `json:"skipped"`
 	FirstEntry uint64 `json:"firstEntry"`
 	Total      uint64 `json:"totalEntries"`
+}
+
+// Summary is the one line the CLI prints on stderr.
+func (r *ImportResult) Summary() string {
+	n := r.Imported + r.Present
+	switch {
+	case r.Present == 0:
+		return fmt.Sprintf("imported %d entries into %s", r.Imported, r.SessionKey)
+	case r.Imported == 0:
+		return fmt.Sprintf("already imported: all %d entries of this file are in %s, 0 appended", n, r.SessionKey)
+	default:
+		return fmt.Sprintf("resumed: appended %d of %d entries into %s (%d were already there)", r.Imported, n, r.SessionKey, r.Present)
+	}
 }
 
 const (
@@ -87,26 +110,111 @@ func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o
 	default:
 		return nil, fmt.Errorf("create session %s: %w", key, err)
 	}
+	res.ImportID = importID(msgs)
+	enc := bus.EncodeKey(key)
 	if len(msgs) > 0 {
-		first, err := tr.Append(ctx, bus.EncodeKey(key), msgs...)
-		if err != nil {
-			return nil, fmt.Errorf("append transcript of %s: %w", key, err)
+		if err := appendOnce(ctx, store, tr, key, enc, res, msgs); err != nil {
+			return nil, err
 		}
-		res.FirstEntry = first
-		res.Imported = len(msgs)
 	}
 	cur, _, err := store.Update(ctx, key, func(cur *sessions.Entry) error {
 		cur.UpdatedAt = max(cur.UpdatedAt, now.UnixMilli())
+		if m := cur.Import(res.ImportID); m != nil && !m.Done {
+			done := *m
+			done.Done = true
+			cur.SetImport(done)
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("update session %s: %w", key, err)
 	}
 	res.SessionID = cur.SessionID
-	if res.Total, err = tr.Count(ctx, bus.EncodeKey(key)); err != nil {
+	if res.Total, err = tr.Count(ctx, enc); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// ImportID is the id Import gives the transcript in in (after the same
+// checks), so ops can tell which import a session's mark belongs to.
+func ImportID(in io.Reader) (string, error) {
+	msgs, _, err := readTranscript(in)
+	if err != nil {
+		return "", badRequest(err.Error())
+	}
+	return importID(msgs), nil
+}
+
+// importID names a file by its entries, so the same file, whatever its
+// name or blank lines, is recognised.
+func importID(msgs [][]byte) string {
+	h := sha256.New()
+	for _, m := range msgs {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(m)))
+		h.Write(n[:])
+		h.Write(m)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// appendOnce appends msgs unless an earlier import of the same file did.
+// Before anything is appended, the session entry records where the file's
+// entries start (its import mark); a re-run compares the transcript from
+// there with the file, byte for byte, and appends only what is missing. A
+// crash anywhere leaves the mark, the appended prefix or both, and the next
+// run finishes the job without doubling an entry.
+func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Store, key, enc string, res *ImportResult, msgs [][]byte) error {
+	count, err := tr.Count(ctx, enc)
+	if err != nil {
+		return fmt.Errorf("read transcript of %s: %w", key, err)
+	}
+	var mark sessions.ImportMark
+	_, _, err = store.Update(ctx, key, func(e *sessions.Entry) error {
+		if m := e.Import(res.ImportID); m != nil {
+			mark = *m
+			return record.ErrUnchanged
+		}
+		mark = sessions.ImportMark{ID: res.ImportID, At: count, N: len(msgs)}
+		e.SetImport(mark)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record import in session %s: %w", key, err)
+	}
+	present := 0
+	if mark.At < count {
+		have, err := tr.Read(ctx, enc, mark.At, mark.At+uint64(len(msgs)))
+		if err != nil {
+			return fmt.Errorf("read transcript of %s: %w", key, err)
+		}
+		for present < len(have) && bytes.Equal(have[present].Data, msgs[present]) {
+			present++
+		}
+	}
+	res.Present, res.FirstEntry = present, mark.At
+	if present == len(msgs) {
+		return nil
+	}
+	if end := mark.At + uint64(present); end != count {
+		if present > 0 {
+			return fmt.Errorf("an earlier import of this file into %s stopped after %d of %d entries, and %d other entries were appended since: "+
+				"import the file's remaining lines (from entry %d) as a new file", key, present, len(msgs), count-end, present+1)
+		}
+		// Nothing of the file landed where the mark says, and the
+		// transcript moved on: the file starts at the end now.
+		mark.At = count
+		if _, _, err := store.Update(ctx, key, func(e *sessions.Entry) error { e.SetImport(mark); return nil }); err != nil {
+			return fmt.Errorf("record import in session %s: %w", key, err)
+		}
+		res.FirstEntry = count
+	}
+	if _, err := tr.Append(ctx, enc, msgs[present:]...); err != nil {
+		return fmt.Errorf("append transcript of %s (run the same import again to finish it): %w", key, err)
+	}
+	res.Imported = len(msgs) - present
+	return nil
 }
 
 // readTranscript parses and checks every line, returning compact messages.

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 func TestImportRefusesBadInputWritingNothing(t *testing.T) {
@@ -35,4 +37,119 @@ func TestImportRefusesBadInputWritingNothing(t *testing.T) {
 	if n := d.Index.Len(); n != 0 {
 		t.Fatalf("refused imports wrote %d sessions", n)
 	}
+}
+
+func transcriptLines(n int, tag string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "{\"role\":\"user\",\"content\":\"%s line %d\"}\n", tag, i)
+	}
+	return b.String()
+}
+
+func importFile(t *testing.T, s *handlerstest.Stack, key, body string) *handlers.ImportResult {
+	t.Helper()
+	d := s.Worker.Deps
+	res, err := handlers.Import(t.Context(), d.Store, d.Transcripts, handlers.ImportOptions{SessionKey: key}, strings.NewReader(body), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// checkTranscript asserts the session holds exactly want, in order.
+func checkTranscript(t *testing.T, s *handlerstest.Stack, key string, want []string) {
+	t.Helper()
+	got, err := s.Worker.Deps.Transcripts.Read(t.Context(), bus.EncodeKey(key), 0, uint64(len(want))+10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s has %d entries, want %d", key, len(got), len(want))
+	}
+	for i, e := range got {
+		if string(e.Data) != want[i] {
+			t.Fatalf("%s entry %d = %s, want %s", key, i, e.Data, want[i])
+		}
+	}
+}
+
+func lines(body string) []string { return strings.Split(strings.TrimSpace(body), "\n") }
+
+// The same file imported twice is there once; another file is appended; the
+// same file into another session is imported there too.
+func TestImportIsIdempotent(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	const key = "agent:main:imported"
+	file := transcriptLines(300, "a")
+	if r := importFile(t, s, key, file); r.Imported != 300 || r.Present != 0 {
+		t.Fatalf("first import %+v", r)
+	}
+	r := importFile(t, s, key, "\n"+file+"\n") // blank lines do not make another file
+	if r.Imported != 0 || r.Present != 300 || r.Total != 300 || !strings.HasPrefix(r.Summary(), "already imported") {
+		t.Fatalf("repeat %+v (%s)", r, r.Summary())
+	}
+	other := transcriptLines(5, "b")
+	if r := importFile(t, s, key, other); r.Imported != 5 || r.Total != 305 {
+		t.Fatalf("another file %+v", r)
+	}
+	checkTranscript(t, s, key, append(lines(file), lines(other)...))
+	if r := importFile(t, s, "agent:main:copy", file); r.Imported != 300 {
+		t.Fatalf("same file, other session %+v", r)
+	}
+}
+
+// An import that stopped half-way (its mark written, some entries
+// appended) is finished by running it again, without doubling; one that
+// stopped before appending anything, with other entries written since,
+// lands after them.
+func TestImportResumesAfterInterruption(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	d := s.Worker.Deps
+	file := transcriptLines(1000, "c")
+	want := lines(file)
+	id, err := handlers.ImportID(strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	interrupted := func(key string, landed int) {
+		t.Helper()
+		if _, err := d.Store.Create(t.Context(), &sessions.Entry{Key: key, AgentID: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := d.Store.Update(t.Context(), key, func(e *sessions.Entry) error {
+			e.SetImport(sessions.ImportMark{ID: id, At: 0, N: len(want)})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < landed; i += 100 { // what the killed run appended, batch by batch
+			batch := make([][]byte, 0, 100)
+			for _, l := range want[i:min(i+100, landed)] {
+				batch = append(batch, []byte(l))
+			}
+			if _, err := d.Transcripts.Append(t.Context(), bus.EncodeKey(key), batch...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	interrupted("agent:main:half", 400)
+	r := importFile(t, s, "agent:main:half", file)
+	if r.Imported != 600 || r.Present != 400 || !strings.HasPrefix(r.Summary(), "resumed: appended 600 of 1000") {
+		t.Fatalf("resume %+v (%s)", r, r.Summary())
+	}
+	checkTranscript(t, s, "agent:main:half", want)
+	if r := importFile(t, s, "agent:main:half", file); r.Imported != 0 {
+		t.Fatalf("after resume %+v", r)
+	}
+
+	interrupted("agent:main:none", 0)
+	run := `{"role":"assistant","content":"written meanwhile"}`
+	if _, err := d.Transcripts.Append(t.Context(), bus.EncodeKey("agent:main:none"), []byte(run)); err != nil {
+		t.Fatal(err)
+	}
+	if r := importFile(t, s, "agent:main:none", file); r.Imported != 1000 || r.FirstEntry != 1 {
+		t.Fatalf("restart after nothing landed %+v", r)
+	}
+	checkTranscript(t, s, "agent:main:none", append([]string{run}, want...))
 }

@@ -23,6 +23,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sessionbus import [flags] SESSIONKEY < transcript.jsonl")
+		fmt.Fprintln(stderr, "Importing the same file into the same session again appends nothing; an interrupted import run again appends only what is missing.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -58,6 +59,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeInternal, err)
 	}
+	fmt.Fprintln(stderr, res.Summary())
 	printJSON(stdout, res)
 	return 0
 }

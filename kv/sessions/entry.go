@@ -70,10 +70,52 @@ type Entry struct {
 	ProjectID            string           `json:"projectId,omitempty"`
 	WorkspaceDir         string           `json:"workspaceDir,omitempty"`
 	StateVersion         uint64           `json:"stateVersion,omitempty"`
+	// Imports are the transcript files `sessionbus import` loaded into
+	// this session (the newest MaxImports), so a repeated or interrupted
+	// import never appends a file twice. sessionbus's own field.
+	Imports []ImportMark `json:"sessionbusImports,omitempty"`
 
 	// Derived is what the index's Derive hook computed from this entry
 	// when it was indexed (parsed key facts); never stored.
 	Derived any `json:"-"`
+}
+
+// MaxImports bounds Entry.Imports: the oldest marks are dropped first.
+const MaxImports = 32
+
+// ImportMark is one transcript file imported into a session.
+type ImportMark struct {
+	ID   string `json:"id"` // hash of the file's entries
+	At   uint64 `json:"at"` // transcript position of its first entry
+	N    int    `json:"n"`  // its entries
+	Done bool   `json:"done,omitempty"`
+}
+
+// Import returns the mark of import id, or nil.
+func (e *Entry) Import(id string) *ImportMark {
+	for i := range e.Imports {
+		if e.Imports[i].ID == id {
+			return &e.Imports[i]
+		}
+	}
+	return nil
+}
+
+// SetImport records m, replacing the mark with the same id. The slice is
+// copied first: entries handed to an update function share their slices
+// with the entry they were copied from.
+func (e *Entry) SetImport(m ImportMark) {
+	out := make([]ImportMark, 0, len(e.Imports)+1)
+	for _, old := range e.Imports {
+		if old.ID != m.ID {
+			out = append(out, old)
+		}
+	}
+	out = append(out, m)
+	if len(out) > MaxImports {
+		out = out[len(out)-MaxImports:]
+	}
+	e.Imports = out
 }
 
 // Parent is the session this one belongs to in the visibility tree: the
