@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
 	"github.com/sessionbus/sessionbus/kv/lanes"
+	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -38,8 +41,12 @@ const opTimeout = 10 * time.Second
 func (g *Gateway) handle(msg jetstream.Msg) {
 	var req runqueue.Request
 	if err := json.Unmarshal(msg.Data(), &req); err != nil || req.RunID == "" || req.SessionKey == "" {
-		g.log.Warn("gateway: dropping malformed run request", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+		reason := "malformed run request: not JSON with runId and sessionKey"
+		if err != nil {
+			reason = "malformed run request: " + err.Error()
+		}
+		g.log.Error("gateway: dropping a run request that can never run", "subject", msg.Subject(), "reason", reason)
+		_ = msg.TermWithReason(reason)
 		return
 	}
 	log := g.log.With("run", req.RunID, "session", req.SessionKey)
@@ -54,13 +61,54 @@ func (g *Gateway) handle(msg jetstream.Msg) {
 			_ = msg.Nak()
 			return
 		}
-		log.Warn("gateway: run failed, will retry", "err", err)
-		_ = msg.NakWithDelay(time.Second)
+		g.failed(msg, &req, err, log)
 		return
 	}
 	if err := msg.Ack(); err != nil {
 		log.Debug("gateway: ack", "err", err)
 	}
+}
+
+// failed retries a run whose attempt failed, later each time, and after
+// MaxRunFailures records it failed and terminates its message, so a run
+// that can never succeed is not retried forever. The count is this
+// gateway's own, kept by stream sequence: the server's MaxDeliver would also
+// count the naks of a run waiting for a busy lane, and such a run must wait
+// as long as the turn ahead of it takes. Another replica that takes the
+// message counts afresh, so a run is tried at most MaxRunFailures times per
+// gateway.
+func (g *Gateway) failed(msg jetstream.Msg, req *runqueue.Request, err error, log *slog.Logger) {
+	key := req.RunID
+	if md, merr := msg.Metadata(); merr == nil {
+		key = strconv.FormatUint(md.Sequence.Stream, 10)
+	}
+	n, _ := g.failures.take(key)
+	n++
+	if n < MaxRunFailures {
+		g.failures.put(key, n)
+		delay := min(g.retryDelay<<(n-1), MaxRetryDelay)
+		log.Warn("gateway: run failed, will retry", "attempt", n, "of", MaxRunFailures, "retryIn", delay, "err", err)
+		_ = msg.NakWithDelay(delay)
+		return
+	}
+	reason := fmt.Sprintf("the gateway gave up on this run after %d failed attempts: %v", n, err)
+	log.Error("gateway: run failed for good", "attempts", n, "err", err)
+	ctx, cancel := opCtx(context.WithoutCancel(g.ctx))
+	defer cancel()
+	rerr := g.runs.RecordPending(ctx, newRecord(req))
+	if rerr == nil {
+		_, rerr = g.runs.Update(ctx, req.RunID, func(r *runs.Record) error {
+			if r.Terminal() {
+				return record.ErrUnchanged
+			}
+			r.Status, r.Error, r.EndedAt = runs.Error, reason, time.Now().UnixMilli()
+			return nil
+		})
+	}
+	if rerr != nil {
+		log.Error("gateway: could not record the failed run", "err", rerr)
+	}
+	_ = msg.TermWithReason(reason)
 }
 
 // laneRetryDelay backs off with the number of deliveries: a queued request

@@ -32,6 +32,13 @@ const (
 	DefaultConcurrency    = 32
 	DefaultAckWait        = 30 * time.Second
 	DefaultTimeoutSeconds = 600
+	DefaultRetryDelay     = time.Second
+	MaxRetryDelay         = 30 * time.Second
+	// MaxRunFailures is how often one gateway tries a run whose attempts
+	// fail (a deleted stream or bucket, a store that refuses its writes)
+	// before it records the run as failed and drops its message. Waiting
+	// for a busy session lane is no failure and never counts.
+	MaxRunFailures = 5
 )
 
 // Options tune a gateway; zero values take the defaults.
@@ -42,6 +49,9 @@ type Options struct {
 	// replica takes it. A replica that finds the consumer made keeps its
 	// AckWait, and paces its heartbeats and lane expiry by it.
 	AckWait time.Duration
+	// RetryDelay is the wait before a failed run's first retry (default
+	// 1 s); it doubles with each failure, up to MaxRetryDelay.
+	RetryDelay time.Duration
 }
 
 // Gateway is one running gateway replica.
@@ -65,6 +75,7 @@ type Gateway struct {
 	laneRevs recent[uint64]
 	cursors  recent[*transcripts.Cursor]
 	sessions recent[sessionAt]
+	failures recent[int] // failed attempts per queued message (stream sequence)
 	deliver  *deliveries.Stream
 
 	runtimes     map[string]runtime.Runtime
@@ -73,8 +84,9 @@ type Gateway struct {
 	echo         runtime.Runtime
 	defaultAgent string
 
-	ackWait time.Duration // the shared consumer's, once bound
-	conc    int
+	ackWait    time.Duration // the shared consumer's, once bound
+	retryDelay time.Duration
+	conc       int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -108,6 +120,9 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if o.AckWait <= 0 {
 		o.AckWait = DefaultAckWait
 	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = DefaultRetryDelay
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -117,7 +132,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	g := &Gateway{
 		id: id, nc: nc, js: js, cfg: cfg, op: op, log: log.With("gateway", id), names: names,
 		runtimes: map[string]runtime.Runtime{}, wantsHistory: map[string]bool{}, needsToken: map[string]bool{},
-		ackWait: o.AckWait, conc: o.Concurrency,
+		ackWait: o.AckWait, conc: o.Concurrency, retryDelay: o.RetryDelay,
 	}
 	for _, a := range cfg.Agents.List {
 		rt, err := runtime.New(a)

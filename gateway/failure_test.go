@@ -1,0 +1,49 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionbus/sessionbus/kv/runs"
+)
+
+// A run that can never succeed (here: its transcript stream was deleted)
+// is tried MaxRunFailures times, recorded as failed with the reason, and
+// its message terminated: it does not come back every second forever.
+func TestRunThatKeepsFailingIsRecordedAndDropped(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway("gw1", Options{RetryDelay: 10 * time.Millisecond})
+	if err := e.js.DeleteStream(context.Background(), e.names.TranscriptsStream()); err != nil {
+		t.Fatal(err)
+	}
+	req := e.request("agent:main:main", "main", "never")
+	e.submit(req)
+	rec := e.wait(req.RunID)
+	if rec.Status != runs.Error || !strings.Contains(rec.Error, "gave up on this run after 5 failed attempts") {
+		t.Fatalf("record %+v", rec)
+	}
+	waitQueueDrained(t, g)
+}
+
+// A poison message (no run request at all) is terminated at once.
+func TestPoisonRunRequestTerminated(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway("gw1", Options{})
+	if _, err := e.js.Publish(context.Background(), e.names.Runs("main"), []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	waitQueueDrained(t, g)
+	cons, err := g.Queue().Stream().Consumer(context.Background(), e.names.GatewaysConsumer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumRedelivered != 0 {
+		t.Fatalf("poison message redelivered %d times", info.NumRedelivered)
+	}
+}
