@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/google/btree"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -18,7 +20,6 @@ import (
 // hands out are shared and must be treated as read-only.
 type Index struct {
 	store  *Store
-	stream jetstream.Stream
 	log    *slog.Logger
 	derive Derive
 
@@ -31,8 +32,13 @@ type Index struct {
 	applied     uint64
 	err         error
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	// life guards the current watch and the deletion subscription.
+	life    sync.Mutex
+	stream  jetstream.Stream
+	cancel  context.CancelFunc
+	done    chan struct{}
+	deleted *nats.Subscription
+	stopped bool
 }
 
 type orderItem struct {
@@ -58,39 +64,112 @@ func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *
 	if log == nil {
 		log = slog.Default()
 	}
-	stream, err := js.Stream(ctx, bus.KVStream(store.KV().Bucket()))
-	if err != nil {
-		return nil, fmt.Errorf("sessions bucket stream: %w", err)
-	}
-	wctx, cancel := context.WithCancel(context.Background())
-	w, err := store.KV().WatchAll(wctx)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("watch sessions bucket: %w", err)
-	}
-	ix := &Index{
-		store: store, stream: stream, log: log, derive: derive,
-		byKey:       make(map[string]*Entry),
-		order:       btree.NewG(32, orderLess),
-		children:    make(map[string]map[string]struct{}),
-		bySessionID: make(map[string][]string),
-		cancel:      cancel,
-		done:        make(chan struct{}),
-	}
+	ix := &Index{store: store, log: log, derive: derive}
 	ix.changed = sync.NewCond(&ix.mu)
-	ready := make(chan struct{})
-	go ix.follow(w, ready)
-	select {
-	case <-ready:
-	case <-ctx.Done():
-		ix.Stop()
-		return nil, ctx.Err()
+	ix.clear()
+	if err := ix.watch(ctx); err != nil {
+		return nil, err
 	}
+	// A deleted bucket takes every entry with it, and the watch would
+	// neither say so nor see a recreated bucket from its start: the index
+	// would go on listing sessions that no longer exist.
+	sub, err := bus.OnStreamDeleted(js.Conn(), bus.KVStream(store.KV().Bucket()), ix.recover)
+	if err != nil {
+		ix.stopWatch()
+		return nil, fmt.Errorf("follow deletion of the sessions bucket: %w", err)
+	}
+	ix.deleted = sub
 	return ix, nil
 }
 
-func (ix *Index) follow(w jetstream.KeyWatcher, ready chan struct{}) {
-	defer close(ix.done)
+// clear empties the index (mu held or not yet shared).
+func (ix *Index) clear() {
+	ix.byKey = make(map[string]*Entry)
+	ix.order = btree.NewG(32, orderLess)
+	ix.children = make(map[string]map[string]struct{})
+	ix.bySessionID = make(map[string][]string)
+	ix.applied = 0
+	ix.err = nil
+}
+
+// watch starts following the bucket and returns once every entry stored
+// is applied.
+func (ix *Index) watch(ctx context.Context) error {
+	stream, err := ix.store.js.Stream(ctx, bus.KVStream(ix.store.KV().Bucket()))
+	if err != nil {
+		return fmt.Errorf("sessions bucket stream: %w", err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := ix.store.KV().WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("watch sessions bucket: %w", err)
+	}
+	done := make(chan struct{})
+	ix.life.Lock()
+	ix.stream, ix.cancel, ix.done = stream, cancel, done
+	ix.life.Unlock()
+	ready := make(chan struct{})
+	go ix.follow(w, ready, done)
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		ix.stopWatch()
+		return ctx.Err()
+	}
+}
+
+// recover runs when the server says the sessions bucket was deleted: the
+// index empties (the entries are gone), the bucket is created again empty,
+// and a new watch follows it from its start. Until that succeeds, Sync and
+// WaitApplied fail with the reason and nothing is listed.
+func (ix *Index) recover() {
+	bucket := ix.store.KV().Bucket()
+	ix.log.Error("session index: the sessions bucket was deleted; every session entry is gone; recreating it empty", "bucket", bucket)
+	ix.stopWatch()
+	ix.mu.Lock()
+	ix.clear()
+	ix.err = fmt.Errorf("the sessions bucket %s was deleted and is being recreated", bucket)
+	ix.changed.Broadcast()
+	ix.mu.Unlock()
+	ix.life.Lock()
+	stopped := ix.stopped
+	ix.life.Unlock()
+	if stopped {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := ix.store.recreate(ctx)
+	if err == nil {
+		ix.mu.Lock()
+		ix.err = nil
+		ix.mu.Unlock()
+		err = ix.watch(ctx)
+	}
+	if err != nil {
+		ix.log.Error("session index: recreating the sessions bucket failed; restart the worker once the server is healthy", "bucket", bucket, "err", err)
+		ix.mu.Lock()
+		ix.err = fmt.Errorf("the sessions bucket %s was deleted and could not be recreated: %w", bucket, err)
+		ix.changed.Broadcast()
+		ix.mu.Unlock()
+	}
+}
+
+// stopWatch ends the current watch and waits for its goroutine.
+func (ix *Index) stopWatch() {
+	ix.life.Lock()
+	cancel, done := ix.cancel, ix.done
+	ix.life.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (ix *Index) follow(w jetstream.KeyWatcher, ready, done chan struct{}) {
+	defer close(done)
 	defer func() { _ = w.Stop() }()
 	initial := true
 	for ke := range w.Updates() {
@@ -107,7 +186,9 @@ func (ix *Index) follow(w jetstream.KeyWatcher, ready chan struct{}) {
 		close(ready)
 	}
 	ix.mu.Lock()
-	ix.err = errors.New("session index stopped")
+	if ix.err == nil {
+		ix.err = errors.New("session index stopped")
+	}
 	ix.changed.Broadcast()
 	ix.mu.Unlock()
 }
@@ -204,7 +285,10 @@ func parents(e *Entry) []string {
 // Sync waits until every write the server had stored when Sync was called is
 // in the index: read-your-writes across workers for one stream-info round trip.
 func (ix *Index) Sync(ctx context.Context) error {
-	info, err := ix.stream.Info(ctx)
+	ix.life.Lock()
+	stream := ix.stream
+	ix.life.Unlock()
+	info, err := stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("session index sync: %w", err)
 	}
@@ -298,6 +382,12 @@ func (ix *Index) Len() int {
 
 // Stop ends the watch.
 func (ix *Index) Stop() {
-	ix.cancel()
-	<-ix.done
+	ix.life.Lock()
+	ix.stopped = true
+	sub := ix.deleted
+	ix.life.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+	ix.stopWatch()
 }

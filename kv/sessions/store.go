@@ -22,7 +22,9 @@ var ErrExists = errors.New("session already exists")
 
 // Store is the `sessions` bucket.
 type Store struct {
-	b record.Bucket[Entry]
+	b   record.Bucket[Entry]
+	js  jetstream.JetStream
+	cfg jetstream.KeyValueConfig
 }
 
 // Option adjusts the bucket config used when the bucket is first created.
@@ -54,7 +56,13 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if err != nil {
 		return nil, err
 	}
-	return &Store{b: record.New[Entry](kv, js, "session")}, nil
+	return &Store{b: record.New[Entry](kv, js, "session"), js: js, cfg: cfg}, nil
+}
+
+// recreate creates the bucket again, as Open did, after it was deleted.
+func (s *Store) recreate(ctx context.Context) error {
+	_, err := bus.EnsureKV(ctx, s.js, s.cfg)
+	return err
 }
 
 // KV exposes the bucket (for the index watcher).

@@ -92,3 +92,42 @@ func TestStoreAndIndex(t *testing.T) {
 		t.Fatalf("missing get: %v", err)
 	}
 }
+
+// An operator deleting the sessions bucket under a running index empties
+// it (it listed the deleted sessions forever before), the bucket comes back
+// empty, and what is written to it afterwards is indexed.
+func TestIndexFollowsADeletedBucket(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s)
+	store, err := Open(ctx, js, bus.NewNames(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := StartIndex(ctx, js, store, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Stop()
+	if _, err := store.Create(ctx, &Entry{Key: "agent:main:a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Sync(ctx); err != nil || ix.Get("agent:main:a") == nil {
+		t.Fatalf("before: %v", err)
+	}
+	if err := js.DeleteKeyValue(ctx, "sessions"); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 20*time.Second, "the index to drop the deleted sessions", func() bool { return ix.Len() == 0 })
+	bustest.WaitFor(t, 20*time.Second, "the bucket to be recreated", func() bool {
+		_, err := store.Create(ctx, &Entry{Key: "agent:main:b"})
+		return err == nil
+	})
+	if err := ix.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ix.Get("agent:main:b") == nil || ix.Get("agent:main:a") != nil || ix.Len() != 1 {
+		t.Fatalf("after recreation: b=%v a=%v len=%d", ix.Get("agent:main:b") != nil, ix.Get("agent:main:a") != nil, ix.Len())
+	}
+}
