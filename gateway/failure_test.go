@@ -9,13 +9,20 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 )
 
-// A run that can never succeed (here: its transcript stream was deleted)
+// A run that can never succeed (here: its transcript stream is sealed, so
+// every append is refused)
 // is tried MaxRunFailures times, recorded as failed with the reason, and
 // its message terminated: it does not come back every second forever.
 func TestRunThatKeepsFailingIsRecordedAndDropped(t *testing.T) {
 	e := newEnv(t)
 	g := e.gateway("gw1", Options{RetryDelay: 10 * time.Millisecond})
-	if err := e.js.DeleteStream(context.Background(), e.names.TranscriptsStream()); err != nil {
+	st, err := e.js.Stream(context.Background(), e.names.TranscriptsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Sealed = true
+	if _, err := e.js.UpdateStream(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	req := e.request("agent:main:main", "main", "never")

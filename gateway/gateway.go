@@ -90,7 +90,13 @@ type Gateway struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	iter   jetstream.MessagesContext
+	guard  *bus.Guard
+	opts   Options
+	// iterMu guards iter and rebound: a rebind after SB_RUNS was deleted
+	// swaps the iterator and closes rebound.
+	iterMu  sync.Mutex
+	iter    jetstream.MessagesContext
+	rebound chan struct{}
 	wg     sync.WaitGroup
 }
 
@@ -194,7 +200,15 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if err != nil {
 		return fail(fmt.Errorf("gateway consume: %w", err))
 	}
-	g.iter = iter
+	g.iter, g.opts, g.rebound = iter, o, make(chan struct{})
+	g.guard = bus.NewGuard(nc, g.log)
+	for _, r := range []bus.Recreatable{g.store, g.runs, g.flows, g.tr, g.lanes, g.deliver, queueGuard{g}} {
+		if err := g.guard.Watch(r); err != nil {
+			g.guard.Stop()
+			iter.Stop()
+			return fail(fmt.Errorf("follow stream deletions: %w", err))
+		}
+	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.wg.Add(2)
 	go g.dispatch()
@@ -237,6 +251,43 @@ func (g *Gateway) bindConsumer(ctx context.Context, o Options) (jetstream.Consum
 	return cons, nil
 }
 
+func (g *Gateway) current() (jetstream.MessagesContext, chan struct{}) {
+	g.iterMu.Lock()
+	defer g.iterMu.Unlock()
+	return g.iter, g.rebound
+}
+
+// queueGuard recreates SB_RUNS after an operator deleted it and binds the
+// gateway to a new shared consumer on it (see bus.Guard).
+type queueGuard struct{ g *Gateway }
+
+func (q queueGuard) Streams() []string { return q.g.queue.Streams() }
+
+func (q queueGuard) Recreate(ctx context.Context, deleted string) error {
+	g := q.g
+	if err := g.queue.Recreate(ctx, deleted); err != nil {
+		return err
+	}
+	cons, err := g.bindConsumer(ctx, g.opts)
+	if err != nil {
+		return fmt.Errorf("bind the gateway consumer again: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(g.conc))
+	if err != nil {
+		return fmt.Errorf("consume again: %w", err)
+	}
+	g.iterMu.Lock()
+	old, done := g.iter, g.rebound
+	g.iter, g.rebound = it, make(chan struct{})
+	g.iterMu.Unlock()
+	old.Stop()
+	close(done)
+	if g.ctx.Err() != nil { // stopped meanwhile: Stop may have missed it
+		it.Stop()
+	}
+	return nil
+}
+
 // heartbeat is how often a running turn tells the server it is still
 // working, and refreshes its lane: three times per ack wait.
 func (g *Gateway) heartbeat() time.Duration { return g.ackWait / 3 }
@@ -263,11 +314,22 @@ func (g *Gateway) dispatch() {
 		case <-g.ctx.Done():
 			return
 		}
-		msg, err := g.iter.Next()
+		it, rebound := g.current()
+		msg, err := it.Next()
 		if err != nil {
 			<-sem
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || g.ctx.Err() != nil {
+			if g.ctx.Err() != nil {
 				return
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+				// SB_RUNS (and so the consumer) was deleted, or a rebind
+				// replaced the iterator: wait for the new one.
+				select {
+				case <-rebound:
+				case <-g.ctx.Done():
+					return
+				}
+				continue
 			}
 			g.log.Warn("gateway: next run", "err", err)
 			continue
@@ -313,7 +375,9 @@ func (g *Gateway) Stop() {
 		return
 	}
 	g.cancel()
-	g.iter.Stop()
+	g.guard.Stop()
+	it, _ := g.current()
+	it.Stop()
 	g.wg.Wait()
 	g.runs.Close()
 	g.tr.Close()

@@ -21,8 +21,9 @@ import (
 // Worker is one stateless tool worker: a micro service instance plus the
 // index it lists from. Any number may run against one NATS deployment.
 type Worker struct {
-	Deps *Deps
-	svc  *bus.Service
+	Deps  *Deps
+	svc   *bus.Service
+	guard *bus.Guard
 }
 
 // StartWorker creates the streams and buckets it needs (idempotently),
@@ -57,6 +58,14 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if d.Index, err = sessions.StartIndex(ctx, js, d.Store, log, IndexDerive(cfg)); err != nil {
 		return fail(err)
 	}
+	// The session index follows its own bucket's deletion (it must empty);
+	// the guard brings back what the tools write to.
+	w.guard = bus.NewGuard(nc, log)
+	for _, r := range []bus.Recreatable{d.Queue, d.Runs, d.Transcripts} {
+		if err := w.guard.Watch(r); err != nil {
+			return fail(fmt.Errorf("follow stream deletions: %w", err))
+		}
+	}
 	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log}); err != nil {
 		return fail(err)
 	}
@@ -72,6 +81,9 @@ func (w *Worker) Stop() {
 // close releases everything the worker opened: the run watch, the
 // transcript reader's pipes and the index watch.
 func (w *Worker) close() {
+	if w.guard != nil {
+		w.guard.Stop()
+	}
 	if w.Deps.Index != nil {
 		w.Deps.Index.Stop()
 	}

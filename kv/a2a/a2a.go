@@ -29,24 +29,36 @@ type State struct {
 
 // Store is the a2a bucket.
 type Store struct {
-	b record.Bucket[State]
+	b   record.Bucket[State]
+	js  jetstream.JetStream
+	cfg jetstream.KeyValueConfig
 }
 
 // Open creates the bucket if absent; a flow's state outlives its last write
 // by maxAge (bus.runRecordMaxAge, like the run records it belongs to).
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Store, error) {
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.A2ABucket(),
 		Description: "sessionbus agent-to-agent flows: progress per primary run",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 		TTL:         maxAge,
-	})
+	}
+	kv, err := bus.EnsureKV(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{b: record.New[State](kv, js, "a2a flow")}, nil
+	return &Store{b: record.New[State](kv, js, "a2a flow"), js: js, cfg: cfg}, nil
+}
+
+// Streams is the bucket's stream (see bus.Guard).
+func (s *Store) Streams() []string { return []string{bus.KVStream(s.cfg.Bucket)} }
+
+// Recreate creates the bucket again after it was deleted (see bus.Guard).
+func (s *Store) Recreate(ctx context.Context, _ string) error {
+	_, err := bus.EnsureKV(ctx, s.js, s.cfg)
+	return err
 }
 
 // Start records a flow's first state unless the flow has one (a

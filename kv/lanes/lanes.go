@@ -42,10 +42,12 @@ var free = []byte(`{}`)
 
 // Lanes is the bucket, seen by one owner (a gateway id).
 type Lanes struct {
-	kv    jetstream.KeyValue
-	js    jetstream.JetStream
-	owner string
-	lease time.Duration
+	kv       jetstream.KeyValue
+	js       jetstream.JetStream
+	names    bus.Names
+	replicas int
+	owner    string
+	lease    time.Duration
 }
 
 // Open creates the lanes bucket if absent and makes sure its stream takes
@@ -56,6 +58,15 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 	if lease < time.Second {
 		return nil, fmt.Errorf("lane lease %s is shorter than 1s", lease)
 	}
+	kv, err := ensure(ctx, js, names, replicas)
+	if err != nil {
+		return nil, err
+	}
+	return &Lanes{kv: kv, js: js, names: names, replicas: replicas, owner: owner, lease: lease}, nil
+}
+
+// ensure creates the bucket if absent and turns on per-message TTLs.
+func ensure(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (jetstream.KeyValue, error) {
 	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      names.LanesBucket(),
 		Description: "sessionbus session lanes: one run at a time per session (held locks expire by server TTL)",
@@ -76,7 +87,18 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 			return nil, fmt.Errorf("lanes bucket %s needs per-message TTL (allow_msg_ttl, nats-server 2.11 or later): %w", kv.Bucket(), err)
 		}
 	}
-	return &Lanes{kv: kv, js: js, owner: owner, lease: lease}, nil
+	return kv, nil
+}
+
+// Streams is the bucket's stream (see bus.Guard).
+func (ls *Lanes) Streams() []string { return []string{bus.KVStream(ls.names.LanesBucket())} }
+
+// Recreate creates the bucket again after it was deleted (see bus.Guard):
+// every lane is free then, which the runs holding one find out when their
+// next refresh fails.
+func (ls *Lanes) Recreate(ctx context.Context, _ string) error {
+	_, err := ensure(ctx, ls.js, ls.names, ls.replicas)
+	return err
 }
 
 // Lane is a held lock. Refresh and Release use its revision, so a lock

@@ -73,7 +73,11 @@ var ErrExists = errors.New("run already exists")
 
 // Records is the runs bucket.
 type Records struct {
-	b record.Bucket[Record]
+	b   record.Bucket[Record]
+	js  jetstream.JetStream
+	cfg jetstream.KeyValueConfig
+	// restart asks the watch to start over on a recreated bucket.
+	restart chan struct{}
 
 	watchOnce sync.Once
 	watchErr  error
@@ -94,18 +98,37 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 	if maxAge <= 0 {
 		maxAge = DefaultMaxAge
 	}
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.RunsBucket(),
 		Description: "sessionbus run records",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 		TTL:         maxAge,
-	})
+	}
+	kv, err := bus.EnsureKV(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Records{b: record.New[Record](kv, js, "run")}, nil
+	return &Records{b: record.New[Record](kv, js, "run"), js: js, cfg: cfg, restart: make(chan struct{}, 1)}, nil
+}
+
+// Streams is the bucket's stream (see bus.Guard).
+func (r *Records) Streams() []string { return []string{bus.KVStream(r.cfg.Bucket)} }
+
+// Recreate creates the bucket again after it was deleted and restarts the
+// watch on it, so waiters keep waiting (the gateway running their run
+// records its outcome in the new bucket) instead of hanging on a watch of
+// a stream that is gone (see bus.Guard).
+func (r *Records) Recreate(ctx context.Context, _ string) error {
+	if _, err := bus.EnsureKV(ctx, r.js, r.cfg); err != nil {
+		return err
+	}
+	select {
+	case r.restart <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // KV is the runs bucket.
@@ -248,33 +271,63 @@ func (r *Records) startWatch() error {
 			close(r.watchDone)
 			return
 		}
-		go r.dispatch(w)
+		go r.dispatch(ctx, w)
 	})
 	return r.watchErr
 }
 
-func (r *Records) dispatch(w jetstream.KeyWatcher) {
+func (r *Records) dispatch(ctx context.Context, w jetstream.KeyWatcher) {
 	defer close(r.watchDone)
 	defer func() { _ = w.Stop() }()
-	for e := range w.Updates() {
-		if e == nil || e.Operation() != jetstream.KeyValuePut {
-			continue
-		}
-		r.wmu.Lock()
-		chs := r.waiters[e.Key()]
-		r.wmu.Unlock()
-		if len(chs) == 0 {
-			continue
-		}
-		rec, err := r.b.Decode(e.Value())
-		if err != nil || !rec.Terminal() {
-			continue
-		}
-		for _, ch := range chs {
-			select {
-			case ch <- rec:
-			default:
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.restart:
+			_ = w.Stop()
+			nw, err := r.KV().WatchAll(ctx, jetstream.UpdatesOnly())
+			if err != nil {
+				// the bucket is gone again or the server is down: the next
+				// Recreate tries once more; waiters time out meanwhile
+				continue
 			}
+			w = nw
+		case e, ok := <-w.Updates():
+			if !ok {
+				select { // ended by a restart or by Close
+				case <-ctx.Done():
+					return
+				case <-r.restart:
+					if nw, err := r.KV().WatchAll(ctx, jetstream.UpdatesOnly()); err == nil {
+						w = nw
+					}
+				}
+				continue
+			}
+			r.deliver(e)
+		}
+	}
+}
+
+// deliver hands a terminal record to the run's waiters.
+func (r *Records) deliver(e jetstream.KeyValueEntry) {
+	if e == nil || e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	r.wmu.Lock()
+	chs := r.waiters[e.Key()]
+	r.wmu.Unlock()
+	if len(chs) == 0 {
+		return
+	}
+	rec, err := r.b.Decode(e.Value())
+	if err != nil || !rec.Terminal() {
+		return
+	}
+	for _, ch := range chs {
+		select {
+		case ch <- rec:
+		default:
 		}
 	}
 }

@@ -111,3 +111,9 @@ func (s *Store) UpdateFrom(ctx context.Context, key string, cur *Entry, rev uint
 func (s *Store) Delete(ctx context.Context, key string) error {
 	return s.b.KV().Delete(ctx, bus.EncodeKey(key))
 }
+
+// Streams is the bucket's stream (see bus.Guard).
+func (s *Store) Streams() []string { return []string{bus.KVStream(s.cfg.Bucket)} }
+
+// Recreate creates the bucket again after it was deleted (see bus.Guard).
+func (s *Store) Recreate(ctx context.Context, _ string) error { return s.recreate(ctx) }

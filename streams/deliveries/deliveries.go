@@ -35,12 +35,13 @@ type Stream struct {
 	js    jetstream.JetStream
 	names bus.Names
 	st    jetstream.Stream
+	cfg   jetstream.StreamConfig
 }
 
 // Open creates SB_DELIVER if absent, keeping each delivery for maxAge
 // (bus.deliverMaxAge). An existing stream keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Stream, error) {
-	st, err := bus.EnsureStream(ctx, js, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        names.DeliverStream(),
 		Description: "sessionbus outbound deliveries to channel adapters",
 		Subjects:    []string{names.Deliver(">")},
@@ -48,11 +49,21 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 		Replicas:    max(replicas, 1),
 		Duplicates:  min(DedupeWindow, maxAge),
 		MaxAge:      maxAge,
-	})
+	}
+	st, err := bus.EnsureStream(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{js: js, names: names, st: st}, nil
+	return &Stream{js: js, names: names, st: st, cfg: cfg}, nil
+}
+
+// Streams is SB_DELIVER (see bus.Guard).
+func (s *Stream) Streams() []string { return []string{s.cfg.Name} }
+
+// Recreate creates the stream again after it was deleted (see bus.Guard).
+func (s *Stream) Recreate(ctx context.Context, _ string) error {
+	_, err := bus.EnsureStream(ctx, s.js, s.cfg)
+	return err
 }
 
 // Publish captures d on its channel's subject; msgID dedupes a re-publish.

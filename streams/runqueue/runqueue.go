@@ -83,6 +83,7 @@ type Queue struct {
 	js     jetstream.JetStream
 	names  bus.Names
 	stream jetstream.Stream
+	cfg    jetstream.StreamConfig
 }
 
 // Open creates the SB_RUNS stream if absent.
@@ -98,7 +99,7 @@ type Queue struct {
 // SB_RUNS created by an earlier version as a work-queue stream keeps
 // working as one (Trim then finds nothing to purge).
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (*Queue, error) {
-	st, err := bus.EnsureStream(ctx, js, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        names.RunsStream(),
 		Description: "sessionbus run requests; gateways pull, ack when the run is recorded finished",
 		Subjects:    []string{names.Runs(">")},
@@ -106,11 +107,22 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 		Storage:     jetstream.FileStorage,
 		Replicas:    max(replicas, 1),
 		Duplicates:  DedupeWindow,
-	})
+	}
+	st, err := bus.EnsureStream(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{js: js, names: names, stream: st}, nil
+	return &Queue{js: js, names: names, stream: st, cfg: cfg}, nil
+}
+
+// Streams is SB_RUNS (see bus.Guard).
+func (q *Queue) Streams() []string { return []string{q.cfg.Name} }
+
+// Recreate creates the stream again after it was deleted (see bus.Guard).
+// The consumer went with it: a gateway binds again after this.
+func (q *Queue) Recreate(ctx context.Context, _ string) error {
+	_, err := bus.EnsureStream(ctx, q.js, q.cfg)
+	return err
 }
 
 // Stream is the run-request stream.

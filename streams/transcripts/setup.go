@@ -142,3 +142,26 @@ func ensureIndexBucket(ctx context.Context, js jetstream.JetStream, names bus.Na
 	}
 	return kv, st, nil
 }
+
+// Streams are SB_TRANSCRIPTS and the index bucket's stream (see bus.Guard).
+func (t *Store) Streams() []string {
+	return []string{t.names.TranscriptsStream(), bus.KVStream(t.names.TranscriptIndexBucket())}
+}
+
+// Recreate creates a deleted stream again (see bus.Guard). When the
+// transcript stream went, the index goes too: it maps entries to sequences
+// of a stream that no longer exists, and the new stream numbers from 1, so
+// keeping it would serve other sessions' messages.
+func (t *Store) Recreate(ctx context.Context, deleted string) error {
+	if deleted == t.names.TranscriptsStream() {
+		if _, err := ensureTranscriptStream(ctx, t.js, t.names, t.opts.replicas); err != nil {
+			return err
+		}
+		if err := t.kvStream.Purge(ctx); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("purge the transcript index after its stream was deleted: %w", err)
+		}
+		return nil
+	}
+	_, _, err := ensureIndexBucket(ctx, t.js, t.names, t.opts.replicas)
+	return err
+}
