@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -80,7 +81,7 @@ type env struct {
 	sz    sizes
 	log   io.Writer
 	dir   string
-	srv   *bus.Server
+	srv   *embedded.Server
 	sync  string
 	names bus.Names
 	cfg   *config.Config
@@ -124,7 +125,7 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	if e.dir, err = os.MkdirTemp("", "sessionbus-bench-"); err != nil {
 		return nil, err
 	}
-	if e.srv, err = bus.StartServer(bus.ServerOptions{DataDir: e.dir, Listen: "127.0.0.1:-1", Name: "bench"}); err != nil {
+	if e.srv, err = embedded.Start(embedded.Options{DataDir: e.dir, Listen: "127.0.0.1:-1", Name: "bench"}); err != nil {
 		return nil, err
 	}
 	e.sync = syncSetting(e.srv.NS.JetStreamConfig())

@@ -22,6 +22,9 @@ func Call(ctx context.Context, nc *nats.Conn, names Names, token, tool string, p
 		msg.Header.Set(HeaderToken, token)
 	}
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return nil, Errorf(CodeTooLarge, "request body is %d bytes; the server accepts at most %d bytes per message and a tool at most %d: send less", len(params), nc.MaxPayload(), MaxRequestBytes)
+	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, Errorf(CodeUnavailable, "no sessionbus worker answers on %s: start `sessionbus serve` or `sessionbus worker`", names.Tool(tool))
 	}

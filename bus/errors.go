@@ -15,7 +15,6 @@ const (
 	CodeInternal      = 500
 	CodeUnavailable   = 503
 	MaxRequestBytes   = 1 << 20 // payloads above this are refused with 413
-	ServerMaxPayload  = 8 << 20 // the embedded server accepts more, so the 413 can be said
 	HeaderToken       = "Sessionbus-Token"
 	HeaderServiceErr  = "Nats-Service-Error"
 	HeaderServiceCode = "Nats-Service-Error-Code"

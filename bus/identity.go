@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 )
@@ -127,13 +127,16 @@ func (o *Operator) Mint(c Caller, ttl time.Duration) (string, error) {
 }
 
 // Verifier checks tokens against one operator public key. Verified tokens are
-// cached until they expire: an ed25519 verify costs more than a NATS round trip.
+// cached until they expire: an ed25519 verify costs more than a NATS round
+// trip. The cache is an LRU of verifierCacheMax entries, so a full cache
+// evicts its least recently used token in O(1) instead of scanning; each
+// entry expires with its token, checked on every hit. (golang-lru's
+// expirable variant has one TTL for all entries and a cleanup goroutine
+// that cannot be stopped.)
 type Verifier struct {
 	issuer string
 	now    func() time.Time
-
-	mu    sync.Mutex
-	cache map[[32]byte]Caller
+	cache  *lru.Cache[[32]byte, Caller]
 }
 
 const verifierCacheMax = 16384
@@ -143,7 +146,12 @@ func NewVerifier(issuer string) *Verifier { return NewVerifierAt(issuer, time.No
 
 // NewVerifierAt is NewVerifier with a clock, for expiry tests.
 func NewVerifierAt(issuer string, now func() time.Time) *Verifier {
-	return &Verifier{issuer: issuer, now: now, cache: make(map[[32]byte]Caller)}
+	return newVerifier(issuer, now, verifierCacheMax)
+}
+
+func newVerifier(issuer string, now func() time.Time, size int) *Verifier {
+	cache, _ := lru.New[[32]byte, Caller](size) // errors only for a size <= 0
+	return &Verifier{issuer: issuer, now: now, cache: cache}
 }
 
 // Verify returns the caller a token attests, or a 401 error saying why not.
@@ -153,16 +161,11 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	}
 	h := sha256.Sum256([]byte(token))
 	now := v.now()
-	v.mu.Lock()
-	c, ok := v.cache[h]
-	v.mu.Unlock()
-	if ok {
+	if c, ok := v.cache.Get(h); ok {
 		if now.Before(c.Expires) {
 			return c, nil
 		}
-		v.mu.Lock()
-		delete(v.cache, h)
-		v.mu.Unlock()
+		v.cache.Remove(h)
 		return Caller{}, Errorf(CodeUnauthorized, "token expired at %s: mint a new one", c.Expires.UTC().Format(time.RFC3339))
 	}
 	gc, err := jwt.DecodeGeneric(token)
@@ -175,7 +178,7 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	if gc.Expires == 0 {
 		return Caller{}, Errorf(CodeUnauthorized, "token has no expiry: mint one with `sessionbus token`")
 	}
-	c = Caller{SessionKey: gc.Subject, Expires: time.Unix(gc.Expires, 0)}
+	c := Caller{SessionKey: gc.Subject, Expires: time.Unix(gc.Expires, 0)}
 	if !now.Before(c.Expires) {
 		return Caller{}, Errorf(CodeUnauthorized, "token expired at %s: mint a new one", c.Expires.UTC().Format(time.RFC3339))
 	}
@@ -188,15 +191,6 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	if b, ok := gc.Data["sandboxed"].(bool); ok {
 		c.Sandboxed = b
 	}
-	v.mu.Lock()
-	if len(v.cache) >= verifierCacheMax {
-		for k, old := range v.cache {
-			if !now.Before(old.Expires) || len(v.cache) >= verifierCacheMax {
-				delete(v.cache, k)
-			}
-		}
-	}
-	v.cache[h] = c
-	v.mu.Unlock()
+	v.cache.Add(h, c)
 	return c, nil
 }

@@ -97,7 +97,7 @@ type Gateway struct {
 	iterMu  sync.Mutex
 	iter    jetstream.MessagesContext
 	rebound chan struct{}
-	wg     sync.WaitGroup
+	wg      sync.WaitGroup
 }
 
 // Start opens the run protocol's storage and starts consuming with the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/handlers/rules"
@@ -69,7 +70,7 @@ agents:
 
 type env struct {
 	t     *testing.T
-	srv   *bus.Server
+	srv   *embedded.Server
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	cfg   *config.Config

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/handlers/handlerstest"
+	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 func msgs(t *testing.T, res map[string]any) []map[string]any {

@@ -8,13 +8,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/embedded"
 )
 
 // Server starts an embedded server and stops it when the test ends.
-func Server(t testing.TB) *bus.Server {
+func Server(t testing.TB) *embedded.Server {
 	t.Helper()
-	s, err := bus.StartServer(bus.ServerOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	s, err := embedded.Start(embedded.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatalf("start embedded server: %v", err)
 	}
@@ -23,7 +23,7 @@ func Server(t testing.TB) *bus.Server {
 }
 
 // Connect opens a client connection and JetStream context, closed at test end.
-func Connect(t testing.TB, s *bus.Server) (*nats.Conn, jetstream.JetStream) {
+func Connect(t testing.TB, s *embedded.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(s.URL())
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/demo"
 	"github.com/sessionbus/sessionbus/gateway"
@@ -38,7 +39,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *runDemo {
 		demo.Configure(cfg)
 	}
-	srv, err := bus.StartServer(bus.ServerOptions{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways})
+	srv, err := embedded.Start(embedded.Options{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways})
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1

@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -244,19 +243,15 @@ func (r *execRuntime) run(ctx context.Context, t Turn) (*Result, error) {
 	// tail is whole in the buffer, so scrubbing can find it.
 	stderr := &tailWriter{max: stderrTail + len(t.Token), token: t.Token}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// Negative pid: the whole group. Pgid == pid because of Setpgid.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	ownGroup(cmd)
+	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = execWaitDelay
 
 	err = cmd.Run()
 	if cmd.Process != nil {
 		// Reap what the turn left behind in its group (a backgrounded helper):
-		// one process per turn means nothing outlives it. The group id cannot
-		// have been reused while any member lives; ESRCH when none does.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		// one process per turn means nothing outlives it.
+		_ = killGroup(cmd)
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("exec %s: %w", r.label, ctx.Err())

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/embedded"
 )
 
 // One embedded server per benchmark process, loaded lazily: the interleaved
@@ -31,7 +32,7 @@ const (
 var bench struct {
 	mu        sync.Mutex
 	dir       string
-	srv       *bus.Server
+	srv       *embedded.Server
 	nc        *nats.Conn
 	tr        *Store
 	inter     sync.Once
@@ -53,7 +54,7 @@ func benchEnv(b *testing.B) *Store {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := bus.StartServer(bus.ServerOptions{DataDir: dir, Listen: "127.0.0.1:-1"})
+	srv, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:-1"})
 	if err != nil {
 		b.Fatal(err)
 	}

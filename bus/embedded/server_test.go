@@ -1,4 +1,4 @@
-package bus_test
+package embedded_test
 
 import (
 	"net"
@@ -10,12 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/embedded"
 )
 
 func TestServerStartErrors(t *testing.T) {
 	dir := t.TempDir()
-	s, err := bus.StartServer(bus.ServerOptions{DataDir: dir, Listen: "127.0.0.1:0"})
+	s, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestServerStartErrors(t *testing.T) {
 	if !strings.HasPrefix(s.URL(), "nats://127.0.0.1:") {
 		t.Fatalf("url %s", s.URL())
 	}
-	if _, err := bus.StartServer(bus.ServerOptions{DataDir: dir, Listen: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "in use by another sessionbus serve") {
+	if _, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "in use by another sessionbus serve") {
 		t.Fatalf("second serve on the same data dir: %v", err)
 	}
 
@@ -32,7 +32,7 @@ func TestServerStartErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, err := bus.StartServer(bus.ServerOptions{DataDir: t.TempDir(), Listen: l.Addr().String()}); err == nil || !strings.Contains(err.Error(), "cannot listen on") {
+	if _, err := embedded.Start(embedded.Options{DataDir: t.TempDir(), Listen: l.Addr().String()}); err == nil || !strings.Contains(err.Error(), "cannot listen on") {
 		t.Fatalf("taken port: %v", err)
 	}
 
@@ -40,15 +40,15 @@ func TestServerStartErrors(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.StartServer(bus.ServerOptions{DataDir: filepath.Join(file, "data"), Listen: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "not usable") {
+	if _, err := embedded.Start(embedded.Options{DataDir: filepath.Join(file, "data"), Listen: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "not usable") {
 		t.Fatalf("unusable data dir: %v", err)
 	}
-	if _, err := bus.StartServer(bus.ServerOptions{DataDir: t.TempDir(), Listen: "nonsense"}); err == nil || !strings.Contains(err.Error(), "--listen") {
+	if _, err := embedded.Start(embedded.Options{DataDir: t.TempDir(), Listen: "nonsense"}); err == nil || !strings.Contains(err.Error(), "--listen") {
 		t.Fatalf("bad listen: %v", err)
 	}
 	// the lock is released on shutdown, so a restart on the same dir works
 	s.Shutdown()
-	s2, err := bus.StartServer(bus.ServerOptions{DataDir: dir, Listen: "127.0.0.1:0"})
+	s2, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatalf("restart on the same dir: %v", err)
 	}
@@ -58,7 +58,7 @@ func TestServerStartErrors(t *testing.T) {
 // An in-process connection works like a TCP one and reports the server's
 // TCP URL (what a gateway hands to the exec agents it starts).
 func TestServerConnectInProcess(t *testing.T) {
-	s, err := bus.StartServer(bus.ServerOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	s, err := embedded.Start(embedded.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

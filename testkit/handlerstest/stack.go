@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
@@ -21,7 +22,7 @@ import (
 // Stack is one server with one worker.
 type Stack struct {
 	T        testing.TB
-	Server   *bus.Server
+	Server   *embedded.Server
 	Conn     *nats.Conn
 	Operator *bus.Operator
 	Worker   *handlers.Worker

@@ -1,4 +1,8 @@
-package bus
+// Package embedded runs nats-server inside the sessionbus process, for
+// `serve`, the benchmarks and tests. It is the only package that links the
+// server: workers, gateways and every client package speak to a server over
+// a connection and never import it.
+package embedded
 
 import (
 	"errors"
@@ -7,32 +11,41 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/sessionbus/sessionbus/bus"
 )
 
-// ServerOptions configure the embedded nats-server that `serve` runs.
-type ServerOptions struct {
+// Options configure the embedded nats-server that `serve` runs.
+type Options struct {
 	DataDir    string // JetStream store and operator credentials live here
 	Listen     string // host:port; port 0 or -1 picks a free port
 	SyncAlways bool   // fsync every write (slower; default syncs every 2 min like nats-server)
 	Name       string
 }
 
+// MaxPayload is the embedded server's max_payload: the largest tool request
+// (bus.MaxRequestBytes) or transcript entry (1 MiB) plus room for headers.
+// Clients learn it when they connect and refuse a larger message before
+// sending it, so an oversized request never reaches the server, is never
+// buffered there, and cannot starve the requests behind it.
+const MaxPayload = bus.MaxRequestBytes + 64<<10
+
 // Server is a running embedded nats-server holding the data-dir lock.
 type Server struct {
 	NS   *server.Server
-	lock *os.File
-	opts ServerOptions
+	lock *flock.Flock
+	opts Options
 }
 
-// StartServer starts nats-server with JetStream on opts.DataDir. Each way it
+// Start starts nats-server with JetStream on opts.DataDir. Each way it
 // can fail (dir in use, not writable, port taken) gets one line that says what
 // to change.
-func StartServer(opts ServerOptions) (*Server, error) {
+func Start(opts Options) (*Server, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("no data dir: pass --data DIR")
 	}
@@ -50,7 +63,7 @@ func StartServer(opts ServerOptions) (*Server, error) {
 	}
 	host, port, err := splitListen(opts.Listen)
 	if err != nil {
-		lock.Close()
+		_ = lock.Unlock()
 		return nil, err
 	}
 	if port > 0 {
@@ -58,7 +71,7 @@ func StartServer(opts ServerOptions) (*Server, error) {
 		// user gets a clear line instead of a silent readiness timeout.
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			lock.Close()
+			_ = lock.Unlock()
 			return nil, fmt.Errorf("cannot listen on %s: %v (stop the other process or pass another --listen)", net.JoinHostPort(host, strconv.Itoa(port)), err)
 		}
 		l.Close()
@@ -73,20 +86,20 @@ func StartServer(opts ServerOptions) (*Server, error) {
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   filepath.Join(opts.DataDir, "jetstream"),
-		MaxPayload: ServerMaxPayload,
+		MaxPayload: MaxPayload,
 		NoLog:      true,
 		NoSigs:     true,
 		SyncAlways: opts.SyncAlways,
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
-		lock.Close()
+		_ = lock.Unlock()
 		return nil, fmt.Errorf("start nats-server: %v", err)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
 		ns.Shutdown()
-		lock.Close()
+		_ = lock.Unlock()
 		return nil, fmt.Errorf("nats-server on %s did not become ready within 30s", net.JoinHostPort(host, strconv.Itoa(port)))
 	}
 	return &Server{NS: ns, lock: lock, opts: opts}, nil
@@ -109,7 +122,7 @@ func (s *Server) Shutdown() {
 	s.NS.Shutdown()
 	s.NS.WaitForShutdown()
 	if s.lock != nil {
-		s.lock.Close()
+		_ = s.lock.Unlock()
 		s.lock = nil
 	}
 }
@@ -135,24 +148,24 @@ func splitListen(listen string) (string, int, error) {
 	return host, port, nil
 }
 
-// lockDataDir takes an exclusive flock, so a second `serve` on the same data
-// dir fails at once instead of corrupting the JetStream store.
-func lockDataDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, "serve.lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+// lockDataDir takes an exclusive lock on DIR/serve.lock (flock on Unix,
+// LockFileEx on Windows), so a second `serve` on the same data dir fails at
+// once instead of corrupting the JetStream store. The holder's pid is
+// written beside it, for the message the second one prints.
+func lockDataDir(dir string) (*flock.Flock, error) {
+	l := flock.New(filepath.Join(dir, "serve.lock"))
+	ok, err := l.TryLock()
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s is not writable: %v (pass a writable --data DIR)", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		pid, _ := os.ReadFile(path)
-		f.Close()
+	pidFile := filepath.Join(dir, "serve.pid")
+	if !ok {
 		holder := ""
-		if len(pid) > 0 {
+		if pid, _ := os.ReadFile(pidFile); len(pid) > 0 {
 			holder = " (pid " + string(pid) + ")"
 		}
 		return nil, fmt.Errorf("data dir %s is in use by another sessionbus serve%s: stop it or pass another --data DIR", dir, holder)
 	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
-	return f, nil
+	_ = os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o600)
+	return l, nil
 }

@@ -1,0 +1,76 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+)
+
+// Four clients sending requests just under 8 MiB while eight call
+// sessions_list: every good request is answered, and every oversized one is
+// refused with a 413 that says so, before it reaches the server.
+func TestOversizedRequestsDoNotStarveGoodOnes(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	names := bus.NewNames("")
+	token := s.Token(bus.Caller{SessionKey: "agent:main:main", AgentID: "main"})
+	big := []byte(`{"x":"` + strings.Repeat("a", 8<<20-4<<10-8) + `"}`)
+	const bigClients, bigEach, goodClients, goodEach = 4, 25, 8, 100
+	var refused, wrongRefusal, good, failed atomic.Int64
+	var badOnce sync.Once
+	var firstBad error
+	noteBad := func(err error) { badOnce.Do(func() { firstBad = err }) }
+	var wg sync.WaitGroup
+	client := func() *nats.Conn {
+		nc, err := nats.Connect(s.Server.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	for range bigClients {
+		nc := client()
+		wg.Go(func() {
+			for range bigEach {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := bus.Call(ctx, nc, names, token, "sessions_list", big)
+				cancel()
+				if e, ok := bus.AsError(err); ok && e.Code == bus.CodeTooLarge && strings.Contains(e.Message, "the server accepts at most") {
+					refused.Add(1)
+				} else {
+					wrongRefusal.Add(1)
+					noteBad(err)
+				}
+			}
+		})
+	}
+	for range goodClients {
+		nc := client()
+		wg.Go(func() {
+			for range goodEach {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := bus.Call(ctx, nc, names, token, "sessions_list", []byte(`{}`))
+				cancel()
+				if err == nil {
+					good.Add(1)
+				} else {
+					failed.Add(1)
+					noteBad(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("good answered %d, failed %d; oversized refused %d, otherwise %d", good.Load(), failed.Load(), refused.Load(), wrongRefusal.Load())
+	if failed.Load() != 0 || wrongRefusal.Load() != 0 {
+		t.Fatalf("%d good requests failed, %d oversized ones not refused with a 413 (first: %v)", failed.Load(), wrongRefusal.Load(), firstBad)
+	}
+}
