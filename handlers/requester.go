@@ -5,7 +5,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers/rules"
 )
 
-// requester is the calling session as the tools see it (reference §1.0):
+// requester is the calling session as the tools see it:
 // identity from the verified token, everything else from config and store.
 type requester struct {
 	key               string // effective requester key (internal form)
@@ -43,7 +43,8 @@ func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
 	}, nil
 }
 
-// guard builds the visibility guard of §7.2 for one action.
+// guard builds the visibility guard (tools.sessions.visibility,
+// agent-to-agent policy, sandbox clamp) for one action.
 func (d *Deps) guard(r *requester, a rules.Action) rules.Guard {
 	return rules.Guard{
 		Action:         a,

@@ -8,7 +8,8 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
-// resolved is a session reference after §2.7 resolution.
+// resolved is a session reference after resolution (a key, an alias such as
+// main or current, or a sessionId: see "Session references" in docs/tools.md).
 type resolved struct {
 	key          string // the store key
 	displayKey   string // what the tool reports back
@@ -34,7 +35,8 @@ func (r *requester) storeKey(internal string) string {
 }
 
 // resolveReference turns a sessionKey argument (key, display key, `current`
-// or a sessionId) into a store key, as reference §2.7 does.
+// or a sessionId) into a store key, the way OpenClaw resolves session
+// references.
 func (d *Deps) resolveReference(r *requester, raw string) (resolved, *failure) {
 	value := strings.TrimSpace(raw)
 	if value == rules.KeyCurrent {
@@ -57,7 +59,7 @@ func (d *Deps) resolveReference(r *requester, raw string) (resolved, *failure) {
 	return resolved{key: key, displayKey: r.alias.Display(internal), entry: d.Index.Get(key)}, nil
 }
 
-// checkSandboxSpawned is §7.4: a spawned-restricted sandbox may only address
+// checkSandboxSpawned is the sandbox rule: a spawned-restricted sandbox may only address
 // itself and its own children by key.
 func (d *Deps) checkSandboxSpawned(r *requester, res resolved, input string) *failure {
 	if !r.restrictToSpawned || res.viaSessionID || res.key == r.key {

@@ -86,7 +86,7 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 	return out, nil
 }
 
-// paginate recomputes the page metadata after filtering and capping (§3.5):
+// paginate recomputes the page metadata after filtering and capping:
 // the next page starts right before the oldest message actually returned.
 func paginate(out *historyResult, offset, total, read, oldestSeq int) {
 	out.Offset, out.TotalMessages = &offset, &total

@@ -87,7 +87,7 @@ func (d *Deps) sanitizeEntries(entries []transcripts.Entry, includeTools, withSe
 	return out
 }
 
-// keepInHistory is the gateway projection's drop rule (reference §3.7):
+// keepInHistory is the gateway projection's drop rule:
 // assistant commentary-phase messages and assistant messages that are only
 // a suppressed control reply never reach the agent.
 func keepInHistory(m map[string]any) bool {

@@ -14,7 +14,8 @@ const HistoryMaxBytes = 80 * 1024
 // OmittedPlaceholder replaces a single message that alone exceeds the cap.
 const OmittedPlaceholder = "[sessions_history omitted: message too large]"
 
-// CapByJSONBytes applies capArrayByJsonBytes and then the hard cap (§3.4).
+// CapByJSONBytes applies capArrayByJsonBytes and then the hard cap
+// (the 80 KiB history budget and its placeholder; docs/tools.md).
 //
 // Items must be compact JSON (no insignificant whitespace), as
 // JSON.stringify produces; CompactJSON and MarshalCompact make them. The

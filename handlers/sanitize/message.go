@@ -25,7 +25,7 @@ func (r *Redactor) HistoryValue(v any, applyVisible bool) MessageResult {
 	return MessageResult{}
 }
 
-// HistoryMessage applies sessions_history's per-message sanitization (§3.2)
+// HistoryMessage applies sessions_history's per-message sanitization
 // to m in place. m is a message decoded from JSON (json.Number values, as
 // from a Decoder with UseNumber, are understood).
 //

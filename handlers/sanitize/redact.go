@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// Credential redaction (spec §3.3). Patterns run one after another on the
+// Credential redaction (the built-in patterns and logging.redactPatterns). Patterns run one after another on the
 // evolving text. For each match, the last non-empty capture group (or the
 // whole match) is the token; a token shorter than 18 UTF-16 units becomes
 // "***", a longer one keeps its first 6 and last 4 units around "…". The

@@ -1,6 +1,7 @@
 package sanitize
 
-// Profile selects how VisibleText cleans assistant text (spec §3.6).
+// Profile selects how VisibleText cleans assistant text: for delivery to
+// a user, for history, or for internal scaffolding only.
 type Profile int
 
 const (

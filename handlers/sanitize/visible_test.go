@@ -25,7 +25,7 @@ func runVisible(t *testing.T, p Profile, cases []visibleCase) {
 func lines(parts ...string) string { return strings.Join(parts, "\n") }
 
 // Cases ported from the reference's stripAssistantInternalScaffolding tests
-// (internal-scaffolding profile), limited to the rules of §3.6.
+// (internal-scaffolding profile), limited to that profile's rules.
 func TestVisibleInternalScaffolding(t *testing.T) {
 	fencedMemories := lines("```xml", "<relevant-memories>", "sample", "</relevant-memories>", "```", "", "Visible text")
 	runVisible(t, InternalScaffolding, []visibleCase{

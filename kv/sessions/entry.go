@@ -16,8 +16,8 @@ type DeliveryContext struct {
 	ThreadID  string `json:"threadId,omitempty"`
 }
 
-// Entry is one session in the store, with the fields of reference §2.8 and
-// the row fields of §1.1 under OpenClaw's names, so an OpenClaw store entry
+// Entry is one session in the store, with OpenClaw's session-store fields and
+// the sessions_list row fields under OpenClaw's names, so an OpenClaw store entry
 // imports as it is.
 type Entry struct {
 	Key                  string           `json:"key"`
@@ -119,7 +119,7 @@ func (e *Entry) SetImport(m ImportMark) {
 }
 
 // Parent is the session this one belongs to in the visibility tree: the
-// explicit parent first, then the spawner (reference §1.1 [B]).
+// explicit parent first, then the spawner, as OpenClaw's sessions_list does.
 func (e *Entry) Parent() string {
 	if e.ParentSessionKey != "" {
 		return e.ParentSessionKey
