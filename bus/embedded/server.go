@@ -28,12 +28,16 @@ type Options struct {
 	Name       string
 }
 
-// MaxPayload is the embedded server's max_payload: the largest tool request
-// (bus.MaxRequestBytes) or transcript entry (1 MiB) plus room for headers.
-// Clients learn it when they connect and refuse a larger message before
-// sending it, so an oversized request never reaches the server, is never
-// buffered there, and cannot starve the requests behind it.
-const MaxPayload = bus.MaxRequestBytes + 64<<10
+// MaxPayload is the embedded server's max_payload. Clients learn it when
+// they connect and refuse a larger message before sending it, so such a
+// request never reaches the server, is never buffered there, and cannot
+// starve the requests behind it (at 8 MiB, four clients sending near the
+// limit made good requests time out). It is four times the largest tool
+// request (bus.MaxRequestBytes, refused with a 413 by the worker above
+// that) because the system's own messages are bigger than any one input: an
+// agent-to-agent step's run request carries the original message and two
+// replies, each up to a transcript entry (1 MiB).
+const MaxPayload = 4 * bus.MaxRequestBytes
 
 // Server is a running embedded nats-server holding the data-dir lock.
 type Server struct {
