@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -151,7 +150,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	var override, channel, chatType string
 	if e := res.entry; e != nil {
 		override, chatType = e.SendPolicy, e.ChatType
-		channel = firstNonEmpty(e.Channel, e.LastChannel)
+		channel = rules.FirstNonEmpty(e.Channel, e.LastChannel)
 	}
 	if rules.ResolveSendPolicy(sendPolicy(d.Config.Session.SendPolicy), override, target, channel, chatType) == rules.SendDeny {
 		return sendFail(earlyID, "error", rules.SendBlockedError, res.displayKey), nil
@@ -162,7 +161,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	if r.runID != "" {
 		chainID, hop = r.runID, 1
 		if parent, _, err := d.Runs.Get(ctx, r.runID); err == nil {
-			chainID, hop = firstNonEmpty(parent.ChainID, r.runID), parent.Hop+1
+			chainID, hop = rules.FirstNonEmpty(parent.ChainID, r.runID), parent.Hop+1
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, fmt.Errorf("read caller run %s: %w", r.runID, err)
 		}
@@ -291,9 +290,9 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	case runs.OK:
 		return &sendResult{RunID: runID, Status: "ok", Reply: last.Reply, SessionKey: res.displayKey, Delivery: delivery("delivered")}, nil
 	case runs.Timeout:
-		return &sendResult{RunID: runID, Status: "timeout", Error: firstNonEmpty(last.Error, errSendRunTimeout), SessionKey: res.displayKey, SentBeforeError: true}, nil
+		return &sendResult{RunID: runID, Status: "timeout", Error: rules.FirstNonEmpty(last.Error, errSendRunTimeout), SessionKey: res.displayKey, SentBeforeError: true}, nil
 	default: // error, killed
-		return &sendResult{RunID: runID, Status: "error", Error: firstNonEmpty(last.Error, errSendAgentError), SessionKey: res.displayKey, SentBeforeError: true}, nil
+		return &sendResult{RunID: runID, Status: "error", Error: rules.FirstNonEmpty(last.Error, errSendAgentError), SessionKey: res.displayKey, SentBeforeError: true}, nil
 	}
 }
 
@@ -425,7 +424,7 @@ func (d *Deps) requesterChannel(r *requester) string {
 	if e.DeliveryContext != nil {
 		dc = e.DeliveryContext.Channel
 	}
-	return firstNonEmpty(dc, e.LastChannel, e.Channel)
+	return rules.FirstNonEmpty(dc, e.LastChannel, e.Channel)
 }
 
 // idempotentRunID derives the run id of an idempotent send from (caller,
@@ -449,13 +448,4 @@ func sendPolicy(p *config.SendPolicy) *rules.SendPolicy {
 		}})
 	}
 	return out
-}
-
-func firstNonEmpty(vs ...string) string {
-	for _, v := range vs {
-		if v = strings.TrimSpace(v); v != "" {
-			return v
-		}
-	}
-	return ""
 }
