@@ -21,7 +21,6 @@ import (
 const (
 	sendDefaultTimeoutSeconds = 30
 	sendLabelMaxLength        = 512
-	sendAgentIDMaxLength      = 64
 	sendIdempotencyMaxLength  = 256
 	sendDefaultAnnounceMs     = 30_000
 	sendLane                  = "nested"
@@ -87,11 +86,8 @@ func readSendParams(p rules.Params) (sendParams, error) {
 	if n := utf8.RuneCountInString(sp.label); n > sendLabelMaxLength {
 		return sp, badRequest(fmt.Sprintf("label must be at most %d characters (got %d)", sendLabelMaxLength, n))
 	}
-	if sp.agentID, sp.hasAgent, err = p.String("agentId"); err != nil {
+	if sp.agentID, sp.hasAgent, err = p.AgentID("agentId"); err != nil {
 		return sp, err
-	}
-	if n := utf8.RuneCountInString(sp.agentID); n > sendAgentIDMaxLength {
-		return sp, badRequest(fmt.Sprintf("agentId must be at most %d characters (got %d)", sendAgentIDMaxLength, n))
 	}
 	t, hasT, err := p.NonNegativeInt("timeoutSeconds")
 	if err != nil {
@@ -131,11 +127,10 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		}
 		ref = key
 	case sp.hasAgent:
-		id := rules.NormalizeAgentID(sp.agentID)
-		if !agentConfigured(d.Config, id) {
+		if !agentConfigured(d.Config, sp.agentID) {
 			return sendFail(earlyID, "error", "agent not found: "+sp.agentID, ""), nil
 		}
-		ref = r.alias.MainSessionKey(id)
+		ref = r.alias.MainSessionKey(sp.agentID)
 	default:
 		return sendFail(earlyID, "error", errSendNoTarget, ""), nil
 	}
@@ -347,7 +342,7 @@ func (d *Deps) lookupLabel(ctx context.Context, r *requester, label, agentID str
 	requesterAgent := rules.AgentIDFromKey(r.key)
 	requested := requesterAgent
 	if hasAgent {
-		requested = rules.NormalizeAgentID(agentID)
+		requested = agentID // validated and lower-cased by Params.AgentID
 	}
 	if r.restrictToSpawned && requested != requesterAgent {
 		return "", fail(rules.StatusForbidden, errSendSandboxLabel)
