@@ -17,7 +17,9 @@ import (
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
-// Tokens with meaning in the A2A flow (reference §4.4).
+// Tokens with meaning in the agent-to-agent flow: a ping-pong reply of
+// exactly ReplySkip ends the ping-pong, an announce reply of exactly
+// AnnounceSkip posts nothing.
 const (
 	ReplySkip    = "REPLY_SKIP"
 	AnnounceSkip = "ANNOUNCE_SKIP"
@@ -64,8 +66,19 @@ func (g *Gateway) startA2A(ctx context.Context, req *runqueue.Request, rec *runs
 	return g.advance(ctx, req, req.RunID, cur)
 }
 
-func pingPongEnabled(a *runqueue.A2A, targetKey string) bool {
-	return a.MaxPingPongTurns > 0 && a.RequesterKey != "" && a.RequesterKey != targetKey
+// requesterSession is the store key of the requester's session. The
+// handlers record the requester as they know it, which may be the alias
+// ("main"); a step must run in the session that alias stands for, the one
+// the requester's own tool calls resolve to, never in a session literally
+// keyed "main".
+func (g *Gateway) requesterSession(a *runqueue.A2A) string {
+	return g.alias.StoreKey(a.RequesterKey, rules.AgentIDFromKey(a.RequesterKey))
+}
+
+// pingPongEnabled compares store keys: a requester known by its alias that
+// sent into its own main session has no one to converse with.
+func (g *Gateway) pingPongEnabled(a *runqueue.A2A, targetKey string) bool {
+	return a.MaxPingPongTurns > 0 && a.RequesterKey != "" && g.requesterSession(a) != targetKey
 }
 
 // advance publishes the next step the state calls for. A step already
@@ -75,7 +88,7 @@ func (g *Gateway) advance(ctx context.Context, req *runqueue.Request, primary st
 		return nil
 	}
 	a := req.A2A
-	if pingPongEnabled(a, st.TargetKey) && !st.PingPongDone && st.Turn < a.MaxPingPongTurns {
+	if g.pingPongEnabled(a, st.TargetKey) && !st.PingPongDone && st.Turn < a.MaxPingPongTurns {
 		return g.publishStep(ctx, req, primary, st, "pingpong:"+strconv.Itoa(st.Turn+1))
 	}
 	return g.publishStep(ctx, req, primary, st, "announce")
@@ -157,10 +170,8 @@ func (g *Gateway) stepDone(ctx context.Context, req *runqueue.Request, rec *runs
 func (g *Gateway) publishStep(ctx context.Context, req *runqueue.Request, primary string, st *a2a.State, step string) error {
 	a := req.A2A
 	targetAgent := st.TargetAgent
-	requesterAgent := agentOfKey(a.RequesterKey)
-	if requesterAgent == "" {
-		requesterAgent = g.defaultAgent
-	}
+	requesterKey := g.requesterSession(a)
+	requesterAgent := rules.AgentIDFromKey(requesterKey)
 	secs := int((a.AnnounceTimeoutMs + 999) / 1000)
 	if secs <= 0 {
 		secs = 30
@@ -183,7 +194,7 @@ func (g *Gateway) publishStep(ctx context.Context, req *runqueue.Request, primar
 		role := "Agent 2 (target)"
 		if requesterSpeaks {
 			role = "Agent 1 (requester)"
-			sr.SessionKey, sr.AgentID = a.RequesterKey, requesterAgent
+			sr.SessionKey, sr.AgentID = requesterKey, requesterAgent
 			source, sourceChannel = st.TargetKey, st.TargetChannel
 		} else {
 			sr.SessionKey, sr.AgentID = st.TargetKey, targetAgent

@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 
+	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
-// AnnounceTarget is where an A2A announce is delivered (reference §4.5).
+// AnnounceTarget is where an A2A announce is delivered: the channel, the
+// recipient on it, and optionally the account and thread.
 type AnnounceTarget struct {
 	Channel   string `json:"channel"`
 	To        string `json:"to"`
@@ -28,15 +30,6 @@ func stripAgentPrefix(key string) string {
 	return key
 }
 
-// agentOfKey is the <id> of `agent:<id>:...`, or "".
-func agentOfKey(key string) string {
-	parts := strings.SplitN(key, ":", 3)
-	if len(parts) == 3 && strings.EqualFold(parts[0], "agent") {
-		return parts[1]
-	}
-	return ""
-}
-
 // targetFromKey parses `<channel>:<group|channel>:<id>[:thread:<tid>]`.
 func targetFromKey(key string) (t *AnnounceTarget, threadSuffix string) {
 	rest := stripAgentPrefix(key)
@@ -55,17 +48,11 @@ func targetFromKey(key string) (t *AnnounceTarget, threadSuffix string) {
 	return &AnnounceTarget{Channel: strings.ToLower(parts[0]), To: kind + ":" + parts[2], ThreadID: threadSuffix}, threadSuffix
 }
 
-func firstNonEmpty(v ...string) string {
-	for _, s := range v {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// ResolveAnnounceTarget applies reference §4.5 to a session key and its
-// entry (nil when the session has none).
+// ResolveAnnounceTarget finds where a session's announce goes, from its key
+// and its entry (nil when the session has none): a group or channel key
+// names its target itself, unless its channel prefers the session's recorded
+// route (WhatsApp, Slack); otherwise the entry's delivery context, then its
+// last route, then its origin decide, and the key's target is the fallback.
 func ResolveAnnounceTarget(key string, e *sessions.Entry) *AnnounceTarget {
 	fromKey, thread := targetFromKey(key)
 	if fromKey != nil && !preferSessionLookup[fromKey.Channel] {
@@ -81,10 +68,10 @@ func ResolveAnnounceTarget(key string, e *sessions.Entry) *AnnounceTarget {
 			o = *e.Origin
 		}
 		t := &AnnounceTarget{
-			Channel:   firstNonEmpty(dc.Channel, e.LastChannel, o.Provider),
-			To:        firstNonEmpty(dc.To, e.LastTo),
-			AccountID: firstNonEmpty(dc.AccountID, e.LastAccountID, o.AccountID),
-			ThreadID:  firstNonEmpty(dc.ThreadID, e.LastThreadID, o.ThreadID, thread),
+			Channel:   rules.FirstNonEmpty(dc.Channel, e.LastChannel, o.Provider),
+			To:        rules.FirstNonEmpty(dc.To, e.LastTo),
+			AccountID: rules.FirstNonEmpty(dc.AccountID, e.LastAccountID, o.AccountID),
+			ThreadID:  rules.FirstNonEmpty(dc.ThreadID, e.LastThreadID, o.ThreadID, thread),
 		}
 		if t.Channel != "" && t.To != "" {
 			return t

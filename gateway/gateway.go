@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
+	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/a2a"
 	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/runs"
@@ -82,7 +83,7 @@ type Gateway struct {
 	wantsHistory map[string]bool // agents whose runtime reads the transcript
 	needsToken   map[string]bool // agents whose runtime is given the run token
 	echo         runtime.Runtime
-	defaultAgent string
+	alias        rules.Alias // session.mainKey and session.scope, to resolve a requester's key
 
 	ackWait    time.Duration // the shared consumer's, once bound
 	retryDelay time.Duration
@@ -150,13 +151,8 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		// for them was a third of a send's cost
 		g.wantsHistory[a.ID] = a.Runtime != "" && a.Runtime != runtime.KindScript
 		g.needsToken[a.ID] = a.Runtime == runtime.KindExec
-		if g.defaultAgent == "" {
-			g.defaultAgent = a.ID
-		}
 	}
-	if g.defaultAgent == "" {
-		g.defaultAgent = "main"
-	}
+	g.alias = rules.ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
 	if g.echo, err = runtime.New(config.Agent{ID: "echo"}); err != nil {
 		return nil, err
 	}

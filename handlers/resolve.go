@@ -28,10 +28,7 @@ func fail(status, msg string) *failure { return &failure{Status: status, Error: 
 // storeKey maps an internal key onto the store: the alias "main" names the
 // requester agent's main session, `agent:<id>:<mainKey>`.
 func (r *requester) storeKey(internal string) string {
-	if internal == r.alias.Alias && r.alias.Alias != rules.KeyGlobal {
-		return r.alias.MainSessionKey(r.agentID)
-	}
-	return internal
+	return r.alias.StoreKey(internal, r.agentID)
 }
 
 // resolveReference turns a sessionKey argument (key, display key, `current`

@@ -33,12 +33,15 @@ func TestHistoryThrownErrors(t *testing.T) {
 		}
 	}
 	for params, want := range map[string]string{
-		`{}`:                                         "sessionKey required",
-		`{"sessionKey":"  "}`:                        "sessionKey required",
-		`{"sessionKey":"main","offset":-1}`:          "offset must be a non-negative integer",
-		`{"sessionKey":"main","offset":1.5}`:         "offset must be a non-negative integer",
-		`{"sessionKey":"main","limit":0}`:            "limit must be a positive integer",
-		`{"sessionKey":"main","includeTools":"yes"}`: "includeTools must be a boolean",
+		`{}`:                                          "sessionKey required",
+		`{"sessionKey":"  "}`:                         "sessionKey required",
+		`{"sessionKey":"main","offset":-1}`:           "offset must be a non-negative integer",
+		`{"sessionKey":"main","offset":1.5}`:          "offset must be a non-negative integer",
+		`{"sessionKey":"main","limit":0}`:             "limit must be a positive integer",
+		`{"sessionKey":"main","includeTools":"yes"}`:  "includeTools must be a boolean: send true or false, not a string",
+		`{"sessionKey":"main","includeTools":"true"}`: "includeTools must be a boolean: send true or false, not a string",
+		`{"sessionKey":"main","includeTools":1}`:      "includeTools must be a boolean: send true or false",
+		`null`:                                        `request body must be a JSON object of tool parameters, not null; send {} to call without parameters, or e.g. {"sessionKey":"agent:main:main"}`,
 	} {
 		_, err := s.Call(mainKey, "sessions_history", params)
 		if e, ok := bus.AsError(err); !ok || e.Code != 400 || e.Message != want {
@@ -189,5 +192,11 @@ func TestHistoryPagination(t *testing.T) {
 	// no limit: the newest tail
 	if res := s.MustCall(mainKey, "sessions_history", `{"sessionKey":"main","limit":1}`); msgs(t, res)[0]["content"] != "three" {
 		t.Fatalf("tail: %v", res)
+	}
+	// integers may come as strings holding a number, as OpenClaw's integer
+	// readers take them
+	res = s.MustCall(mainKey, "sessions_history", `{"sessionKey":"main","offset":"1","limit":" 1 "}`)
+	if ms := msgs(t, res); len(ms) != 1 || ms[0]["content"] != "two" || res["offset"].(float64) != 1 {
+		t.Fatalf("numeric strings: %v", res)
 	}
 }

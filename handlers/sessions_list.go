@@ -118,13 +118,9 @@ func parseListQuery(p rules.Params) (*listQuery, error) {
 	if q.label, _, err = p.String("label"); err != nil {
 		return nil, err
 	}
-	if q.agentID, _, err = p.String("agentId"); err != nil {
+	if q.agentID, _, err = p.AgentID("agentId"); err != nil {
 		return nil, err
 	}
-	if len(q.agentID) > 64 {
-		return nil, badRequest("agentId must be at most 64 characters")
-	}
-	q.agentID = strings.ToLower(q.agentID)
 	if q.search, _, err = p.String("search"); err != nil {
 		return nil, err
 	}

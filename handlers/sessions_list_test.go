@@ -177,6 +177,7 @@ func TestListFilters(t *testing.T) {
 		{`{"search":"subagent"}`, "agent:main:subagent:x"},
 		{`{"agentId":"ops"}`, ""},
 		{`{"agent_id":"main","limit":1}`, "agent:main:main"},
+		{`{"agentId":" MAIN ","limit":"1"}`, "agent:main:main"}, // ids compare case-insensitively; integers may come as strings
 		{`{"activeMinutes":60}`, "agent:main:main,agent:main:telegram:group:g1,agent:main:subagent:x"},
 		{`{"archived":true}`, "agent:main:hook:deploy"},
 		{`{"archived":"all","kinds":["hook"]}`, "agent:main:hook:deploy"},
@@ -318,10 +319,15 @@ func TestListThrownErrors(t *testing.T) {
 		`{"relationship":"owned"}`:   "relationship requires an authenticated requesting user; use an explicit ownerId or creatorId instead",
 		`{"activeOnly":true}`:        "activeOnly requires a Gateway-backed inventory with live run state",
 		`{"archived":"maybe"}`:       `archived must be true, false or "all"`,
-		`{"pinned":"yes"}`:           "pinned must be a boolean",
+		`{"pinned":"yes"}`:           "pinned must be a boolean: send true or false, not a string",
+		`{"pinned":"true"}`:          "pinned must be a boolean: send true or false, not a string",
+		`{"excludeSubagents":1}`:     "excludeSubagents must be a boolean: send true or false",
+		`{"limit":"1.5"}`:            "limit must be a positive integer",
+		`{"agentId":">"}`:            `agentId ">" is not a valid agent id: it contains ">", a NATS wildcard; an agent id is 1 to 64 letters, digits, "_" or "-", starting with a letter or digit, as in agents.list (e.g. "main")`,
+		`{"agent_id":"ops.*"}`:       `agentId "ops.*" is not a valid agent id: it contains "."; an agent id is 1 to 64 letters, digits, "_" or "-", starting with a letter or digit, as in agents.list (e.g. "main")`,
 		`{"kinds":[1]}`:              "kinds must be an array of strings",
 		`{"label":7}`:                "label must be a string",
-		`{"agentId":"` + strings.Repeat("a", 65) + `"}`: "agentId must be at most 64 characters",
+		`{"agentId":"` + strings.Repeat("a", 65) + `"}`: "agentId must be at most 64 characters (got 65)",
 	}
 	for params, want := range cases {
 		_, err := s.Call(mainKey, "sessions_list", params)
@@ -330,10 +336,20 @@ func TestListThrownErrors(t *testing.T) {
 			t.Errorf("%s: got %v, want 400 %q", params, err, want)
 		}
 	}
-	for _, params := range []string{`{"limit":`, `[1,2]`, `"text"`} {
-		_, err := s.Call(mainKey, "sessions_list", params)
-		if e, ok := bus.AsError(err); !ok || e.Code != 400 || e.Message == "" {
-			t.Errorf("%s: got %v, want a 400", params, err)
+	if _, err := s.Call(mainKey, "sessions_list", `{"limit":`); err == nil {
+		t.Error("malformed JSON: no error, want a 400")
+	} else if e, ok := bus.AsError(err); !ok || e.Code != 400 || !strings.HasPrefix(e.Message, "invalid JSON: ") {
+		t.Errorf("malformed JSON: got %v, want a 400", err)
+	}
+	for body, kind := range map[string]string{`null`: "null", `[1,2]`: "an array", `"text"`: "a string", `5`: "a number"} {
+		_, err := s.Call(mainKey, "sessions_list", body)
+		want := "request body must be a JSON object of tool parameters, not " + kind + `; send {} to call without parameters, or e.g. {"sessionKey":"agent:main:main"}`
+		if e, ok := bus.AsError(err); !ok || e.Code != 400 || e.Message != want {
+			t.Errorf("%s: got %v, want 400 %q", body, err, want)
 		}
+	}
+	// an empty body is a call without parameters
+	if res, err := s.Call(mainKey, "sessions_list", ``); err != nil || res["sessions"] == nil {
+		t.Errorf("empty body: %v %v", res, err)
 	}
 }

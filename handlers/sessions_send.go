@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -22,7 +21,6 @@ import (
 const (
 	sendDefaultTimeoutSeconds = 30
 	sendLabelMaxLength        = 512
-	sendAgentIDMaxLength      = 64
 	sendIdempotencyMaxLength  = 256
 	sendDefaultAnnounceMs     = 30_000
 	sendLane                  = "nested"
@@ -88,11 +86,8 @@ func readSendParams(p rules.Params) (sendParams, error) {
 	if n := utf8.RuneCountInString(sp.label); n > sendLabelMaxLength {
 		return sp, badRequest(fmt.Sprintf("label must be at most %d characters (got %d)", sendLabelMaxLength, n))
 	}
-	if sp.agentID, sp.hasAgent, err = p.String("agentId"); err != nil {
+	if sp.agentID, sp.hasAgent, err = p.AgentID("agentId"); err != nil {
 		return sp, err
-	}
-	if n := utf8.RuneCountInString(sp.agentID); n > sendAgentIDMaxLength {
-		return sp, badRequest(fmt.Sprintf("agentId must be at most %d characters (got %d)", sendAgentIDMaxLength, n))
 	}
 	t, hasT, err := p.NonNegativeInt("timeoutSeconds")
 	if err != nil {
@@ -132,11 +127,10 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		}
 		ref = key
 	case sp.hasAgent:
-		id := rules.NormalizeAgentID(sp.agentID)
-		if !agentConfigured(d.Config, id) {
+		if !agentConfigured(d.Config, sp.agentID) {
 			return sendFail(earlyID, "error", "agent not found: "+sp.agentID, ""), nil
 		}
-		ref = r.alias.MainSessionKey(id)
+		ref = r.alias.MainSessionKey(sp.agentID)
 	default:
 		return sendFail(earlyID, "error", errSendNoTarget, ""), nil
 	}
@@ -151,7 +145,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	var override, channel, chatType string
 	if e := res.entry; e != nil {
 		override, chatType = e.SendPolicy, e.ChatType
-		channel = firstNonEmpty(e.Channel, e.LastChannel)
+		channel = rules.FirstNonEmpty(e.Channel, e.LastChannel)
 	}
 	if rules.ResolveSendPolicy(sendPolicy(d.Config.Session.SendPolicy), override, target, channel, chatType) == rules.SendDeny {
 		return sendFail(earlyID, "error", rules.SendBlockedError, res.displayKey), nil
@@ -162,7 +156,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	if r.runID != "" {
 		chainID, hop = r.runID, 1
 		if parent, _, err := d.Runs.Get(ctx, r.runID); err == nil {
-			chainID, hop = firstNonEmpty(parent.ChainID, r.runID), parent.Hop+1
+			chainID, hop = rules.FirstNonEmpty(parent.ChainID, r.runID), parent.Hop+1
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, fmt.Errorf("read caller run %s: %w", r.runID, err)
 		}
@@ -291,9 +285,9 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	case runs.OK:
 		return &sendResult{RunID: runID, Status: "ok", Reply: last.Reply, SessionKey: res.displayKey, Delivery: delivery("delivered")}, nil
 	case runs.Timeout:
-		return &sendResult{RunID: runID, Status: "timeout", Error: firstNonEmpty(last.Error, errSendRunTimeout), SessionKey: res.displayKey, SentBeforeError: true}, nil
+		return &sendResult{RunID: runID, Status: "timeout", Error: rules.FirstNonEmpty(last.Error, errSendRunTimeout), SessionKey: res.displayKey, SentBeforeError: true}, nil
 	default: // error, killed
-		return &sendResult{RunID: runID, Status: "error", Error: firstNonEmpty(last.Error, errSendAgentError), SessionKey: res.displayKey, SentBeforeError: true}, nil
+		return &sendResult{RunID: runID, Status: "error", Error: rules.FirstNonEmpty(last.Error, errSendAgentError), SessionKey: res.displayKey, SentBeforeError: true}, nil
 	}
 }
 
@@ -348,7 +342,7 @@ func (d *Deps) lookupLabel(ctx context.Context, r *requester, label, agentID str
 	requesterAgent := rules.AgentIDFromKey(r.key)
 	requested := requesterAgent
 	if hasAgent {
-		requested = rules.NormalizeAgentID(agentID)
+		requested = agentID // validated and lower-cased by Params.AgentID
 	}
 	if r.restrictToSpawned && requested != requesterAgent {
 		return "", fail(rules.StatusForbidden, errSendSandboxLabel)
@@ -425,7 +419,7 @@ func (d *Deps) requesterChannel(r *requester) string {
 	if e.DeliveryContext != nil {
 		dc = e.DeliveryContext.Channel
 	}
-	return firstNonEmpty(dc, e.LastChannel, e.Channel)
+	return rules.FirstNonEmpty(dc, e.LastChannel, e.Channel)
 }
 
 // idempotentRunID derives the run id of an idempotent send from (caller,
@@ -449,13 +443,4 @@ func sendPolicy(p *config.SendPolicy) *rules.SendPolicy {
 		}})
 	}
 	return out
-}
-
-func firstNonEmpty(vs ...string) string {
-	for _, v := range vs {
-		if v = strings.TrimSpace(v); v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -157,12 +157,21 @@ const peerKey = "agent:main:peer"
 func TestSendThrownErrors(t *testing.T) {
 	s := sendStack(t, nil)
 	for params, want := range map[string]string{
-		`{"sessionKey":"main"}`:                                                                    "message required",
-		`{"sessionKey":"main","message":"  "}`:                                                     "message required",
-		`{"sessionKey":"main","message":"hi","timeoutSeconds":-1}`:                                 "timeoutSeconds must be a non-negative integer",
-		`{"sessionKey":"main","message":"hi","timeoutSeconds":1.5}`:                                "timeoutSeconds must be a non-negative integer",
-		`{"label":"` + strings.Repeat("l", 513) + `","message":"hi"}`:                              "label must be at most 512 characters (got 513)",
-		`{"agentId":"` + strings.Repeat("a", 65) + `","message":"hi"}`:                             "agentId must be at most 64 characters (got 65)",
+		`{"sessionKey":"main"}`:                                        "message required",
+		`{"sessionKey":"main","message":"  "}`:                         "message required",
+		`{"sessionKey":"main","message":"hi","timeoutSeconds":-1}`:     "timeoutSeconds must be a non-negative integer",
+		`{"sessionKey":"main","message":"hi","timeoutSeconds":1.5}`:    "timeoutSeconds must be a non-negative integer",
+		`{"label":"` + strings.Repeat("l", 513) + `","message":"hi"}`:  "label must be at most 512 characters (got 513)",
+		`{"agentId":"` + strings.Repeat("a", 65) + `","message":"hi"}`: "agentId must be at most 64 characters (got 65)",
+		`{"agentId":">","message":"hi"}`:                               `agentId ">" is not a valid agent id: it contains ">", a NATS wildcard` + agentIDHint,
+		`{"agentId":"*","message":"hi"}`:                               `agentId "*" is not a valid agent id: it contains "*", a NATS wildcard` + agentIDHint,
+		`{"agentId":"ops.prod","message":"hi"}`:                        `agentId "ops.prod" is not a valid agent id: it contains "."` + agentIDHint,
+		`{"agent_id":"-ops","message":"hi"}`:                           `agentId "-ops" is not a valid agent id: it starts with "-"` + agentIDHint,
+		`{"label":"x","agentId":">","message":"hi"}`:                   `agentId ">" is not a valid agent id: it contains ">", a NATS wildcard` + agentIDHint,
+		`{"agentId":7,"message":"hi"}`:                                 "agentId must be a string",
+		`{"sessionKey":"main","message":"hi","timeoutSeconds":"1.5"}`:  "timeoutSeconds must be a non-negative integer",
+		`{"sessionKey":"main","message":"hi","timeoutSeconds":true}`:   "timeoutSeconds must be a non-negative integer",
+		`null`: `request body must be a JSON object of tool parameters, not null; send {} to call without parameters, or e.g. {"sessionKey":"agent:main:main"}`,
 		`{"sessionKey":"main","message":"hi","idempotencyKey":"` + strings.Repeat("k", 257) + `"}`: "idempotencyKey must be at most 256 bytes (got 257)",
 	} {
 		_, err := s.Call(mainKey, "sessions_send", params)
@@ -174,7 +183,12 @@ func TestSendThrownErrors(t *testing.T) {
 	if e, ok := bus.AsError(err); !ok || e.Code != 400 {
 		t.Errorf("bad key: %v", err)
 	}
+	if n := queued(t, s); n != 0 {
+		t.Errorf("%d runs queued by refused sends", n)
+	}
 }
+
+const agentIDHint = `; an agent id is 1 to 64 letters, digits, "_" or "-", starting with a letter or digit, as in agents.list (e.g. "main")`
 
 func TestSendTargetSelectionErrors(t *testing.T) {
 	s := sendStack(t, func(c *config.Config) {
@@ -268,6 +282,10 @@ func TestSendAgentIDAloneTargetsMain(t *testing.T) {
 	if req := ex.req(t, res["runId"].(string)); req.AgentID != "work" || req.SessionKey != "agent:work:main" {
 		t.Errorf("request %+v", req)
 	}
+	// agent ids compare case-insensitively; a timeout may come as a string
+	// holding a number
+	res = s.MustCall(mainKey, "sessions_send", `{"agentId":" Work ","message":"ping","timeoutSeconds":"10"}`)
+	wantShape(t, res, map[string]any{"status": "ok", "reply": "echo: ping", "sessionKey": "agent:work:main", "delivery": map[string]any{"status": "delivered", "mode": "announce"}})
 }
 
 func TestSendProvenanceAndRequest(t *testing.T) {

@@ -1,8 +1,11 @@
 package rules
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 var invalidAgentRunRe = regexp.MustCompile(`[^a-z0-9_-]+`)
@@ -18,14 +21,63 @@ func ValidAgentID(id string) bool {
 	if len(t) == 0 || len(t) > maxAgentIDLen {
 		return false
 	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		alnum := ('a' <= c|0x20 && c|0x20 <= 'z') || ('0' <= c && c <= '9') // c|0x20 lands in a–z only for ASCII letters
-		if !alnum && (i == 0 || (c != '_' && c != '-')) {
+	for i, r := range t {
+		if !agentIDChar(i, r) {
 			return false
 		}
 	}
 	return true
+}
+
+// agentIDChar reports whether r may stand at byte offset i of an agent id:
+// an ASCII letter or digit anywhere, "_" or "-" after the first character.
+func agentIDChar(i int, r rune) bool {
+	alnum := ('a' <= r|0x20 && r|0x20 <= 'z') || ('0' <= r && r <= '9') // r|0x20 lands in a–z only for ASCII letters
+	return alnum || (i > 0 && (r == '_' || r == '-'))
+}
+
+// ValidateAgentIDInput checks an agent id a caller passed as the parameter
+// name and returns it lower-cased, the form config stores ids in. It is the
+// one check for every tool parameter that names an agent (Params.AgentID).
+// An invalid id is refused, never repaired: NormalizeAgentID would turn ">"
+// into the default agent and "ops.prod" into "ops-prod", so a call would
+// silently act on an agent the caller did not name. Errors are *InputError
+// and say which character is wrong and what an agent id looks like.
+func ValidateAgentIDInput(name, id string) (string, error) {
+	t := trim(id)
+	if n := utf8.RuneCountInString(t); n > maxAgentIDLen {
+		return "", inputError(fmt.Sprintf("%s must be at most %d characters (got %d)", name, maxAgentIDLen, n))
+	}
+	if ValidAgentID(t) {
+		return strings.ToLower(t), nil
+	}
+	return "", inputError(fmt.Sprintf("%s %s is not a valid agent id: %s; %s", name, echoKey(t), agentIDProblem(t), agentIDHint))
+}
+
+const agentIDHint = `an agent id is 1 to 64 letters, digits, "_" or "-", starting with a letter or digit, as in agents.list (e.g. "main")`
+
+// agentIDProblem names what makes t invalid, for a t ValidAgentID refused.
+func agentIDProblem(t string) string {
+	if t == "" {
+		return "it is empty"
+	}
+	for i, r := range t {
+		if agentIDChar(i, r) {
+			continue
+		}
+		q := strconv.Quote(string(r))
+		if r >= utf8.RuneSelf {
+			q += fmt.Sprintf(" (%U)", r) // look-alikes such as the Kelvin sign need their code point
+		}
+		switch {
+		case r == '*' || r == '>':
+			return "it contains " + q + ", a NATS wildcard"
+		case r == '_' || r == '-':
+			return "it starts with " + q
+		}
+		return "it contains " + q
+	}
+	return "it is not an agent id"
 }
 
 // NormalizeAgentID repairs an id the way OpenClaw does everywhere except

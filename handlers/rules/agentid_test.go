@@ -50,3 +50,21 @@ func TestNormalizeAgentID(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateAgentIDInput(t *testing.T) {
+	for in, want := range map[string]string{"main": "main", " Work_2 ": "work_2", "A-b": "a-b"} {
+		if got, err := ValidateAgentIDInput("agentId", in); err != nil || got != want {
+			t.Errorf("ValidateAgentIDInput(%q) = (%q, %v), want %q", in, got, err, want)
+		}
+	}
+	const hint = `; an agent id is 1 to 64 letters, digits, "_" or "-", starting with a letter or digit, as in agents.list (e.g. "main")`
+	for in, want := range map[string]string{
+		"":            `agentId "" is not a valid agent id: it is empty` + hint,
+		"a\x00b":      `agentId "a\x00b" is not a valid agent id: it contains "\x00"` + hint,
+		"a:b":         `agentId "a:b" is not a valid agent id: it contains ":"` + hint,
+		"\u212Aelvin": "agentId \"\u212Aelvin\" is not a valid agent id: it contains \"\u212A\" (U+212A)" + hint,
+	} {
+		_, err := ValidateAgentIDInput("agentId", in)
+		wantInputError(t, in, err, want)
+	}
+}

@@ -84,6 +84,22 @@ func (a Alias) Internal(key, requesterKey string) string {
 	return key
 }
 
+// StoreKey maps an internal key (see Internal) to the key the store holds
+// the session under. The alias stands for the main session of an agent,
+// agent:<agentID>:<mainKey>, unless it is the shared "global" session of
+// global scope, which is stored as "global". Every other key is its own
+// store key. agentID is the agent whose main session the alias means: the
+// caller's when a caller typed "main", AgentIDFromKey(key) when the key is
+// all there is. Handlers and the gateway both resolve keys through it, so a
+// session addressed by its alias and by its full key is one session.
+func (a Alias) StoreKey(internal, agentID string) string {
+	a = a.norm()
+	if internal == a.Alias && a.Alias != KeyGlobal {
+		return a.MainSessionKey(agentID)
+	}
+	return internal
+}
+
 // MainSessionKey is the canonical main session of an agent,
 // agent:<id>:<mainKey>.
 func (a Alias) MainSessionKey(agentID string) string {

@@ -68,6 +68,32 @@ func TestAliasInternal(t *testing.T) {
 	}
 }
 
+func TestAliasStoreKey(t *testing.T) {
+	perSender := ResolveAlias("", "")
+	primary := ResolveAlias(" Primary ", "")
+	global := ResolveAlias("", "global")
+	tests := []struct {
+		a                     Alias
+		internal, agent, want string
+	}{
+		{perSender, "main", "main", "agent:main:main"},
+		{perSender, "main", "ops", "agent:ops:main"},
+		{perSender, "main", "Ops", "agent:ops:main"},
+		{primary, "primary", "main", "agent:main:primary"},
+		{primary, "main", "main", "main"}, // "main" is not the alias here (Internal maps it first)
+		{global, "global", "main", "global"},
+		{perSender, "global", "main", "global"},
+		{perSender, "agent:ops:main", "main", "agent:ops:main"},
+		{perSender, "discord:group:1", "main", "discord:group:1"},
+		{Alias{}, "main", "", "agent:main:main"},
+	}
+	for _, tt := range tests {
+		if got := tt.a.StoreKey(tt.internal, tt.agent); got != tt.want {
+			t.Errorf("%+v.StoreKey(%q, %q) = %q, want %q", tt.a, tt.internal, tt.agent, got, tt.want)
+		}
+	}
+}
+
 func TestAliasMainSessionKey(t *testing.T) {
 	tests := []struct {
 		a           Alias

@@ -70,9 +70,12 @@ func isAgentKey(k string) bool {
 }
 
 // AgentIDFromKey is the agent that owns a key; keys without an agent prefix
-// belong to the default agent. The id is normalized (as upstream's
+// (the alias "main", "global", legacy bare keys) belong to the default
+// agent, DefaultAgentID. The id is normalized (as upstream's
 // resolveAgentIdFromSessionKey does) so two spellings of one agent compare
-// equal in the visibility guard.
+// equal. It is the one rule for a key's agent: the visibility guard, the
+// run requests the handlers queue and the gateway's agent-to-agent steps all
+// use it, so a key never belongs to one agent in a tool and another in a run.
 func AgentIDFromKey(k string) string {
 	if agentID, _, ok := ParseAgentSessionKey(k); ok {
 		return NormalizeAgentID(agentID)

@@ -59,6 +59,10 @@ func TestAgentIDFromKey(t *testing.T) {
 		"":                         "main",
 		"agent:my agent:main":      "my-agent", // normalized like upstream
 		"agent:main:subagent:abc":  "main",
+		"agent:Ops:x":              "ops", // the same agent as agent:ops:x
+		"global":                   "main",
+		"current":                  "main",
+		"discord:group:1":          "main",
 	}
 	for in, want := range tests {
 		if got := AgentIDFromKey(in); got != want {

@@ -155,7 +155,7 @@ func DeriveChannel(kind, rowChannel, originProvider, lastChannel, key string) st
 	case KindCron, KindHook, KindNode:
 		return ChannelInternal
 	}
-	if ch := firstNonEmpty(rowChannel, originProvider, lastChannel); ch != "" {
+	if ch := FirstNonEmpty(rowChannel, originProvider, lastChannel); ch != "" {
 		return ch
 	}
 	if ch := channelFromKey(key); ch != "" {

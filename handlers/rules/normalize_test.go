@@ -20,10 +20,10 @@ func TestTrimFollowsJavaScript(t *testing.T) {
 }
 
 func TestFirstNonEmpty(t *testing.T) {
-	if got := firstNonEmpty("", "  ", " x ", "y"); got != "x" {
+	if got := FirstNonEmpty("", "  ", " x ", "y"); got != "x" {
 		t.Errorf("got %q", got)
 	}
-	if got := firstNonEmpty("", " "); got != "" {
+	if got := FirstNonEmpty("", " "); got != "" {
 		t.Errorf("got %q", got)
 	}
 }

@@ -25,9 +25,12 @@ type Params map[string]any
 
 const paramsExample = `{"sessionKey":"agent:main:main"}`
 
-// ParseParams decodes a request body. An empty (or all-whitespace) body and
-// a JSON null are the empty parameter set, since tools with no required
-// parameters are legitimately called without a body.
+// ParseParams decodes a request body. An empty (or all-whitespace) body is
+// the empty parameter set, since tools with no required parameters are
+// legitimately called without one (a bare `nats req`). Any JSON value other
+// than an object, null included, is refused: OpenClaw's tools take a
+// parameters object, and reading null as {} would run a call the caller
+// never described.
 func ParseParams(body []byte) (Params, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Params{}, nil
@@ -41,13 +44,26 @@ func ParseParams(body []byte) (Params, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, inputError("invalid JSON: unexpected data after the parameters object; send exactly one JSON object, e.g. " + paramsExample)
 	}
-	switch v := v.(type) {
-	case map[string]any:
-		return Params(v), nil
-	case nil:
-		return Params{}, nil
+	if m, ok := v.(map[string]any); ok {
+		return Params(m), nil
 	}
-	return nil, inputError("tool parameters must be a JSON object")
+	return nil, inputError("request body must be a JSON object of tool parameters, not " + jsonKind(v) +
+		"; send {} to call without parameters, or e.g. " + paramsExample)
+}
+
+// jsonKind names the type of a decoded JSON value that is not an object.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	}
+	return "a number"
 }
 
 func invalidJSON(err error) error {
@@ -105,27 +121,23 @@ func (p Params) RequiredString(name string) (string, error) {
 	return s, nil
 }
 
-// Bool reads a boolean. The strings "true" and "false" (any case) are
-// accepted because models often quote scalars; a blank string is absent.
+// Bool reads a JSON boolean. OpenClaw types these parameters boolean and,
+// unlike its integer readers, has no reader that parses a string: a quoted
+// "false" is ignored there, or read as true where a value is tested for
+// truth. Either way the caller's intent is lost, so a string (or a number)
+// is refused here, as String refuses a non-string.
 func (p Params) Bool(name string) (v, present bool, err error) {
 	raw, ok := p.raw(name)
 	if !ok {
 		return false, false, nil
 	}
-	switch b := raw.(type) {
-	case bool:
+	if b, isBool := raw.(bool); isBool {
 		return b, true, nil
-	case string:
-		switch lowerTrim(b) {
-		case "true":
-			return true, true, nil
-		case "false":
-			return false, true, nil
-		case "":
-			return false, false, nil
-		}
 	}
-	return false, false, inputError(name + " must be a boolean")
+	if _, isString := raw.(string); isString {
+		return false, false, inputError(name + " must be a boolean: send true or false, not a string")
+	}
+	return false, false, inputError(name + " must be a boolean: send true or false")
 }
 
 // maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER: larger values
@@ -142,11 +154,15 @@ func (p Params) NonNegativeInt(name string) (int, bool, error) {
 	return p.integer(name, 0, name+" must be a non-negative integer")
 }
 
-// integer accepts what JavaScript's Number.isSafeInteger would on the parsed
-// value: JSON numbers such as 10, 10.0 or 1e1, and strings holding a JSON
-// number (upstream parses numeric strings too; models quote numbers). It
-// rejects fractions, out-of-range values, booleans, and strings that are not
-// JSON numbers (hex, "NaN", "Infinity", "+1", "010"). A blank string is absent.
+// integer follows the reference's strict integer readers (OpenClaw's
+// readPositiveIntegerParam and readNonNegativeIntegerParam), which parse a
+// string holding a number as that number and throw "<name> must be a
+// positive integer" for anything else. So it accepts what JavaScript's
+// Number.isSafeInteger would on the parsed value: JSON numbers such as 10,
+// 10.0 or 1e1, and strings holding a JSON number ("10"). It rejects
+// fractions, out-of-range values, booleans, and strings that are not JSON
+// numbers (hex, "NaN", "Infinity", "+1", "010"). A blank string is absent,
+// as upstream's readers treat it.
 func (p Params) integer(name string, min float64, msg string) (int, bool, error) {
 	raw, ok := p.raw(name)
 	if !ok {
@@ -192,6 +208,21 @@ func (p Params) integer(name string, min float64, msg string) (int, bool, error)
 var jsonNumberRe = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
 
 func isJSONNumber(s string) bool { return jsonNumberRe.MatchString(s) }
+
+// AgentID reads a parameter that names an agent (agentId): trimmed, blank
+// is absent, otherwise it must pass ValidateAgentIDInput and comes back
+// lower-cased. Every tool reads agent ids through it.
+func (p Params) AgentID(name string) (string, bool, error) {
+	s, ok, err := p.String(name)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	id, err := ValidateAgentIDInput(name, s)
+	if err != nil {
+		return "", false, err
+	}
+	return id, true, nil
+}
 
 // StringList reads an array of strings, trimmed, with blank entries dropped.
 // A single string is accepted as a one-element list, as upstream does. A list

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func wantInputError(t *testing.T, what string, err error, msg string) {
 }
 
 func TestParseParams(t *testing.T) {
-	for _, body := range []string{"", "  \n", "null", "{}", " {} \n"} {
+	for _, body := range []string{"", "  \n", "{}", " {} \n"} {
 		p, err := ParseParams([]byte(body))
 		if err != nil || len(p) != 0 || p == nil {
 			t.Errorf("ParseParams(%q) = (%v, %v), want empty params", body, p, err)
@@ -41,9 +42,20 @@ func TestParseParams(t *testing.T) {
 		t.Errorf("numbers must decode as json.Number, got %T %v", p["limit"], p["limit"])
 	}
 
-	for _, body := range []string{`[]`, `[1,2]`, `"hello"`, `42`, `true`} {
+	notObject := map[string]string{
+		`null`:    "null",
+		` null `:  "null",
+		`[]`:      "an array",
+		`[1,2]`:   "an array",
+		`"hello"`: "a string",
+		`42`:      "a number",
+		`-1.5e3`:  "a number",
+		`true`:    "a boolean",
+	}
+	for body, kind := range notObject {
 		_, err := ParseParams([]byte(body))
-		wantInputError(t, body, err, "tool parameters must be a JSON object")
+		wantInputError(t, body, err, "request body must be a JSON object of tool parameters, not "+kind+
+			`; send {} to call without parameters, or e.g. {"sessionKey":"agent:main:main"}`)
 	}
 
 	malformed := map[string]string{
@@ -124,7 +136,7 @@ func TestParamsRequiredString(t *testing.T) {
 }
 
 func TestParamsBool(t *testing.T) {
-	p := mustParams(t, `{"a": true, "b": false, "c": "TRUE", "d": " false ", "e": "", "f": 1, "g": "yes", "include_tools": true, "h": null}`)
+	p := mustParams(t, `{"a": true, "b": false, "c": "TRUE", "d": " false ", "e": "", "f": 1, "g": "yes", "include_tools": true, "h": null, "i": [true], "j": {}}`)
 	tests := []struct {
 		name  string
 		v, ok bool
@@ -132,14 +144,17 @@ func TestParamsBool(t *testing.T) {
 	}{
 		{"a", true, true, ""},
 		{"b", false, true, ""},
-		{"c", true, true, ""},
-		{"d", false, true, ""},
-		{"e", false, false, ""},
 		{"h", false, false, ""},
 		{"missing", false, false, ""},
 		{"includeTools", true, true, ""},
-		{"f", false, false, "f must be a boolean"},
-		{"g", false, false, "g must be a boolean"},
+		// no string is read as a boolean, not even a blank one
+		{"c", false, false, "c must be a boolean: send true or false, not a string"},
+		{"d", false, false, "d must be a boolean: send true or false, not a string"},
+		{"e", false, false, "e must be a boolean: send true or false, not a string"},
+		{"g", false, false, "g must be a boolean: send true or false, not a string"},
+		{"f", false, false, "f must be a boolean: send true or false"},
+		{"i", false, false, "i must be a boolean: send true or false"},
+		{"j", false, false, "j must be a boolean: send true or false"},
 	}
 	for _, tt := range tests {
 		v, ok, err := p.Bool(tt.name)
@@ -229,6 +244,42 @@ func TestParamsIntegers(t *testing.T) {
 	}
 	_, _, err = p.PositiveInt("d")
 	wantInputError(t, "d", err, "d must be a positive integer")
+}
+
+func TestParamsAgentID(t *testing.T) {
+	p := mustParams(t, `{"agentId": " Ops ", "blank": "  ", "agent_x": "lab", "num": 5, "wild": ">", "star": "ops*", "dot": "ops.prod",
+		"space": "my agent", "lead": "-ops", "under": "_ops", "uni": "ünï", "long": "`+strings.Repeat("a", 65)+`", "max": "`+strings.Repeat("a", 64)+`"}`)
+	const hint = `; an agent id is 1 to 64 letters, digits, "_" or "-", starting with a letter or digit, as in agents.list (e.g. "main")`
+	tests := []struct {
+		name, want string
+		ok         bool
+		err        string
+	}{
+		{"agentId", "ops", true, ""}, // trimmed and lower-cased, the form config stores ids in
+		{"agentX", "lab", true, ""},  // snake_case alias
+		{"max", strings.Repeat("a", 64), true, ""},
+		{"blank", "", false, ""},
+		{"missing", "", false, ""},
+		{"num", "", false, "num must be a string"},
+		{"wild", "", false, `wild ">" is not a valid agent id: it contains ">", a NATS wildcard` + hint},
+		{"star", "", false, `star "ops*" is not a valid agent id: it contains "*", a NATS wildcard` + hint},
+		{"dot", "", false, `dot "ops.prod" is not a valid agent id: it contains "."` + hint},
+		{"space", "", false, `space "my agent" is not a valid agent id: it contains " "` + hint},
+		{"lead", "", false, `lead "-ops" is not a valid agent id: it starts with "-"` + hint},
+		{"under", "", false, `under "_ops" is not a valid agent id: it starts with "_"` + hint},
+		{"uni", "", false, `uni "ünï" is not a valid agent id: it contains "ü" (U+00FC)` + hint},
+		{"long", "", false, "long must be at most 64 characters (got 65)"},
+	}
+	for _, tt := range tests {
+		got, ok, err := p.AgentID(tt.name)
+		if tt.err != "" {
+			wantInputError(t, tt.name, err, tt.err)
+			continue
+		}
+		if err != nil || got != tt.want || ok != tt.ok {
+			t.Errorf("AgentID(%q) = (%q, %v, %v), want (%q, %v, nil)", tt.name, got, ok, err, tt.want, tt.ok)
+		}
+	}
 }
 
 func TestParamsStringList(t *testing.T) {
