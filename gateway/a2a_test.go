@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // a2aStack is a worker and a gateway on one server. Agent "req" is listed
