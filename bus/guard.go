@@ -2,11 +2,13 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Recreatable is a stream or bucket a process works on that it can create
@@ -25,18 +27,65 @@ type Recreatable interface {
 // it, publishes to the object fail until a restart, and a watch or consumer
 // on it goes quiet while the state built from it goes stale.
 type Guard struct {
-	nc   *nats.Conn
-	log  *slog.Logger
-	mu   sync.Mutex
-	subs []*nats.Subscription
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	log    *slog.Logger
+	ctx    context.Context // ended by Stop, so no recreation outlives it
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	subs   []*nats.Subscription
+	// busy holds the streams being recreated, so the advisory and the
+	// check never recreate one twice at once.
+	busy    map[string]bool
+	watched []watched
+	wg      sync.WaitGroup
 }
 
-// NewGuard returns a guard that subscribes on nc.
-func NewGuard(nc *nats.Conn, log *slog.Logger) *Guard {
+type watched struct {
+	r    Recreatable
+	name string
+}
+
+// CheckEvery is how often a guard also looks for its streams itself: an
+// advisory is a core NATS message, and one lost (a reconnect, a slow
+// subscriber) must not leave a stream deleted until a restart.
+const CheckEvery = 5 * time.Second
+
+// NewGuard returns a guard that subscribes on js's connection.
+func NewGuard(js jetstream.JetStream, log *slog.Logger) *Guard {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Guard{nc: nc, log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Guard{nc: js.Conn(), js: js, log: log, ctx: ctx, cancel: cancel, busy: map[string]bool{}}
+	g.wg.Add(1)
+	go g.check()
+	return g
+}
+
+// check looks for every watched stream each CheckEvery.
+func (g *Guard) check() {
+	defer g.wg.Done()
+	t := time.NewTicker(CheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+		}
+		g.mu.Lock()
+		ws := append([]watched(nil), g.watched...)
+		g.mu.Unlock()
+		for _, w := range ws {
+			ctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
+			_, err := g.js.Stream(ctx, w.name)
+			cancel()
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				g.recreate(w.r, w.name)
+			}
+		}
+	}
 }
 
 // Watch follows the deletion of every stream of r.
@@ -48,26 +97,63 @@ func (g *Guard) Watch(r Recreatable) error {
 		}
 		g.mu.Lock()
 		g.subs = append(g.subs, sub)
+		g.watched = append(g.watched, watched{r, name})
 		g.mu.Unlock()
 	}
 	return nil
 }
 
 func (g *Guard) recreate(r Recreatable, name string) {
+	g.mu.Lock()
+	if g.busy[name] {
+		g.mu.Unlock()
+		return
+	}
+	g.busy[name] = true
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.busy, name)
+		g.mu.Unlock()
+	}()
 	g.log.Error("stream deleted under a running process: its data is gone; recreating it empty", "stream", name)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
 	defer cancel()
-	if err := r.Recreate(ctx, name); err != nil {
+	if err := Retry(ctx, func() error { return r.Recreate(ctx, name) }); err != nil && g.ctx.Err() == nil {
 		g.log.Error("recreating a deleted stream failed; calls that need it fail until it exists again", "stream", name, "err", err)
+	}
+}
+
+// Retry calls fn until it succeeds or ctx ends, waiting longer after each
+// failure (50 ms doubling, at most 2 s). Recreating a stream right after the
+// advisory of its deletion fails for a moment ("error creating store for
+// stream") while the server is still removing the old one.
+func Retry(ctx context.Context, fn func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 
 // Stop ends every subscription.
 func (g *Guard) Stop() {
+	g.cancel()
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	for _, s := range g.subs {
 		_ = s.Unsubscribe()
 	}
 	g.subs = nil
+	g.mu.Unlock()
+	g.wg.Wait()
 }

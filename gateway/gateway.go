@@ -197,7 +197,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		return fail(fmt.Errorf("gateway consume: %w", err))
 	}
 	g.iter, g.opts, g.rebound = iter, o, make(chan struct{})
-	g.guard = bus.NewGuard(nc, g.log)
+	g.guard = bus.NewGuard(js, g.log)
 	for _, r := range []bus.Recreatable{g.store, g.runs, g.flows, g.tr, g.lanes, g.deliver, queueGuard{g}} {
 		if err := g.guard.Watch(r); err != nil {
 			g.guard.Stop()

@@ -60,7 +60,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	}
 	// The session index follows its own bucket's deletion (it must empty);
 	// the guard brings back what the tools write to.
-	w.guard = bus.NewGuard(nc, log)
+	w.guard = bus.NewGuard(js, log)
 	for _, r := range []bus.Recreatable{d.Queue, d.Runs, d.Transcripts} {
 		if err := w.guard.Watch(r); err != nil {
 			return fail(fmt.Errorf("follow stream deletions: %w", err))

@@ -20,6 +20,7 @@ import (
 func TestStreamsDeletedUnderARunningServer(t *testing.T) {
 	s, _ := sendStack(t, func(c *config.Config) {
 		c.Tools.Sessions.Visibility = "agent"
+		c.Session.AgentToAgent.MaxPingPongTurns = 0 // no background turns holding the lanes
 		c.Agents.List = []config.Agent{scriptAgent("main", map[string]any{"reply": "pong"})}
 	})
 	const peer = "agent:main:peer"
@@ -55,5 +56,10 @@ func TestStreamsDeletedUnderARunningServer(t *testing.T) {
 	bustest.WaitFor(t, 30*time.Second, "sessions_list to drop the deleted sessions", func() bool {
 		res, err := s.Call(mainKey, "sessions_list", `{}`)
 		return err == nil && res["count"] == float64(0)
+	})
+	// and the bucket is back before the servers stop
+	bustest.WaitFor(t, 30*time.Second, "the sessions bucket to be recreated", func() bool {
+		_, err := js.KeyValue(context.Background(), names.SessionsBucket())
+		return err == nil
 	})
 }

@@ -39,6 +39,9 @@ type Index struct {
 	done    chan struct{}
 	deleted *nats.Subscription
 	stopped bool
+	// life0 ends with Stop, so a recovery in progress gives up then.
+	life0 context.Context
+	end   context.CancelFunc
 }
 
 type orderItem struct {
@@ -65,6 +68,7 @@ func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *
 		log = slog.Default()
 	}
 	ix := &Index{store: store, log: log, derive: derive}
+	ix.life0, ix.end = context.WithCancel(context.Background())
 	ix.changed = sync.NewCond(&ix.mu)
 	ix.clear()
 	if err := ix.watch(ctx); err != nil {
@@ -106,16 +110,23 @@ func (ix *Index) watch(ctx context.Context) error {
 		return fmt.Errorf("watch sessions bucket: %w", err)
 	}
 	done := make(chan struct{})
+	ready := make(chan struct{})
+	go ix.follow(wctx, w, ready, done)
 	ix.life.Lock()
+	stopped := ix.stopped
 	ix.stream, ix.cancel, ix.done = stream, cancel, done
 	ix.life.Unlock()
-	ready := make(chan struct{})
-	go ix.follow(w, ready, done)
+	if stopped { // Stop ran while a recovery was starting this watch
+		cancel()
+		<-done
+		return errors.New("session index stopped")
+	}
 	select {
 	case <-ready:
 		return nil
 	case <-ctx.Done():
-		ix.stopWatch()
+		cancel()
+		<-done
 		return ctx.Err()
 	}
 }
@@ -139,9 +150,9 @@ func (ix *Index) recover() {
 	if stopped {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ix.life0, 30*time.Second)
 	defer cancel()
-	err := ix.store.recreate(ctx)
+	err := bus.Retry(ctx, func() error { return ix.store.recreate(ctx) })
 	if err == nil {
 		ix.mu.Lock()
 		ix.err = nil
@@ -168,11 +179,22 @@ func (ix *Index) stopWatch() {
 	}
 }
 
-func (ix *Index) follow(w jetstream.KeyWatcher, ready, done chan struct{}) {
+func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher, ready, done chan struct{}) {
 	defer close(done)
 	defer func() { _ = w.Stop() }()
 	initial := true
-	for ke := range w.Updates() {
+	for {
+		// ctx too: a watch of a bucket deleted meanwhile may never close
+		// its channel
+		var ke jetstream.KeyValueEntry
+		var ok bool
+		select {
+		case ke, ok = <-w.Updates():
+		case <-ctx.Done():
+		}
+		if !ok {
+			break
+		}
 		if ke == nil {
 			if initial {
 				initial = false
@@ -386,6 +408,7 @@ func (ix *Index) Stop() {
 	ix.stopped = true
 	sub := ix.deleted
 	ix.life.Unlock()
+	ix.end()
 	if sub != nil {
 		_ = sub.Unsubscribe()
 	}
