@@ -2,12 +2,16 @@ package bus
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -15,6 +19,29 @@ import (
 
 // Version is reported by the micro service.
 const Version = "0.1.0"
+
+// description is the service description `nats micro info` shows.
+const description = "agent session tools over NATS"
+
+// queueGroup is the queue group every worker's tool subscription joins, so
+// each request goes to one worker.
+const queueGroup = micro.DefaultQueueGroup
+
+// DefaultShutdownGrace is how long Stop lets in-flight requests finish
+// before it ends the ones still waiting.
+const DefaultShutdownGrace = 10 * time.Second
+
+// ErrStopping is the cause of a handler context ended because the service
+// stops and its shutdown grace is over. A handler that was only waiting
+// (for a run's outcome, say) answers what it knows then instead of failing;
+// see Stopping.
+var ErrStopping = errors.New("worker is stopping")
+
+// Stopping reports whether ctx ended because the service stopped: the
+// handler's wait was cut short by shutdown, not by its own deadline.
+func Stopping(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), ErrStopping)
+}
 
 // Request is one tool call after the transport checks: size, identity.
 type Request struct {
@@ -47,19 +74,55 @@ type ServiceOptions struct {
 	MaxInFlight int
 }
 
-// Service is the running micro service of one worker.
+// Service is the running tool service of one worker: one queue
+// subscription for every tool request, and the micro monitoring subjects
+// ($SRV.PING, $SRV.INFO, $SRV.STATS) answered with per-tool endpoints.
+//
+// It does not use micro's own service: micro counts a request, its error
+// and its processing time when the endpoint handler returns, and our
+// handlers answer later from their own goroutine, so micro reported no
+// thrown errors and only the synchronous part of the latency. It also needs
+// one subscription per endpoint, and answering the unknown tools took a
+// catch-all that received every request a second time.
 type Service struct {
-	nc     *nats.Conn
-	svc    micro.Service
+	nc      *nats.Conn
+	names   Names
+	verify  *Verifier
+	log     *slog.Logger
+	id      string
+	started time.Time
+
+	tools   map[string]*endpoint
+	known   string // the sorted tool names, for the 404 text
+	sub     *nats.Subscription
+	subDone chan struct{} // closed when the subscription delivers no more
+	verbs   []*nats.Subscription
+
+	// ctx is every handler's context: it ends, with cause ErrStopping, once
+	// Stop's grace is over.
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
 	sem    chan struct{}
-	log    *slog.Logger
+	once   sync.Once
+
+	mu sync.Mutex // guards the endpoints' stats
 }
 
-// Serve registers one micro endpoint per tool under <prefix>.tools.<tool>,
-// plus a catch-all that answers 404 for tools nobody serves.
+// endpoint is one tool and its counters.
+type endpoint struct {
+	name, subject string
+	h             Handler
+	requests      int
+	errors        int
+	lastError     string
+	processing    time.Duration
+}
+
+// Serve answers the tools on <prefix>.tools.<tool>, one queue subscription
+// of <prefix>.tools.> dispatching by tool name, so each request is
+// delivered to a worker once; a tool nobody serves gets a 404 that names
+// the known ones.
 func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -67,87 +130,111 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 1024
 	}
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
-		Version:     Version,
-		Description: "agent session tools over NATS",
-	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &Service{
+		nc: nc, names: o.Names, verify: o.Verifier, log: o.Logger,
+		id: rand.Text(), started: time.Now().UTC(),
+		tools: make(map[string]*endpoint, len(tools)), known: strings.Join(slices.Sorted(maps.Keys(tools)), ", "),
+		subDone: make(chan struct{}),
+		ctx:     ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight),
+	}
+	for name, h := range tools {
+		s.tools[name] = &endpoint{name: name, subject: o.Names.Tool(name), h: h}
+	}
+	sub, err := nc.QueueSubscribe(o.Names.ToolsGroup()+".>", queueGroup, s.onRequest)
 	if err != nil {
+		cancel(nil)
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{nc: nc, svc: svc, ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight), log: o.Logger}
-	grp := svc.AddGroup(o.Names.ToolsGroup())
-	for name, h := range tools {
-		if err := grp.AddEndpoint(name, s.wrap(name, h, o.Verifier)); err != nil {
-			s.Stop()
-			return nil, err
-		}
-	}
-	// Own queue group: the catch-all sees every tool request (one member of
-	// the group), and stays silent for known tools, which their own endpoint
-	// answers.
-	unknown := micro.HandlerFunc(func(r micro.Request) {
-		tool := strings.TrimPrefix(r.Subject(), o.Names.ToolsGroup()+".")
-		if _, ok := tools[tool]; ok {
-			return
-		}
-		respondError(r, Errorf(CodeNotFound, "unknown tool %q: known tools are %s", tool, strings.Join(sortedKeys(tools), ", ")))
-	})
-	if err := svc.AddEndpoint("unknown", unknown,
-		micro.WithEndpointSubject(o.Names.ToolsGroup()+".>"),
-		micro.WithEndpointQueueGroup("unknown")); err != nil {
+	sub.SetClosedHandler(func(string) { close(s.subDone) })
+	s.sub = sub
+	if err := s.subscribeVerbs(); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Service) wrap(name string, h Handler, v *Verifier) micro.Handler {
-	return micro.HandlerFunc(func(r micro.Request) {
-		if len(r.Data()) > MaxRequestBytes {
-			respondError(r, Errorf(CodeTooLarge, "request body is %d bytes; the limit is %d bytes (1 MiB)", len(r.Data()), MaxRequestBytes))
-			return
+// onRequest runs on the subscription goroutine: it does the cheap checks
+// and hands the call to a handler goroutine.
+func (s *Service) onRequest(m *nats.Msg) {
+	start := time.Now()
+	name := strings.TrimPrefix(m.Subject, s.names.ToolsGroup()+".")
+	ep, ok := s.tools[name]
+	if !ok {
+		// no endpoint to count it on: it is not one of this service's
+		s.send(m.Reply, errorMsg(Errorf(CodeNotFound, "unknown tool %q: known tools are %s", name, s.known)))
+		return
+	}
+	if len(m.Data) > MaxRequestBytes {
+		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeTooLarge, "request body is %d bytes; the limit is %d bytes (1 MiB)", len(m.Data), MaxRequestBytes)))
+		return
+	}
+	caller, err := s.verify.Verify(m.Header.Get(HeaderToken))
+	if err != nil {
+		e, ok := AsError(err)
+		if !ok {
+			e = Errorf(CodeUnauthorized, "invalid %s header: %v; mint a token with `sessionbus token --as SESSIONKEY`", HeaderToken, err)
 		}
-		caller, err := v.Verify(r.Headers().Get(HeaderToken))
-		if err != nil {
-			e, _ := AsError(err)
-			respondError(r, e)
-			return
+		s.finish(ep, start, m.Reply, errorMsg(e))
+		return
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.ctx.Done():
+		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeUnavailable, "worker is stopping; retry")))
+		return
+	}
+	// Stop waits for this goroutine: the Add happens in the subscription
+	// callback, and Stop waits only after the subscription delivered its
+	// last message and its callback returned.
+	s.wg.Add(1)
+	go func() {
+		defer func() { <-s.sem; s.wg.Done() }()
+		req := &Request{Tool: name, Caller: caller, Body: m.Data, Header: m.Header}
+		s.finish(ep, start, m.Reply, s.handle(ep, req))
+	}()
+}
+
+// handle runs the tool and builds its reply.
+func (s *Service) handle(ep *endpoint, req *Request) *nats.Msg {
+	res, err := ep.h.Handle(s.ctx, req)
+	if err != nil {
+		e, ok := AsError(err)
+		switch {
+		case ok:
+		case Stopping(s.ctx):
+			// cut short by the shutdown, not broken: another worker can
+			// answer it
+			e = Errorf(CodeUnavailable, "worker is stopping; retry")
+		default:
+			s.log.Error("tool failed", "tool", ep.name, "caller", req.Caller.SessionKey, "err", err)
+			e = Errorf(CodeInternal, "internal error in %s; see worker logs", ep.name)
 		}
-		select {
-		case s.sem <- struct{}{}:
-		case <-s.ctx.Done():
-			respondError(r, Errorf(CodeUnavailable, "worker is stopping; retry"))
-			return
-		}
-		// The reply goes out on the connection, not through r: micro reads the
-		// request's error state once the handler returns, which would race
-		// with a goroutine answering later.
-		reply := r.Reply()
-		s.wg.Add(1)
-		go func() {
-			defer func() { <-s.sem; s.wg.Done() }()
-			req := &Request{Tool: name, Caller: caller, Body: r.Data(), Header: nats.Header(r.Headers())}
-			res, err := h.Handle(s.ctx, req)
-			if err != nil {
-				e, ok := AsError(err)
-				if !ok {
-					s.log.Error("tool failed", "tool", name, "caller", caller.SessionKey, "err", err)
-					e = Errorf(CodeInternal, "internal error in %s; see worker logs", name)
-				}
-				s.send(reply, errorMsg(e))
-				return
-			}
-			data, err := encodeReply(res)
-			if err != nil {
-				s.log.Error("encode reply", "tool", name, "err", err)
-				s.send(reply, errorMsg(Errorf(CodeInternal, "internal error encoding %s reply", name)))
-				return
-			}
-			s.send(reply, &nats.Msg{Data: data})
-		}()
-	})
+		return errorMsg(e)
+	}
+	data, err := encodeReply(res)
+	if err != nil {
+		s.log.Error("encode reply", "tool", ep.name, "err", err)
+		return errorMsg(Errorf(CodeInternal, "internal error encoding %s reply", ep.name))
+	}
+	return &nats.Msg{Data: data}
+}
+
+// finish sends the reply and counts the request on its endpoint, with the
+// time from its arrival until the reply was sent; a reply carrying a
+// thrown error counts as an error, as micro counts one.
+func (s *Service) finish(ep *endpoint, start time.Time, reply string, m *nats.Msg) {
+	s.send(reply, m)
+	took := time.Since(start)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ep.requests++
+	ep.processing += took
+	if code := m.Header.Get(HeaderServiceCode); code != "" {
+		ep.errors++
+		ep.lastError = code + ":" + m.Header.Get(HeaderServiceErr)
+	}
 }
 
 // encodeReply passes already-encoded results through: a tool that had to
@@ -179,23 +266,104 @@ func errorMsg(e *Error) *nats.Msg {
 	}
 }
 
-func respondError(r micro.Request, e *Error) {
-	body, _ := json.Marshal(e)
-	_ = r.Error(strconv.Itoa(e.Code), e.Message, body)
-}
-
-// Stop drains in-flight handlers and removes the service.
-func (s *Service) Stop() {
-	s.cancel()
-	_ = s.svc.Stop()
-	s.wg.Wait()
-}
-
-func sortedKeys(m map[string]Handler) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// subscribeVerbs answers the micro monitoring subjects, for all services,
+// for this service's name and for this instance, as micro does.
+func (s *Service) subscribeVerbs() error {
+	for _, v := range []micro.Verb{micro.PingVerb, micro.InfoVerb, micro.StatsVerb} {
+		for _, subj := range []string{
+			micro.APIPrefix + "." + v.String(),
+			micro.APIPrefix + "." + v.String() + "." + ServiceName,
+			micro.APIPrefix + "." + v.String() + "." + ServiceName + "." + s.id,
+		} {
+			sub, err := s.nc.Subscribe(subj, func(m *nats.Msg) {
+				var res any
+				switch v {
+				case micro.PingVerb:
+					res = micro.Ping{ServiceIdentity: s.identity(), Type: micro.PingResponseType}
+				case micro.InfoVerb:
+					res = s.Info()
+				default:
+					res = s.Stats()
+				}
+				data, _ := json.Marshal(res)
+				if err := m.Respond(data); err != nil {
+					s.log.Debug("answer "+subj, "err", err)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			s.verbs = append(s.verbs, sub)
+		}
 	}
-	sort.Strings(out)
+	return nil
+}
+
+func (s *Service) identity() micro.ServiceIdentity {
+	return micro.ServiceIdentity{Name: ServiceName, ID: s.id, Version: Version, Metadata: map[string]string{}}
+}
+
+// sortedEndpoints is the endpoints by tool name.
+func (s *Service) sortedEndpoints() []*endpoint {
+	out := slices.Collect(maps.Values(s.tools))
+	slices.SortFunc(out, func(a, b *endpoint) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// Info is what `nats micro info sessionbus` shows: one endpoint per tool.
+func (s *Service) Info() micro.Info {
+	info := micro.Info{ServiceIdentity: s.identity(), Type: micro.InfoResponseType, Description: description, Endpoints: []micro.EndpointInfo{}}
+	for _, ep := range s.sortedEndpoints() {
+		info.Endpoints = append(info.Endpoints, micro.EndpointInfo{Name: ep.name, Subject: ep.subject, QueueGroup: queueGroup})
+	}
+	return info
+}
+
+// Stats is what `nats micro stats sessionbus` shows: per tool, the requests
+// answered, the thrown errors among them and the time until each reply.
+func (s *Service) Stats() micro.Stats {
+	st := micro.Stats{ServiceIdentity: s.identity(), Type: micro.StatsResponseType, Started: s.started, Endpoints: []*micro.EndpointStats{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ep := range s.sortedEndpoints() {
+		e := &micro.EndpointStats{
+			Name: ep.name, Subject: ep.subject, QueueGroup: queueGroup,
+			NumRequests: ep.requests, NumErrors: ep.errors, LastError: ep.lastError,
+			ProcessingTime: ep.processing,
+		}
+		if ep.requests > 0 {
+			e.AverageProcessingTime = ep.processing / time.Duration(ep.requests)
+		}
+		st.Endpoints = append(st.Endpoints, e)
+	}
+	return st
+}
+
+// Stop is Shutdown with DefaultShutdownGrace.
+func (s *Service) Stop() { s.Shutdown(DefaultShutdownGrace) }
+
+// Shutdown drains first: it stops taking requests, answers every request
+// already delivered, and lets in-flight handlers finish. Handlers still
+// running after grace see their context end with cause ErrStopping (a
+// waiting sessions_send then answers as on its soft timeout; a handler
+// that fails on it is answered 503), and requests still queued for a
+// handler slot get a 503. It returns when every reply is on the server.
+func (s *Service) Shutdown(grace time.Duration) {
+	s.once.Do(func() {
+		cut := time.AfterFunc(grace, func() { s.cancel(ErrStopping) })
+		defer cut.Stop()
+		for _, v := range s.verbs {
+			_ = v.Unsubscribe()
+		}
+		if err := s.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			s.log.Warn("drain tool requests", "err", err)
+			_ = s.sub.Unsubscribe()
+		}
+		<-s.subDone
+		s.wg.Wait()
+		s.cancel(ErrStopping)
+		if err := s.nc.FlushTimeout(5 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			s.log.Warn("flush replies", "err", err)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/runs"
@@ -265,10 +266,12 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		last, werr = d.Runs.Wait(wctx, runID)
 	}
 	if werr != nil && (last == nil || !last.Terminal()) {
-		if errors.Is(werr, context.DeadlineExceeded) {
+		if errors.Is(werr, context.DeadlineExceeded) || bus.Stopping(wctx) {
 			// soft timeout (PR #76484): the run goes on, a late reply is
 			// still delivered by the A2A flow. A run no gateway took yet
-			// gets its pending record now.
+			// gets its pending record now. A wait that the worker's
+			// shutdown cut short is the same case: the run stays queued
+			// and completes without this worker.
 			if last == nil && waiter != nil {
 				pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				err := d.Runs.RecordPending(pctx, rec)

@@ -484,3 +484,54 @@ func TestSendHopBound(t *testing.T) {
 		t.Errorf("new chain record %+v", rec)
 	}
 }
+
+// TestSendCutShortByShutdown: a send waiting on a run no gateway took yet,
+// when its worker shuts down, answers as on its soft timeout (accepted,
+// with its runId) and leaves the run's pending record; the run stays
+// queued for a gateway.
+func TestSendCutShortByShutdown(t *testing.T) {
+	s := sendStack(t, nil)
+	s.Import(handlers.ImportOptions{SessionKey: peerKey, Label: "peer"}, `{"role":"user","content":"x"}`)
+	type answer struct {
+		res map[string]any
+		err error
+	}
+	ans := make(chan answer, 1)
+	go func() {
+		res, err := s.Call(mainKey, "sessions_send", `{"sessionKey":"agent:main:peer","message":"queued","timeoutSeconds":60}`)
+		ans <- answer{res, err}
+	}()
+	bustest.WaitFor(t, 10*time.Second, "the run queued", func() bool { return queued(t, s) == 1 })
+	s.Worker.Shutdown(200 * time.Millisecond)
+	var a answer
+	select {
+	case a = <-ans:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting send did not answer after the shutdown")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	wantShape(t, a.res, map[string]any{"status": "accepted", "sessionKey": peerKey, "delivery": map[string]any{"status": "accepted", "mode": "announce"}})
+	js, err := jetstream.New(s.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, s.Worker.Deps.Names.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, a.res["runId"].(string))
+	if err != nil {
+		t.Fatalf("no record of the accepted run: %v", err)
+	}
+	var rec runs.Record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.Status != runs.Pending {
+		t.Fatalf("record of the accepted run: %s %v; want pending", e.Value(), err)
+	}
+	if n := queued(t, s); n != 1 {
+		t.Fatalf("%d runs queued after the shutdown, want the one still waiting for a gateway", n)
+	}
+}

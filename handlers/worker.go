@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +25,7 @@ type Worker struct {
 	Deps  *Deps
 	svc   *bus.Service
 	guard *bus.Guard
+	once  sync.Once
 }
 
 // StartWorker creates the streams and buckets it needs (idempotently),
@@ -72,10 +74,18 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	return w, nil
 }
 
-// Stop drains in-flight requests, then stops following the index.
-func (w *Worker) Stop() {
-	w.svc.Stop()
-	w.close()
+// Stop is Shutdown with bus.DefaultShutdownGrace.
+func (w *Worker) Stop() { w.Shutdown(bus.DefaultShutdownGrace) }
+
+// Shutdown drains first: it stops taking requests and lets the ones in
+// flight finish; a sessions_send still waiting on its run after grace
+// answers accepted with its runId, as on its soft timeout. Then it closes
+// what the worker opened, which the handlers in flight were still using.
+func (w *Worker) Shutdown(grace time.Duration) {
+	w.once.Do(func() {
+		w.svc.Shutdown(grace)
+		w.close()
+	})
 }
 
 // close releases everything the worker opened: the run watch, the

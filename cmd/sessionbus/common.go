@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -91,10 +92,36 @@ func failLine(stderr io.Writer, name string, err error) error {
 	return err
 }
 
-// waitForSignal blocks until SIGINT or SIGTERM.
-func waitForSignal() {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	<-sigs
+// catchStop catches SIGINT and SIGTERM from now on, for a long-running
+// command to shut down in order. Commands call it before they start, so a
+// signal sent the moment "ready" is printed (or during start-up) is a
+// clean shutdown, not the default death of the process.
+func catchStop() (sigs <-chan os.Signal, release func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// closeConn is the last step of a long-running command's shutdown: a
+// round trip first, so the server has processed every reply, ack and nak
+// published before; serve's embedded server shuts down right after, and
+// could drop what was still in the socket.
+func closeConn(nc *nats.Conn) {
+	_ = nc.FlushTimeout(5 * time.Second)
+	nc.Close()
+}
+
+// shutdownGraceFlag is --shutdown-grace of the commands that run workers.
+func shutdownGraceFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("shutdown-grace", bus.DefaultShutdownGrace,
+		"on SIGINT/SIGTERM, how long requests in flight may still finish; a sessions_send still waiting then answers accepted with its runId")
+}
+
+// checkShutdownGrace refuses a negative --shutdown-grace.
+func checkShutdownGrace(name string, grace time.Duration, stderr io.Writer) bool {
+	if grace < 0 {
+		_ = failLine(stderr, name, fmt.Errorf("--shutdown-grace %v is negative: use 0 (end waits at once) or more", grace))
+		return false
+	}
+	return true
 }

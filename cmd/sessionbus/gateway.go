@@ -30,6 +30,8 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "gateway", fmt.Errorf("--ack-wait %v is too short: use 1s or more (a heartbeat every third of it keeps a long run)", *ackWait))
 		return 2
 	}
+	sigs, release := catchStop()
+	defer release()
 	log, cfg, err := commandSetup("gateway", *cfgPath, *logLevel, stderr)
 	if err != nil {
 		return 1
@@ -44,7 +46,7 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "gateway", err)
 		return 1
 	}
-	defer nc.Close()
+	defer closeConn(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	g, err := gateway.StartWithOptions(ctx, nc, cfg, op, *id, log, gateway.Options{Concurrency: *concurrency, AckWait: *ackWait})
 	cancel()
@@ -54,7 +56,10 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer g.Stop()
 	fmt.Fprintln(stdout, "ready", *id)
-	waitForSignal()
+	<-sigs
+	// Stop hands the turns it interrupts back to the queue, so another
+	// replica (or this one, restarted) runs them and their callers still
+	// get the outcome.
 	log.Info("shutting down")
 	return 0
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,9 +26,15 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	runDemo := fs.Bool("demo", false, "add sample sessions, run a scenario against the tools, print commands to try")
 	syncAlways := fs.Bool("sync-always", false, "fsync every JetStream write (slower, survives power loss)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	grace := shutdownGraceFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if !checkShutdownGrace("serve", *grace, stderr) {
+		return 2
+	}
+	sigs, release := catchStop()
+	defer release()
 	log, cfg, err := commandSetup("serve", *cfgPath, *logLevel, stderr)
 	if err != nil {
 		return 1
@@ -55,27 +58,30 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	defer nc.Close()
+	defer closeConn(nc)
 	w, err := startWorker(nc, cfg, op.PublicKey(), log)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	defer w.Stop()
+	// Drain first: the worker stops taking requests and lets the ones in
+	// flight finish while this gateway still runs their turns; only then
+	// does the gateway stop (a nil one does nothing).
+	var gw *gateway.Gateway
+	defer func() {
+		w.Shutdown(*grace)
+		gw.Stop()
+	}()
 	if !*noGateway {
 		gctx, gcancel := context.WithTimeout(context.Background(), 60*time.Second)
-		gw, err := gateway.Start(gctx, nc, cfg, op, "serve", log)
+		gw, err = gateway.Start(gctx, nc, cfg, op, "serve", log)
 		gcancel()
 		if err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve:", err)
 			return 1
 		}
-		defer gw.Stop()
 	}
 	fmt.Fprintln(stdout, "ready", srv.URL())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	if *runDemo {
 		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		err := demo.Run(dctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: *data, URL: srv.URL(), Out: stdout})
@@ -86,7 +92,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	<-sigs
-	log.Info("shutting down")
+	log.Info("shutting down", "grace", *grace)
 	return 0
 }
 
@@ -97,9 +103,15 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	issuer := fs.String("issuer", "", "operator public key to trust instead of reading --creds")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	grace := shutdownGraceFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if !checkShutdownGrace("worker", *grace, stderr) {
+		return 2
+	}
+	sigs, release := catchStop()
+	defer release()
 	log, cfg, err := commandSetup("worker", *cfgPath, *logLevel, stderr)
 	if err != nil {
 		return 1
@@ -118,15 +130,16 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "worker", err)
 		return 1
 	}
-	defer nc.Close()
+	defer closeConn(nc)
 	w, err := startWorker(nc, cfg, pub, log)
 	if err != nil {
 		_ = failLine(stderr, "worker", err)
 		return 1
 	}
-	defer w.Stop()
+	defer w.Shutdown(*grace)
 	fmt.Fprintln(stdout, "ready", *server)
-	waitForSignal()
+	<-sigs
+	log.Info("shutting down", "grace", *grace)
 	return 0
 }
 
