@@ -12,7 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
-// sessions_list limits (reference §1.1 [B], seed 000).
+// sessions_list limits, OpenClaw's (docs/tools.md).
 const (
 	listDefaultLimit   = 100
 	listMaxLimit       = 200

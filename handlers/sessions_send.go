@@ -18,7 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
-// sessions_send limits and defaults (reference §1.3, seed 000).
+// sessions_send limits and defaults, OpenClaw's (docs/tools.md).
 const (
 	sendDefaultTimeoutSeconds = 30
 	sendLabelMaxLength        = 512
@@ -28,7 +28,7 @@ const (
 	deliveryModeAnnounce      = "announce"
 )
 
-// Exact reference strings of §4.1.
+// OpenClaw's exact error strings for target selection.
 const (
 	errSendBothTargets     = "Provide either sessionKey or label (not both)."
 	errSendNoTarget        = "Either sessionKey or label is required"
@@ -46,7 +46,8 @@ type sendDelivery struct {
 	Mode   string `json:"mode"`
 }
 
-// sendResult is every shape of §1.3; runId is always present.
+// sendResult is every result shape of sessions_send (docs/tools.md); runId is
+// always present.
 type sendResult struct {
 	RunID           string        `json:"runId"`
 	Status          string        `json:"status"`
@@ -114,7 +115,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	}
 	earlyID := sessions.NewID()
 
-	// §4.1 target selection, in order.
+	// Target selection, in OpenClaw's order.
 	if sp.hasKey && sp.hasLabel {
 		return sendFail(earlyID, "error", errSendBothTargets, ""), nil
 	}
@@ -141,7 +142,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	}
 	target := res.key
 
-	// send policy (§4.6): enforced where the run is started, after target
+	// send policy (session.sendPolicy): enforced where the run is started, after target
 	// resolution; the entry's override wins over config.
 	var override, channel, chatType string
 	if e := res.entry; e != nil {
@@ -296,8 +297,8 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 
 // pingPongTurns is session.agentToAgent.maxPingPongTurns clamped to its
 // range, and 0 for a cron requester: a cron job's session has no one to
-// answer a reply step (reference §4.4 [B], "isolated cron requesters force
-// 0"), so its sends go straight to the announce step.
+// answer a reply step (OpenClaw forces zero ping-pong turns for
+// isolated cron requesters), so its sends go straight to the announce step.
 func pingPongTurns(cfg *config.Config, requesterKey string) int {
 	if rules.IsCronKey(requesterKey) {
 		return 0
@@ -305,7 +306,7 @@ func pingPongTurns(cfg *config.Config, requesterKey string) int {
 	return min(max(cfg.Session.AgentToAgent.MaxPingPongTurns, 0), config.MaxPingPongTurnsLimit)
 }
 
-// resolveSendTarget is steps 6-8 of §4.1: reference resolution, sandbox
+// resolveSendTarget is the last steps of target selection: reference resolution, sandbox
 // check, thread rejection, visibility guard (action send). Like
 // resolveVisible, a denial or miss is decided again after an index sync.
 func (d *Deps) resolveSendTarget(ctx context.Context, r *requester, ref string) (resolved, *sendResult) {
@@ -338,7 +339,7 @@ func (d *Deps) checkSendTarget(r *requester, ref string) (resolved, *sendResult)
 	return res, nil
 }
 
-// lookupLabel is step 4 of §4.1, sessions.resolve by label over the index:
+// lookupLabel is the label step of target selection, sessions.resolve by label over the index:
 // exact label, scoped to the requested agent (or the requester's), and to
 // the requester's children when sandbox-restricted.
 func (d *Deps) lookupLabel(ctx context.Context, r *requester, label, agentID string, hasAgent bool) (string, *failure) {

@@ -342,7 +342,7 @@ func TestSendProvenanceAndRequest(t *testing.T) {
 	}
 }
 
-// A cron job's session sends with ping-pong off (reference §4.4 [B]); the
+// A cron job's session sends with ping-pong off (as OpenClaw does for cron requesters); the
 // announce step still runs.
 func TestSendFromCronRequesterHasNoPingPong(t *testing.T) {
 	s := sendStack(t, func(c *config.Config) { c.Session.AgentToAgent.MaxPingPongTurns = 3 })

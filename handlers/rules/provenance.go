@@ -2,7 +2,7 @@ package rules
 
 import "strings"
 
-// Inter-session provenance (reference §4.2 [B]): the prompt of a message
+// Inter-session provenance: the prompt of a message
 // routed from another session starts with a marker line and an explanation,
 // so the target agent never mistakes it for its own user's instruction.
 const (
