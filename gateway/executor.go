@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -84,6 +85,9 @@ func (g *Gateway) failed(msg jetstream.Msg, req *runqueue.Request, err error, lo
 	}
 	n, _ := g.failures.take(key)
 	n++
+	if permanent(err) {
+		n = max(n, MaxRunFailures) // trying again would fail the same way
+	}
 	if n < MaxRunFailures {
 		g.failures.put(key, n)
 		delay := min(g.retryDelay<<(n-1), MaxRetryDelay)
@@ -109,6 +113,13 @@ func (g *Gateway) failed(msg jetstream.Msg, req *runqueue.Request, err error, lo
 		log.Error("gateway: could not record the failed run", "err", rerr)
 	}
 	_ = msg.TermWithReason(reason)
+}
+
+// permanent reports failures that depend on the run alone, never on the
+// state of the servers: its prompt or reply is larger than a transcript
+// entry or than the server's max_payload.
+func permanent(err error) bool {
+	return errors.Is(err, transcripts.ErrEntryTooLarge) || errors.Is(err, nats.ErrMaxPayload)
 }
 
 // laneRetryDelay backs off with the number of deliveries: a queued request
@@ -350,7 +361,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		if req.Provenance != nil {
 			user["provenance"] = req.Provenance
 		}
-		prompt, _ = json.Marshal(user)
+		prompt, _ = bus.Marshal(user)
 		history = append(history, prompt)
 	}
 	if len(history) > historyLimit {
@@ -450,7 +461,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	}
 	if status == runs.OK && !replied {
 		// wave 3
-		data, _ := json.Marshal(map[string]any{
+		data, _ := bus.Marshal(map[string]any{
 			"role":    "assistant",
 			"content": reply,
 			runMarker: marker{Run: req.RunID, Part: "reply"},

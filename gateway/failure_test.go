@@ -54,3 +54,18 @@ func TestPoisonRunRequestTerminated(t *testing.T) {
 		t.Fatalf("poison message redelivered %d times", info.NumRedelivered)
 	}
 }
+
+// A run whose reply can never be stored (larger than a transcript entry)
+// fails at once with the reason, without four retries first.
+func TestRunWithAnOversizedReplyFailsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	e.gateway("gw1", Options{RetryDelay: time.Hour})  // a retry would outlive the test
+	req := e.request("agent:req:main", "req", "huge") // req echoes the message as its reply
+	req.Message = "huge " + strings.Repeat("y", 1<<20)
+	req.Prompt = "short prompt"
+	e.submit(req)
+	rec := e.wait(req.RunID)
+	if rec.Status != runs.Error || !strings.Contains(rec.Error, "too large") {
+		t.Fatalf("record %+v", rec)
+	}
+}

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -75,5 +78,35 @@ func TestOversizedRequestsDoNotStarveGoodOnes(t *testing.T) {
 	t.Logf("good answered %d, failed %d; oversized refused %d, otherwise %d", good.Load(), failed.Load(), refused.Load(), wrongRefusal.Load())
 	if failed.Load() != 0 || wrongRefusal.Load() != 0 {
 		t.Fatalf("%d good requests failed, %d oversized ones not refused with a 413 (first: %v)", failed.Load(), wrongRefusal.Load(), firstBad)
+	}
+}
+
+// The largest send a tool accepts (a body just under 1 MiB) queues a run
+// request that carries the message twice (as sent and as the annotated
+// prompt) and again in the agent-to-agent flow's steps, with its replies:
+// the server's max_payload must leave room for all of them, and the send
+// and its flow must complete.
+func TestLargestSendFitsMaxPayload(t *testing.T) {
+	s, _ := sendStack(t, func(c *config.Config) {
+		c.Tools.Sessions.Visibility = "agent"
+		c.Session.AgentToAgent.MaxPingPongTurns = 1
+		c.Agents.List = []config.Agent{scriptAgent("main",
+			map[string]any{"match": "^big", "reply": "got it"},
+			map[string]any{"match": "^got it", "reply": "REPLY_SKIP"},
+			map[string]any{"match": "^Agent-to-agent announce step", "reply": "ANNOUNCE_SKIP"},
+		)}
+	})
+	// <, > and & as well: JSON encoders that escape them make a message
+	// six times longer
+	message := "big " + strings.Repeat("x<&>", (bus.MaxRequestBytes-16<<10)/4)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]any{"sessionKey": "agent:main:big", "message": message, "timeoutSeconds": 30}); err != nil || buf.Len() > bus.MaxRequestBytes {
+		t.Fatalf("request body %d bytes (%v) is over the tool limit", buf.Len(), err)
+	}
+	res := s.MustCall(mainKey, "sessions_send", buf.String())
+	if res["status"] != "ok" || res["reply"] != "got it" {
+		t.Fatalf("largest send: %.300v", res)
 	}
 }

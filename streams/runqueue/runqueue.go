@@ -5,9 +5,7 @@
 package runqueue
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -243,17 +241,12 @@ func (q *Queue) markUnqueued(ctx context.Context, recs *runs.Records, runID stri
 // Publish queues a run request (also used for A2A continuation steps,
 // whose message id is runId + step).
 func (q *Queue) Publish(ctx context.Context, req *Request) error {
-	// No HTML escaping: it writes <, > and & as six bytes each, and a run
-	// request carries whole messages, which must fit the server's
-	// max_payload.
-	var body bytes.Buffer
-	enc := json.NewEncoder(&body)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(req); err != nil {
+	body, err := bus.Marshal(req) // carries whole messages: no HTML escaping
+	if err != nil {
 		return err
 	}
 	msg := nats.NewMsg(q.names.Runs(req.AgentID))
-	msg.Data = body.Bytes()
+	msg.Data = body
 	msg.Header.Set(HeaderChainID, req.ChainID)
 	msg.Header.Set(HeaderHop, fmt.Sprint(req.Hop))
 	id := req.RunID
