@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -151,6 +152,13 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 	if err := s.subscribeVerbs(); err != nil {
 		s.Stop()
 		return nil, err
+	}
+	// One round trip, so the server holds the subscriptions when Serve
+	// returns: a caller told the worker is ready must not get "no
+	// responders".
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("register the tool subscriptions: %w", err)
 	}
 	return s, nil
 }
