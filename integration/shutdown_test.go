@@ -20,10 +20,11 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 )
 
-// shutdownConfig makes every turn of agent main take 4 s, longer than the
-// shutdown grace the test gives serve, so the sends are still waiting when
-// the grace ends. The announce step after each run is answered at once.
-const shutdownConfig = `
+// slowTurns is a config whose agent main takes delayMs for every turn, so
+// sends are still waiting when a process gets SIGTERM; the announce step
+// after each run is answered at once.
+func slowTurns(delayMs int) string {
+	return fmt.Sprintf(`
 tools:
   sessions:
     visibility: all
@@ -39,9 +40,10 @@ agents:
           - match: "^Agent-to-agent announce step"
             reply: "ANNOUNCE_SKIP"
           - match: ".*"
-            delayMs: 4000
+            delayMs: %d
             reply: "done {{message}}"
-`
+`, delayMs)
+}
 
 const shutdownSends = 20
 
@@ -52,7 +54,7 @@ const shutdownSends = 20
 func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	_, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", shutdownConfig)
+	_, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", slowTurns(4000)) // longer than the grace serve gets
 	addr := freePort(t)
 	url := "nats://" + addr
 	args := []string{"serve", "--data", data, "--listen", addr, "--config", cfgPath, "--log-level", "warn", "--shutdown-grace", "1s"}
@@ -209,28 +211,6 @@ func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	}
 }
 
-// workerGatewayConfig gives every turn 2 s, so a send is still waiting when
-// its worker or gateway gets SIGTERM.
-const workerGatewayConfig = `
-tools:
-  sessions:
-    visibility: all
-session:
-  agentToAgent:
-    maxPingPongTurns: 0
-agents:
-  list:
-    - id: main
-      runtime: script
-      script:
-        rules:
-          - match: "^Agent-to-agent announce step"
-            reply: "ANNOUNCE_SKIP"
-          - match: ".*"
-            delayMs: 2000
-            reply: "done {{message}}"
-`
-
 // TestWorkerAndGatewaySIGTERM: a worker process that gets SIGTERM while a
 // send waits lets the send finish within its grace (the true answer, ok
 // with the reply); a gateway process that gets SIGTERM mid-turn hands the
@@ -240,7 +220,7 @@ func TestWorkerAndGatewaySIGTERM(t *testing.T) {
 	s := bustest.Server(t)
 	nc, js := bustest.Connect(t, s)
 	dir := t.TempDir()
-	cfg, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", workerGatewayConfig)
+	cfg, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", slowTurns(2000))
 	op, err := bus.NewOperator()
 	if err != nil {
 		t.Fatal(err)
