@@ -119,7 +119,7 @@ func (g *Guard) recreate(r Recreatable, name string) {
 	g.log.Error("stream deleted under a running process: its data is gone; recreating it empty", "stream", name)
 	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
 	defer cancel()
-	if err := Retry(ctx, func() error { return r.Recreate(ctx, name) }); err != nil && g.ctx.Err() == nil {
+	if err := AfterDeletion(ctx, func() error { return r.Recreate(ctx, name) }); err != nil && g.ctx.Err() == nil {
 		g.log.Error("recreating a deleted stream failed; calls that need it fail until it exists again", "stream", name, "err", err)
 	}
 }
@@ -144,6 +144,26 @@ func Retry(ctx context.Context, fn func() error) error {
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// DeletionGrace is how long a process waits after a stream's deletion is
+// announced before it creates the stream again. The server announces the
+// deletion before it has removed the stream's files, and a stream created
+// at once was measured to fail (10049) or, rarely, to come back holding the
+// deleted messages.
+const DeletionGrace = 500 * time.Millisecond
+
+// AfterDeletion waits DeletionGrace, then calls fn until it succeeds or ctx
+// ends (see Retry).
+func AfterDeletion(ctx context.Context, fn func() error) error {
+	t := time.NewTimer(DeletionGrace)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	return Retry(ctx, fn)
 }
 
 // Stop ends every subscription.

@@ -40,8 +40,12 @@ type Index struct {
 	deleted *nats.Subscription
 	stopped bool
 	// life0 ends with Stop, so a recovery in progress gives up then.
-	life0 context.Context
-	end   context.CancelFunc
+	life0  context.Context
+	end    context.CancelFunc
+	checks sync.WaitGroup
+	// recovering serializes recover: the advisory and the check may both
+	// call it for one deletion.
+	recovering sync.Mutex
 }
 
 type orderItem struct {
@@ -83,6 +87,8 @@ func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *
 		return nil, fmt.Errorf("follow deletion of the sessions bucket: %w", err)
 	}
 	ix.deleted = sub
+	ix.checks.Add(1)
+	go ix.check()
 	return ix, nil
 }
 
@@ -135,7 +141,34 @@ func (ix *Index) watch(ctx context.Context) error {
 // index empties (the entries are gone), the bucket is created again empty,
 // and a new watch follows it from its start. Until that succeeds, Sync and
 // WaitApplied fail with the reason and nothing is listed.
+// check looks at the bucket's stream every bus.CheckEvery: a deletion whose
+// advisory this process missed (it was reconnecting, say) shows as a
+// missing stream or one created after the one the index follows.
+func (ix *Index) check() {
+	defer ix.checks.Done()
+	t := time.NewTicker(bus.CheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ix.life0.Done():
+			return
+		case <-t.C:
+		}
+		ix.life.Lock()
+		followed := ix.stream.CachedInfo().Created
+		ix.life.Unlock()
+		ctx, cancel := context.WithTimeout(ix.life0, 5*time.Second)
+		st, err := ix.store.js.Stream(ctx, bus.KVStream(ix.store.KV().Bucket()))
+		cancel()
+		if errors.Is(err, jetstream.ErrStreamNotFound) || (err == nil && !st.CachedInfo().Created.Equal(followed)) {
+			ix.recover()
+		}
+	}
+}
+
 func (ix *Index) recover() {
+	ix.recovering.Lock()
+	defer ix.recovering.Unlock()
 	bucket := ix.store.KV().Bucket()
 	ix.log.Error("session index: the sessions bucket was deleted; every session entry is gone; recreating it empty", "bucket", bucket)
 	ix.stopWatch()
@@ -152,7 +185,7 @@ func (ix *Index) recover() {
 	}
 	ctx, cancel := context.WithTimeout(ix.life0, 30*time.Second)
 	defer cancel()
-	err := bus.Retry(ctx, func() error { return ix.store.recreate(ctx) })
+	err := bus.AfterDeletion(ctx, func() error { return ix.store.recreate(ctx) })
 	if err == nil {
 		ix.mu.Lock()
 		ix.err = nil
@@ -409,6 +442,7 @@ func (ix *Index) Stop() {
 	sub := ix.deleted
 	ix.life.Unlock()
 	ix.end()
+	ix.checks.Wait()
 	if sub != nil {
 		_ = sub.Unsubscribe()
 	}
