@@ -208,3 +208,46 @@ func (e *env) runList(ctx context.Context, n int) (Result, error) {
 	r.ReplyBytes = len(first)
 	return r, err
 }
+
+// runListLabel100k and runListSearch100k filter 100k sessions down to the
+// one sub-agent labelled "research task N" (the newest-but-one of the
+// inventory's labels, so a walk in updatedAt order finds no early match to
+// stop at): by exact label, which has its own index, and by search, a
+// substring of key, label, display name, subject or sessionId, which walks
+// every entry.
+func runListLabel100k(ctx context.Context, e *env) (Result, error) {
+	return e.runListFiltered(ctx, e.sz.list100k, "label")
+}
+
+func runListSearch100k(ctx context.Context, e *env) (Result, error) {
+	return e.runListFiltered(ctx, e.sz.list100k, "search")
+}
+
+func (e *env) runListFiltered(ctx context.Context, n int, filter string) (Result, error) {
+	if err := e.ensureSessions(ctx, n); err != nil {
+		return Result{}, err
+	}
+	i := n - 1 - (n-1)%10 - 1 // a sub-agent (i % 10 == 9), labelled
+	label := listEntry(i, 0).Label
+	params, _ := json.Marshal(map[string]any{filter: label, "limit": 100})
+	cctx, cancel := opCtx(ctx)
+	defer cancel()
+	first, err := bus.Call(cctx, e.nc, e.names, e.token, "sessions_list", params)
+	if err != nil {
+		return Result{}, err
+	}
+	var chk struct {
+		Count int `json:"count"`
+	}
+	if err := json.Unmarshal(first, &chk); err != nil || chk.Count != 1 {
+		return Result{}, fmt.Errorf("sessions_list %s: count %d (%v), want 1: %.300s", params, chk.Count, err, first)
+	}
+	r, err := measure(ctx, e.sz.list, func() error {
+		_, err := bus.Call(cctx, e.nc, e.names, e.token, "sessions_list", params)
+		return err
+	})
+	r.Dataset = fmt.Sprintf("%s matching 1 of %d sessions, visibility agent", filter, n)
+	r.ReplyBytes = len(first)
+	return r, err
+}
+

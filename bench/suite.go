@@ -112,6 +112,8 @@ var registry = []spec{
 	{name: "send_throughput_2gw_delay20", baseline: "send_wait", run: runSendThroughput2gwDelay20},
 	{name: "list_10k", baseline: "raw_request_reply", run: runList10k},
 	{name: "list_100k", baseline: "raw_request_reply", run: runList100k},
+	{name: "list_label_100k", baseline: "raw_request_reply", run: runListLabel100k},
+	{name: "list_search_100k", baseline: "raw_request_reply", run: runListSearch100k},
 	{name: "raw_direct_get_50", isBase: true, run: runRawDirectGet50},
 	{name: "transcript_tail_interleaved", baseline: "raw_direct_get_50", run: runTranscriptTailInterleaved},
 	{name: "transcript_tail_1m", baseline: "raw_direct_get_50", run: runTranscriptTail1M},

@@ -246,7 +246,11 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		}
 	}
 	if r.visibility == rules.VisibilityAgent || r.visibility == rules.VisibilityAll {
-		if !r.restrictToSpawned {
+		switch {
+		case r.restrictToSpawned:
+		case q.label != "": // a label matches few sessions: walk only those
+			d.Index.EachLabeled(q.label, consider)
+		default:
 			d.Index.Each(consider)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ type Index struct {
 	byKey       map[string]*Entry
 	order       *btree.BTreeG[orderItem]
 	children    map[string]map[string]struct{}
+	byLabel     map[string]map[string]struct{}
 	bySessionID map[string][]string
 	applied     uint64
 	err         error
@@ -97,6 +99,7 @@ func (ix *Index) clear() {
 	ix.byKey = make(map[string]*Entry)
 	ix.order = btree.NewG(32, orderLess)
 	ix.children = make(map[string]map[string]struct{})
+	ix.byLabel = make(map[string]map[string]struct{})
 	ix.bySessionID = make(map[string][]string)
 	ix.applied = 0
 	ix.err = nil
@@ -284,15 +287,33 @@ func (ix *Index) link(e *Entry) {
 	ix.byKey[e.Key] = e
 	ix.order.ReplaceOrInsert(orderItem{e.UpdatedAt, e.Key})
 	for _, p := range parents(e) {
-		set := ix.children[p]
-		if set == nil {
-			set = make(map[string]struct{})
-			ix.children[p] = set
-		}
-		set[e.Key] = struct{}{}
+		addTo(ix.children, p, e.Key)
+	}
+	if e.Label != "" {
+		addTo(ix.byLabel, e.Label, e.Key)
 	}
 	if e.SessionID != "" {
 		ix.bySessionID[e.SessionID] = append(ix.bySessionID[e.SessionID], e.Key)
+	}
+}
+
+// addTo and removeFrom keep a map of key sets (children by parent, keys by
+// label).
+func addTo(m map[string]map[string]struct{}, k, v string) {
+	set := m[k]
+	if set == nil {
+		set = make(map[string]struct{})
+		m[k] = set
+	}
+	set[v] = struct{}{}
+}
+
+func removeFrom(m map[string]map[string]struct{}, k, v string) {
+	if set := m[k]; set != nil {
+		delete(set, v)
+		if len(set) == 0 {
+			delete(m, k)
+		}
 	}
 }
 
@@ -300,12 +321,10 @@ func (ix *Index) unlink(e *Entry) {
 	delete(ix.byKey, e.Key)
 	ix.order.Delete(orderItem{e.UpdatedAt, e.Key})
 	for _, p := range parents(e) {
-		if set := ix.children[p]; set != nil {
-			delete(set, e.Key)
-			if len(set) == 0 {
-				delete(ix.children, p)
-			}
-		}
+		removeFrom(ix.children, p, e.Key)
+	}
+	if e.Label != "" {
+		removeFrom(ix.byLabel, e.Label, e.Key)
 	}
 	if e.SessionID != "" {
 		keys := ix.bySessionID[e.SessionID]
@@ -426,6 +445,32 @@ func (ix *Index) Each(fn func(*Entry) bool) {
 	ix.order.Ascend(func(it orderItem) bool {
 		return fn(ix.byKey[it.key])
 	})
+}
+
+// EachLabeled is Each over the entries whose label is label only: a list
+// filtered by label costs its matches, not the whole index.
+func (ix *Index) EachLabeled(label string, fn func(*Entry) bool) {
+	ix.mu.RLock()
+	set := ix.byLabel[label]
+	es := make([]*Entry, 0, len(set))
+	for k := range set {
+		es = append(es, ix.byKey[k])
+	}
+	ix.mu.RUnlock()
+	slices.SortFunc(es, func(a, b *Entry) int {
+		switch {
+		case orderLess(orderItem{a.UpdatedAt, a.Key}, orderItem{b.UpdatedAt, b.Key}):
+			return -1
+		case orderLess(orderItem{b.UpdatedAt, b.Key}, orderItem{a.UpdatedAt, a.Key}):
+			return 1
+		}
+		return 0
+	})
+	for _, e := range es {
+		if !fn(e) {
+			return
+		}
+	}
 }
 
 // Len is the number of indexed sessions.

@@ -131,3 +131,51 @@ func TestIndexFollowsADeletedBucket(t *testing.T) {
 		t.Fatalf("after recreation: b=%v a=%v len=%d", ix.Get("agent:main:b") != nil, ix.Get("agent:main:a") != nil, ix.Len())
 	}
 }
+
+// EachLabeled walks the entries with one label, newest first as Each does,
+// and follows relabelling and deletion.
+func TestIndexEachLabeled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s)
+	store, err := Open(ctx, js, bus.NewNames(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := StartIndex(ctx, js, store, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Stop()
+	for i, e := range []*Entry{
+		{Key: "agent:main:a", Label: "x", UpdatedAt: 10},
+		{Key: "agent:main:b", Label: "y", UpdatedAt: 20},
+		{Key: "agent:main:c", Label: "x", UpdatedAt: 30},
+		{Key: "agent:main:d", Label: "x", UpdatedAt: 30},
+	} {
+		if _, err := store.Create(ctx, e); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	labeled := func(label string) []string {
+		if err := ix.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		ix.EachLabeled(label, func(e *Entry) bool { keys = append(keys, e.Key); return true })
+		return keys
+	}
+	if got := fmt.Sprint(labeled("x")); got != "[agent:main:c agent:main:d agent:main:a]" {
+		t.Fatalf("label x: %s", got)
+	}
+	if _, _, err := store.Update(ctx, "agent:main:c", func(e *Entry) error { e.Label = "y"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, "agent:main:a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(labeled("x"), labeled("y")); got != "[agent:main:d] [agent:main:c agent:main:b]" {
+		t.Fatalf("after relabel and delete: %s", got)
+	}
+}
