@@ -250,4 +250,3 @@ func (e *env) runListFiltered(ctx context.Context, n int, filter string) (Result
 	r.ReplyBytes = len(first)
 	return r, err
 }
-
