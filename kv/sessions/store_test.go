@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
@@ -97,19 +98,7 @@ func TestStoreAndIndex(t *testing.T) {
 // it (it listed the deleted sessions forever before), the bucket comes back
 // empty, and what is written to it afterwards is indexed.
 func TestIndexFollowsADeletedBucket(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s := bustest.Server(t)
-	_, js := bustest.Connect(t, s)
-	store, err := Open(ctx, js, bus.NewNames(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := StartIndex(ctx, js, store, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ix.Stop()
+	ctx, js, store, ix := indexed(t)
 	if _, err := store.Create(ctx, &Entry{Key: "agent:main:a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -135,19 +124,7 @@ func TestIndexFollowsADeletedBucket(t *testing.T) {
 // EachLabeled walks the entries with one label, newest first as Each does,
 // and follows relabelling and deletion.
 func TestIndexEachLabeled(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s := bustest.Server(t)
-	_, js := bustest.Connect(t, s)
-	store, err := Open(ctx, js, bus.NewNames(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := StartIndex(ctx, js, store, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ix.Stop()
+	ctx, _, store, ix := indexed(t)
 	for i, e := range []*Entry{
 		{Key: "agent:main:a", Label: "x", UpdatedAt: 10},
 		{Key: "agent:main:b", Label: "y", UpdatedAt: 20},
@@ -178,4 +155,24 @@ func TestIndexEachLabeled(t *testing.T) {
 	if got := fmt.Sprint(labeled("x"), labeled("y")); got != "[agent:main:d] [agent:main:c agent:main:b]" {
 		t.Fatalf("after relabel and delete: %s", got)
 	}
+}
+
+// indexed starts a server, the sessions bucket and an index over it, all
+// stopped when the test ends.
+func indexed(t *testing.T) (context.Context, jetstream.JetStream, *Store, *Index) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s)
+	store, err := Open(ctx, js, bus.NewNames(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := StartIndex(ctx, js, store, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ix.Stop)
+	return ctx, js, store, ix
 }
