@@ -42,16 +42,8 @@ func TestPoisonRunRequestTerminated(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitQueueDrained(t, g)
-	cons, err := g.Queue().Stream().Consumer(context.Background(), e.names.GatewaysConsumer())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cons.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.NumRedelivered != 0 {
-		t.Fatalf("poison message redelivered %d times", info.NumRedelivered)
+	if n := redelivered(t, g); n != 0 {
+		t.Fatalf("poison message redelivered %d times", n)
 	}
 }
 

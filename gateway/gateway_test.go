@@ -409,6 +409,20 @@ func TestRedeliveredRunningRunSkipsAppendedParts(t *testing.T) {
 	}
 }
 
+// redelivered is how many runs the shared consumer delivered more than once.
+func redelivered(t *testing.T, g *Gateway) int {
+	t.Helper()
+	cons, err := g.Queue().Stream().Consumer(context.Background(), g.names.GatewaysConsumer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.NumRedelivered
+}
+
 func waitQueueDrained(t *testing.T, g *Gateway) {
 	t.Helper()
 	bustest.WaitFor(t, 20*time.Second, "queue drained", func() bool {
@@ -659,16 +673,8 @@ func TestHeartbeatKeepsLongRun(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 	waitQueueDrained(t, g)
-	cons, err := g.Queue().Stream().Consumer(context.Background(), e.names.GatewaysConsumer())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cons.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.NumRedelivered != 0 {
-		t.Fatalf("redelivered %d", info.NumRedelivered)
+	if n := redelivered(t, g); n != 0 {
+		t.Fatalf("redelivered %d", n)
 	}
 	if msgs := e.transcript(req.SessionKey); len(msgs) != 2 {
 		t.Fatalf("transcript %v", msgs)

@@ -1,6 +1,7 @@
 package bustest
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -19,4 +20,12 @@ func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 		}
 		<-tick.C
 	}
+}
+
+// Context is a context for one test's server calls: a minute, ended with
+// the test.
+func Context(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
 }

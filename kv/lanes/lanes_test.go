@@ -1,7 +1,6 @@
 package lanes
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -17,11 +16,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+// ctx is the context of one test's server calls.
+var ctx = bustest.Context
 
 func open(t *testing.T) (a, b *Lanes, js jetstream.JetStream) {
 	t.Helper()

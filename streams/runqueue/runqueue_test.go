@@ -17,11 +17,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+// ctx is the context of one test's server calls.
+var ctx = bustest.Context
 
 type fixture struct {
 	*Queue

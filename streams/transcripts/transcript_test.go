@@ -40,11 +40,8 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, nc: nc, js: js, tr: tr, kv: kv}
 }
 
-func ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+// ctx is the context of one test's server calls.
+var ctx = bustest.Context
 
 func body(key string, n int) []byte { return fmt.Appendf(nil, `{"k":%q,"i":%d}`, key, n) }
 
