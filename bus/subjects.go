@@ -87,6 +87,25 @@ func (n Names) A2ABucket() string { return n.Bucket("a2a") }
 // TranscriptIndexBucket holds the transcript entry-to-sequence index.
 func (n Names) TranscriptIndexBucket() string { return n.Bucket("trindex") }
 
+// SubagentsBucket holds the child registry: one record per spawned
+// sub-agent session (its run, requester, outcome and announce delivery).
+func (n Names) SubagentsBucket() string { return n.Bucket("subagents") }
+
+// ClaimsBucket holds exactly-once delivery claims (per-key TTL): the one
+// gateway that created a claim delivers the announce or notice it names.
+func (n Names) ClaimsBucket() string { return n.Bucket("claims") }
+
+// SignalHeadsBucket holds each session's signal-log head (its last
+// sequence and the pruned watermark).
+func (n Names) SignalHeadsBucket() string { return n.Bucket("sigheads") }
+
+// WatchersBucket holds the watch cursors (watcher -> target) of parent
+// notices.
+func (n Names) WatchersBucket() string { return n.Bucket("watchers") }
+
+// Inbound is the request subject a channel adapter brings a human turn in on.
+func (n Names) Inbound() string { return n.p() + ".inbound" }
+
 // Bucket names a KV bucket or object store. With the default prefix the names
 // are exactly DESIGN.md's (`sessions`, `runs`, ...).
 func (n Names) Bucket(name string) string {
