@@ -59,6 +59,9 @@ func (n Names) SessionEvent(encKey, kind string) string {
 	return n.p() + ".session." + encKey + "." + kind
 }
 
+// SessionEvents matches every notice and announce subject.
+func (n Names) SessionEvents() string { return n.p() + ".session.>" }
+
 // EventsStream captures notices and announces.
 func (n Names) EventsStream() string { return n.stream("EVENTS") }
 

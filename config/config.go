@@ -31,10 +31,25 @@ type Bus struct {
 
 // Tools is OpenClaw's `tools` section.
 type Tools struct {
-	Sessions     ToolsSessions `mapstructure:"sessions"`
-	AgentToAgent AgentToAgent  `mapstructure:"agentToAgent"`
-	Profile      string        `mapstructure:"profile"`
-	AlsoAllow    []string      `mapstructure:"alsoAllow"`
+	Sessions     ToolsSessions  `mapstructure:"sessions"`
+	AgentToAgent AgentToAgent   `mapstructure:"agentToAgent"`
+	Subagents    ToolsSubagents `mapstructure:"subagents"`
+	Profile      string         `mapstructure:"profile"`
+	AlsoAllow    []string       `mapstructure:"alsoAllow"`
+}
+
+// ToolsSubagents is `tools.subagents`: the tool set of sub-agent sessions.
+type ToolsSubagents struct {
+	Tools ToolList `mapstructure:"tools"`
+}
+
+// ToolList is an allow/alsoAllow/deny triple of tool names.
+type ToolList struct {
+	// Allow and AlsoAllow remove names from the base deny list of a
+	// sub-agent; Deny adds names to it.
+	Allow     []string `mapstructure:"allow"`
+	AlsoAllow []string `mapstructure:"alsoAllow"`
+	Deny      []string `mapstructure:"deny"`
 }
 
 // ToolsSessions is `tools.sessions`.
@@ -106,6 +121,13 @@ type Subagents struct {
 	ArchiveAfterMinutes int      `mapstructure:"archiveAfterMinutes"`
 	RunTimeoutSeconds   int      `mapstructure:"runTimeoutSeconds"`
 	AllowAgents         []string `mapstructure:"allowAgents"`
+	// Model and Thinking are the child's defaults when the spawn names
+	// none (agents.list[].subagents, then agents.defaults.subagents).
+	Model    string `mapstructure:"model"`
+	Thinking string `mapstructure:"thinking"`
+	// RequireAgentID makes sessions_spawn refuse a call without agentId;
+	// a pointer so a per-agent false overrides a default true.
+	RequireAgentID *bool `mapstructure:"requireAgentId"`
 }
 
 // Sandbox is `agents.defaults.sandbox`.

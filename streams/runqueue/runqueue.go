@@ -50,6 +50,23 @@ type A2A struct {
 	AnnounceTimeoutMs int64  `json:"announceTimeoutMs"`
 }
 
+// Route is a channel destination: where a run's reply is delivered
+// (<prefix>.deliver.<channel>).
+type Route struct {
+	Channel   string `json:"channel"`
+	To        string `json:"to,omitempty"`
+	AccountID string `json:"accountId,omitempty"`
+	ThreadID  string `json:"threadId,omitempty"`
+}
+
+// AnnounceRef marks a run that carries a sub-agent's completion announce
+// into its requester: once the run records its prompt the announce is in
+// the requester's transcript, and the child's registry record says so.
+type AnnounceRef struct {
+	ChildSessionKey string `json:"childSessionKey"`
+	ChildRunID      string `json:"childRunId"`
+}
+
 // Request is the body of a message on <prefix>.runs.<agentId>: one agent
 // turn to execute.
 type Request struct {
@@ -75,6 +92,11 @@ type Request struct {
 	// take the run creates its record (running), one write instead of two,
 	// and the caller writes pending itself should it stop waiting first.
 	Recorded bool `json:"recorded,omitempty"`
+	// ReplyTo, when set, is where the gateway delivers the run's reply
+	// (a human's channel, a top-level requester's stored route).
+	ReplyTo *Route `json:"replyTo,omitempty"`
+	// Announce is set on a run that delivers a sub-agent's announce.
+	Announce *AnnounceRef `json:"announce,omitempty"`
 }
 
 // Queue is the run-request stream.

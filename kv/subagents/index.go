@@ -1,0 +1,244 @@
+package subagents
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// Index is the registry held in memory and kept current by a watch: what
+// `subagents list`, the fan-out limit and the gateways' sweeps read, none
+// of which may cost a bucket scan per call. Its records are shared: never
+// modify one.
+type Index struct {
+	reg *Registry
+	log *slog.Logger
+
+	mu      sync.RWMutex
+	changed *sync.Cond
+	byKey   map[string]*Record
+	// byController maps a controller (or requester) session key to the
+	// child keys it controls.
+	byController map[string]map[string]struct{}
+	applied      uint64 // last revision applied
+	err          error
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartIndex loads every record and follows the bucket until Stop.
+func StartIndex(ctx context.Context, reg *Registry, log *slog.Logger) (*Index, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	ix := &Index{reg: reg, log: log, byKey: map[string]*Record{}, byController: map[string]map[string]struct{}{}}
+	ix.changed = sync.NewCond(&ix.mu)
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := reg.KV().WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ix.cancel, ix.done = cancel, make(chan struct{})
+	ready := make(chan struct{})
+	go ix.follow(wctx, w, ready)
+	select {
+	case <-ready:
+		return ix, nil
+	case <-ctx.Done():
+		ix.Stop()
+		return nil, ctx.Err()
+	}
+}
+
+func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
+	defer close(ix.done)
+	defer func() { _ = w.Stop() }()
+	initial := true
+	for {
+		var ke jetstream.KeyValueEntry
+		var ok bool
+		select {
+		case ke, ok = <-w.Updates():
+		case <-ctx.Done():
+		}
+		if !ok {
+			break
+		}
+		if ke == nil {
+			if initial {
+				initial = false
+				close(ready)
+			}
+			continue
+		}
+		ix.apply(ke)
+	}
+	if initial {
+		close(ready)
+	}
+	ix.mu.Lock()
+	if ix.err == nil {
+		ix.err = errors.New("sub-agent index stopped")
+	}
+	ix.changed.Broadcast()
+	ix.mu.Unlock()
+}
+
+func (ix *Index) apply(ke jetstream.KeyValueEntry) {
+	key, err := bus.DecodeKey(ke.Key())
+	if err != nil {
+		ix.log.Warn("sub-agent index: undecodable key", "key", ke.Key(), "err", err)
+		return
+	}
+	var rec *Record
+	if ke.Operation() == jetstream.KeyValuePut {
+		if rec, err = ix.reg.b.Decode(ke.Value()); err != nil {
+			ix.log.Warn("sub-agent index: skipping a corrupt record", "key", key, "err", err)
+			rec = nil
+		}
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if old := ix.byKey[key]; old != nil {
+		for _, c := range controllers(old) {
+			if set := ix.byController[c]; set != nil {
+				delete(set, key)
+				if len(set) == 0 {
+					delete(ix.byController, c)
+				}
+			}
+		}
+		delete(ix.byKey, key)
+	}
+	if rec != nil {
+		ix.byKey[key] = rec
+		for _, c := range controllers(rec) {
+			set := ix.byController[c]
+			if set == nil {
+				set = map[string]struct{}{}
+				ix.byController[c] = set
+			}
+			set[key] = struct{}{}
+		}
+	}
+	ix.applied = ke.Revision()
+	ix.changed.Broadcast()
+}
+
+// controllers are the keys a record is listed under: its controller and,
+// when different, its requester (the reference falls back to it).
+func controllers(r *Record) []string {
+	if r.ControllerSessionKey == "" || r.ControllerSessionKey == r.RequesterSessionKey {
+		return []string{r.RequesterSessionKey}
+	}
+	return []string{r.ControllerSessionKey, r.RequesterSessionKey}
+}
+
+// Sync waits until every write made before the call is applied.
+func (ix *Index) Sync(ctx context.Context) error {
+	st, err := ix.reg.js.Stream(ctx, bus.KVStream(ix.reg.cfg.Bucket))
+	if err != nil {
+		return err
+	}
+	return ix.WaitApplied(ctx, st.CachedInfo().State.LastSeq)
+}
+
+// WaitApplied waits until the write at revision rev (or a later one) is
+// applied.
+func (ix *Index) WaitApplied(ctx context.Context, rev uint64) error {
+	stop := context.AfterFunc(ctx, func() {
+		ix.mu.Lock()
+		ix.changed.Broadcast()
+		ix.mu.Unlock()
+	})
+	defer stop()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for ix.applied < rev {
+		if ix.err != nil {
+			return ix.err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ix.changed.Wait()
+	}
+	return nil
+}
+
+// Get returns a child's record, nil when unknown.
+func (ix *Index) Get(childKey string) *Record {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.byKey[childKey]
+}
+
+// Controlled returns the records controlled by key (controllerSessionKey,
+// falling back to requesterSessionKey, as the reference lists them),
+// newest first.
+func (ix *Index) Controlled(key string) []*Record {
+	ix.mu.RLock()
+	out := make([]*Record, 0, len(ix.byController[key]))
+	for k := range ix.byController[key] {
+		r := ix.byKey[k]
+		c := r.ControllerSessionKey
+		if c == "" {
+			c = r.RequesterSessionKey
+		}
+		if c == key {
+			out = append(out, r)
+		}
+	}
+	ix.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].CreatedAt != out[j].CreatedAt {
+			return out[i].CreatedAt > out[j].CreatedAt
+		}
+		return out[i].ChildSessionKey < out[j].ChildSessionKey
+	})
+	return out
+}
+
+// ActiveChildren counts the requester's children whose run has not ended.
+func (ix *Index) ActiveChildren(requester string) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	n := 0
+	for k := range ix.byController[requester] {
+		if r := ix.byKey[k]; r.RequesterSessionKey == requester && r.Active() {
+			n++
+		}
+	}
+	return n
+}
+
+// Each calls fn for every record until fn returns false (order undefined).
+func (ix *Index) Each(fn func(*Record) bool) {
+	ix.mu.RLock()
+	recs := make([]*Record, 0, len(ix.byKey))
+	for _, r := range ix.byKey {
+		recs = append(recs, r)
+	}
+	ix.mu.RUnlock()
+	for _, r := range recs {
+		if !fn(r) {
+			return
+		}
+	}
+}
+
+// Stop ends the watch.
+func (ix *Index) Stop() {
+	if ix.cancel != nil {
+		ix.cancel()
+		<-ix.done
+	}
+}

@@ -1,0 +1,204 @@
+// Package subagents is the `subagents` bucket: the child registry. One
+// record per spawned sub-agent session, keyed by the child's session key:
+// who spawned it and who controls it, its current run, its outcome, and
+// whether its completion announce reached the requester. A steer replaces
+// the record's run (the latest run of a child wins, as in the reference).
+//
+// The record is also the commit point of a spawn: it is written first and
+// carries the child's first run request, so any gateway that finds a
+// record whose run was never queued queues it again (idempotently, the run
+// id is fixed), and a crash between the steps of a spawn leaves no child
+// without a run (see docs/subagents.md).
+package subagents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+)
+
+// Outcomes of a child's run, as the run records name them (runs.OK, ...);
+// empty while the run is active.
+const (
+	OutcomeOK      = "ok"
+	OutcomeError   = "error"
+	OutcomeTimeout = "timeout"
+	OutcomeKilled  = "killed"
+)
+
+// Announce delivery states.
+const (
+	AnnouncePending   = "pending"   // the child ended; not yet in the requester's session
+	AnnounceQueued    = "queued"    // a gateway claimed it and queued the requester's run
+	AnnounceDelivered = "delivered" // the requester's run carrying it recorded its prompt
+	AnnounceSkipped   = "skipped"   // ANNOUNCE_SKIP / NO_REPLY: nothing to post
+	AnnounceFailed    = "failed"    // gave up after retries; Error says why
+)
+
+// Origin is the requester's channel route when it spawned the child.
+type Origin struct {
+	Channel   string `json:"channel,omitempty"`
+	To        string `json:"to,omitempty"`
+	AccountID string `json:"accountId,omitempty"`
+	ThreadID  string `json:"threadId,omitempty"`
+}
+
+// Announce is the delivery state of the child's completion announce.
+type Announce struct {
+	State       string `json:"state"`
+	Attempts    int    `json:"attempts,omitempty"`
+	Error       string `json:"error,omitempty"`
+	Gateway     string `json:"gateway,omitempty"`     // the gateway that claimed it
+	TargetKey   string `json:"targetKey,omitempty"`   // the session it went to (the requester, or a fallback)
+	DeliveryRun string `json:"deliveryRun,omitempty"` // the run that carries it into TargetKey
+	At          int64  `json:"at,omitempty"`          // last state change, ms
+}
+
+// Record is one child in the registry (key: the child's session key).
+type Record struct {
+	RunID                string  `json:"runId"`
+	ChildSessionKey      string  `json:"childSessionKey"`
+	ChildSessionID       string  `json:"childSessionId,omitempty"`
+	ChildAgentID         string  `json:"childAgentId"`
+	ControllerSessionKey string  `json:"controllerSessionKey"`
+	RequesterSessionKey  string  `json:"requesterSessionKey"`
+	RequesterDisplayKey  string  `json:"requesterDisplayKey,omitempty"`
+	RequesterOrigin      *Origin `json:"requesterOrigin,omitempty"`
+	Task                 string  `json:"task"`
+	Label                string  `json:"label,omitempty"`
+	Cleanup              string  `json:"cleanup"` // delete | keep
+	SpawnMode            string  `json:"spawnMode"`
+	Runtime              string  `json:"runtime"` // subagent | acp
+	Model                string  `json:"model,omitempty"`
+	Thinking             string  `json:"thinking,omitempty"`
+	Depth                int     `json:"depth"`
+	RunTimeoutSeconds    int     `json:"runTimeoutSeconds,omitempty"`
+	IdempotencyKey       string  `json:"idempotencyKey,omitempty"`
+	ExpectsCompletion    bool    `json:"expectsCompletionMessage"`
+
+	CreatedAt int64 `json:"createdAt"`
+	StartedAt int64 `json:"startedAt,omitempty"`
+	// DeadlineAt is when the current run times out (ms; 0: none), set when
+	// it first starts: any gateway's sweep ends a run past it as timeout,
+	// even one whose gateway died.
+	DeadlineAt int64  `json:"deadlineAt,omitempty"`
+	EndedAt    int64  `json:"endedAt,omitempty"`
+	Outcome    string `json:"outcome,omitempty"`
+	Error      string `json:"error,omitempty"`
+
+	InputTokens  int64 `json:"inputTokens,omitempty"`
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+	TotalTokens  int64 `json:"totalTokens,omitempty"`
+
+	// Request is the current run's request, kept so a run that was never
+	// queued (a crash right after this record was written) is queued again
+	// by whichever gateway sweeps first.
+	Request *runqueue.Request `json:"request,omitempty"`
+	// Queued is set once the run request is known to be in SB_RUNS.
+	Queued bool `json:"queued,omitempty"`
+
+	Announce *Announce `json:"announce,omitempty"`
+	// Deleted is set by cleanup "delete" once the child's session is gone.
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// Active reports a run not yet ended.
+func (r *Record) Active() bool { return r.EndedAt == 0 }
+
+// ErrNotFound is returned for a child with no record.
+var ErrNotFound = errors.New("no such sub-agent")
+
+// ErrExists is returned by Create when the child already has a record.
+var ErrExists = errors.New("sub-agent already registered")
+
+// Registry is the subagents bucket.
+type Registry struct {
+	b   record.Bucket[Record]
+	js  jetstream.JetStream
+	cfg jetstream.KeyValueConfig
+}
+
+// DefaultMaxAge is how long a record outlives its last write: the
+// `subagents list` window is at most a day (recentMinutes clamps to 1440),
+// and a week keeps a lost announce visible long after.
+const DefaultMaxAge = 7 * 24 * time.Hour
+
+// Open creates the bucket if absent.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Registry, error) {
+	if maxAge <= 0 {
+		maxAge = DefaultMaxAge
+	}
+	cfg := jetstream.KeyValueConfig{
+		Bucket:      names.SubagentsBucket(),
+		Description: "sessionbus child registry: one record per spawned sub-agent",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+		TTL:         maxAge,
+	}
+	kv, err := bus.EnsureKV(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Registry{b: record.New[Record](kv, js, "sub-agent"), js: js, cfg: cfg}, nil
+}
+
+// Streams is the bucket's stream (see bus.Guard).
+func (r *Registry) Streams() []string { return []string{bus.KVStream(r.cfg.Bucket)} }
+
+// Recreate creates the bucket again after it was deleted (see bus.Guard).
+func (r *Registry) Recreate(ctx context.Context, _ string) error {
+	_, err := bus.EnsureKV(ctx, r.js, r.cfg)
+	return err
+}
+
+// KV is the underlying bucket.
+func (r *Registry) KV() jetstream.KeyValue { return r.b.KV() }
+
+// Create registers a child; ErrExists when its key is taken.
+func (r *Registry) Create(ctx context.Context, rec *Record) (uint64, error) {
+	rev, err := r.b.Create(ctx, bus.EncodeKey(rec.ChildSessionKey), rec)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, ErrExists
+	}
+	if err != nil {
+		return 0, fmt.Errorf("register sub-agent %s: %w", rec.ChildSessionKey, err)
+	}
+	return rev, nil
+}
+
+// CreateAsync is Create without waiting for the ack.
+func (r *Registry) CreateAsync(rec *Record) (jetstream.PubAckFuture, error) {
+	return r.b.CreateAsync(bus.EncodeKey(rec.ChildSessionKey), rec)
+}
+
+// Get returns a child's record; ErrNotFound when it has none.
+func (r *Registry) Get(ctx context.Context, childKey string) (*Record, uint64, error) {
+	rec, rev, err := r.b.Get(ctx, bus.EncodeKey(childKey))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, ErrNotFound
+	}
+	return rec, rev, err
+}
+
+// Update applies fn with compare-and-set (record.ErrUnchanged from fn
+// writes nothing).
+func (r *Registry) Update(ctx context.Context, childKey string, fn func(*Record) error) (*Record, error) {
+	rec, _, err := r.b.Update(ctx, bus.EncodeKey(childKey), nil, 0, fn)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	return rec, err
+}
+
+// Delete removes a child's record.
+func (r *Registry) Delete(ctx context.Context, childKey string) error {
+	return r.b.KV().Delete(ctx, bus.EncodeKey(childKey))
+}

@@ -1,0 +1,142 @@
+// Package events is the SB_EVENTS stream: parent notices and sub-agent
+// announces, published to the receiving session's subject
+// <prefix>.session.<key>.<kind>. Every gateway follows the whole stream (an
+// ordered consumer of its own), so each replica receives each event; the
+// claims bucket picks the one that delivers it. The stream keeps events
+// for ops (`nats stream view SB_EVENTS`) and replay; delivery never
+// depends on a gateway having been up when an event was published: the
+// state an event comes from (a child's registry record, a watch cursor)
+// says it is undelivered, and a sweep publishes it again.
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// Kinds of event (the last subject token).
+const (
+	KindAnnounce = "announce"
+	KindNotice   = "notice"
+)
+
+// DefaultMaxAge is how long SB_EVENTS keeps an event.
+const DefaultMaxAge = 7 * 24 * time.Hour
+
+// DedupeWindow is how long a repeated event id is dropped by the server.
+const DedupeWindow = 10 * time.Minute
+
+// Event is one message on SB_EVENTS.
+type Event struct {
+	Kind       string          `json:"kind"`
+	ID         string          `json:"id"`         // stable: the Nats-Msg-Id and the claim key
+	SessionKey string          `json:"sessionKey"` // the receiving session (requester, watcher)
+	CreatedAt  int64           `json:"createdAt"`
+	Body       json.RawMessage `json:"body"` // kind-specific
+}
+
+// Stream is SB_EVENTS.
+type Stream struct {
+	js    jetstream.JetStream
+	names bus.Names
+	cfg   jetstream.StreamConfig
+}
+
+// Open creates SB_EVENTS if absent.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Stream, error) {
+	if maxAge <= 0 {
+		maxAge = DefaultMaxAge
+	}
+	cfg := jetstream.StreamConfig{
+		Name:        names.EventsStream(),
+		Description: "sessionbus parent notices and sub-agent announces, per receiving session",
+		Subjects:    []string{names.SessionEvents()},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+		MaxAge:      maxAge,
+		Duplicates:  DedupeWindow,
+		AllowDirect: true,
+	}
+	if _, err := bus.EnsureStream(ctx, js, cfg); err != nil {
+		return nil, err
+	}
+	return &Stream{js: js, names: names, cfg: cfg}, nil
+}
+
+// Streams is SB_EVENTS (see bus.Guard).
+func (s *Stream) Streams() []string { return []string{s.cfg.Name} }
+
+// Recreate creates the stream again after it was deleted (see bus.Guard).
+func (s *Stream) Recreate(ctx context.Context, _ string) error {
+	_, err := bus.EnsureStream(ctx, s.js, s.cfg)
+	return err
+}
+
+// Publish appends ev to its session's subject with Nats-Msg-Id = ev.ID, so
+// a repeated publish (a retried step, a sweep) within DedupeWindow is
+// dropped by the server.
+func (s *Stream) Publish(ctx context.Context, ev *Event) error {
+	if ev.CreatedAt == 0 {
+		ev.CreatedAt = time.Now().UnixMilli()
+	}
+	data, err := bus.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(s.names.SessionEvent(bus.EncodeKey(ev.SessionKey), ev.Kind))
+	msg.Data = data
+	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID)); err != nil {
+		return fmt.Errorf("publish %s %s: %w", ev.Kind, ev.ID, err)
+	}
+	return nil
+}
+
+// Follow delivers every event published from now on to fn, in order, until
+// ctx ends. Each follower has its own ordered consumer (no server state to
+// clean up when a gateway dies). kinds filters by kind (none: all).
+func (s *Stream) Follow(ctx context.Context, log *slog.Logger, fn func(*Event), kinds ...string) error {
+	// Keys span several subject tokens, so kinds cannot be told apart by a
+	// subject filter: the kind is checked on the decoded event.
+	cfg := jetstream.OrderedConsumerConfig{
+		DeliverPolicy:  jetstream.DeliverNewPolicy,
+		FilterSubjects: []string{s.names.SessionEvents()},
+	}
+	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Name, cfg)
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", s.cfg.Name, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		var ev Event
+		if err := json.Unmarshal(m.Data(), &ev); err != nil {
+			log.Warn("events: skipping a malformed event", "subject", m.Subject(), "err", err)
+			return
+		}
+		if len(kinds) > 0 && !contains(kinds, ev.Kind) {
+			return
+		}
+		fn(&ev)
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", s.cfg.Name, err)
+	}
+	context.AfterFunc(ctx, cc.Stop)
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
