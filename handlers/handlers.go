@@ -14,8 +14,10 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -30,6 +32,9 @@ type Deps struct {
 	Runs        *runs.Records
 	Queue       *runqueue.Queue
 	Redactor    *sanitize.Redactor
+	Subagents   *subagents.Registry // the child registry
+	Children    *subagents.Index    // the registry as this worker follows it
+	Claims      *claims.Claims
 	Log         *slog.Logger
 	Now         func() time.Time
 }

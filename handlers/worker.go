@@ -13,8 +13,10 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -57,13 +59,22 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if d.Transcripts, err = transcripts.Open(ctx, nc, js, names, transcripts.WithReplicas(cfg.Bus.Replicas)); err != nil {
 		return fail(err)
 	}
+	if d.Subagents, err = subagents.Open(ctx, js, names, cfg.Bus.Replicas, 0); err != nil {
+		return fail(err)
+	}
+	if d.Claims, err = claims.Open(ctx, js, names, cfg.Bus.Replicas); err != nil {
+		return fail(err)
+	}
+	if d.Children, err = subagents.StartIndex(ctx, d.Subagents, log); err != nil {
+		return fail(err)
+	}
 	if d.Index, err = sessions.StartIndex(ctx, js, d.Store, log, IndexDerive(cfg)); err != nil {
 		return fail(err)
 	}
 	// The session index follows its own bucket's deletion (it must empty);
 	// the guard brings back what the tools write to.
 	w.guard = bus.NewGuard(js, log)
-	for _, r := range []bus.Recreatable{d.Queue, d.Runs, d.Transcripts} {
+	for _, r := range []bus.Recreatable{d.Queue, d.Runs, d.Transcripts, d.Subagents, d.Claims} {
 		if err := w.guard.Watch(r); err != nil {
 			return fail(fmt.Errorf("follow stream deletions: %w", err))
 		}
@@ -96,6 +107,9 @@ func (w *Worker) close() {
 	}
 	if w.Deps.Index != nil {
 		w.Deps.Index.Stop()
+	}
+	if w.Deps.Children != nil {
+		w.Deps.Children.Stop()
 	}
 	if w.Deps.Transcripts != nil {
 		w.Deps.Transcripts.Close()
