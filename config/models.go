@@ -48,12 +48,18 @@ func ParseModelRef(raw, defaultProvider string) (ModelRef, bool) {
 }
 
 // AgentModel is the configured default model ref of agent id: its
-// agents.list[] model, else agents.defaults.model; "" when neither is set
-// (a runtime then uses its own, e.g. openai.model).
+// agents.list[] model, else the model its openai runtime names (provider
+// openai), else agents.defaults.model; "" when none is set.
 func (c *Config) AgentModel(agentID string) string {
 	for _, a := range c.Agents.List {
-		if a.ID == agentID && strings.TrimSpace(a.Model) != "" {
-			return strings.TrimSpace(a.Model)
+		if a.ID != agentID {
+			continue
+		}
+		if m := strings.TrimSpace(a.Model); m != "" {
+			return m
+		}
+		if m, _ := a.OpenAI["model"].(string); strings.EqualFold(a.Runtime, "openai") && strings.TrimSpace(m) != "" {
+			return DefaultModelProvider + "/" + strings.TrimSpace(m)
 		}
 	}
 	return strings.TrimSpace(c.Agents.Defaults.Model)

@@ -16,6 +16,7 @@ agents:
   list:
     - {id: main}
     - {id: ops, model: anthropic/claude-sonnet-4-5}
+    - {id: llm, runtime: openai, openai: {baseURL: "http://127.0.0.1:1/v1", model: gpt-4o}}
 `), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +29,12 @@ agents:
 	}
 	if got := c.AgentModel("ops"); got != "anthropic/claude-sonnet-4-5" {
 		t.Errorf("ops's model = %q", got)
+	}
+	if got := c.AgentModel("llm"); got != "openai/gpt-4o" {
+		t.Errorf("an openai agent's model = %q, want its openai.model", got)
+	}
+	if got := c.AgentModel("unlisted"); got != "openai/gpt-4o-mini" {
+		t.Errorf("an unlisted agent's model = %q", got)
 	}
 	if ref, ok := c.ModelAlias("big"); !ok || ref.String() != "openai/gpt-4.1" {
 		t.Errorf("alias big = %v %v", ref, ok)
