@@ -104,6 +104,7 @@ var registry = []spec{
 	{name: "raw_request_reply", isBase: true, run: runRawRequestReply},
 	{name: "raw_js_publish", isBase: true, run: runRawJSPublish},
 	{name: "raw_kv_get", isBase: true, run: runRawKVGet},
+	{name: "session_status", baseline: "raw_kv_get", run: runSessionStatus},
 	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
 	{name: "raw_send_chain", baseline: "raw_js_publish", run: runRawSendChain},
 	{name: "send_throughput_1gw", baseline: "send_wait", run: runSendThroughput1gw},

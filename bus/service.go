@@ -18,8 +18,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// Version is reported by the micro service.
-const Version = "0.1.0"
+// Version is sessionbus's release, reported by the micro service and the
+// session_status card. A var, so a release build can stamp it:
+// -ldflags "-X github.com/sessionbus/sessionbus/bus.Version=1.2.3".
+var Version = "0.1.0"
 
 // description is the service description `nats micro info` shows.
 const description = "agent session tools over NATS"

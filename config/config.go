@@ -112,6 +112,13 @@ type Agents struct {
 type AgentDefaults struct {
 	Subagents Subagents `mapstructure:"subagents"`
 	Sandbox   Sandbox   `mapstructure:"sandbox"`
+	// Model is the default model ref ("provider/model") of agents that
+	// name none; Models, when not empty, is the set of refs a session may
+	// switch to (with optional aliases). Models is filled by the loader
+	// from the raw map, not by Unmarshal: viper would split a ref such as
+	// "openai/gpt-4.1" at its dot (see models.go).
+	Model  string                `mapstructure:"model"`
+	Models map[string]ModelEntry `mapstructure:"-"`
 }
 
 // Subagents is `agents.defaults.subagents` (and `agents.list[].subagents`).
@@ -140,6 +147,7 @@ type Agent struct {
 	ID        string         `mapstructure:"id"`
 	Name      string         `mapstructure:"name"`
 	Runtime   string         `mapstructure:"runtime"`
+	Model     string         `mapstructure:"model"`
 	Subagents *Subagents     `mapstructure:"subagents"`
 	Script    map[string]any `mapstructure:"script"`
 	Exec      map[string]any `mapstructure:"exec"`

@@ -42,6 +42,7 @@ var defaults = map[string]any{
 	"agents.defaults.subagents.runTimeoutSeconds":    0,
 	"agents.defaults.subagents.allowAgents":          []string{},
 	"agents.defaults.sandbox.sessionToolsVisibility": "spawned",
+	"agents.defaults.model":                          "",
 	"logging.redactSensitive":                        "tools",
 	"logging.redactPatterns":                         []string{},
 }
@@ -97,6 +98,9 @@ func decode(v *viper.Viper, log *slog.Logger) (*Config, error) {
 	hook := mapstructure.ComposeDecodeHookFunc(mapstructure.StringToSliceHookFunc(","), mapstructure.StringToTimeDurationHookFunc())
 	if err := v.Unmarshal(&c, viper.DecodeHook(hook)); err != nil {
 		return nil, fmt.Errorf("config: %v (fix the named key in %s)", err, describe(v))
+	}
+	if err := decodeModels(v, &c); err != nil {
+		return nil, fmt.Errorf("config: %w (fix it in %s)", err, describe(v))
 	}
 	if err := c.Validate(log); err != nil {
 		return nil, fmt.Errorf("config: %w (fix it in %s)", err, describe(v))

@@ -3,7 +3,7 @@ package gateway
 import "sync"
 
 // recent is a bounded map from a session to what this gateway last wrote
-// for it (a lane revision, a transcript cursor, a session entry), so the
+// for it (a lane revision, a transcript cursor), so the
 // next run of the session here can skip reading it back. Every use is
 // guarded by a compare-and-set: a stale value (another replica ran the
 // session since) costs one failed write and the read it saved. Values are

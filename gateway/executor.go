@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
 	"github.com/sessionbus/sessionbus/kv/lanes"
@@ -193,20 +194,18 @@ func (r *run) prepare(ctx context.Context) error {
 	var laneErr, curErr, sessErr, recErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { r.lane, laneErr = r.g.acquireLane(octx, r.req.SessionKey, r.req.RunID) })
-	// The transcript's end and the session entry as this gateway left them
-	// after the session's last run here, else read. A stale cursor fails
-	// the prompt's compare-and-set (the append re-reads the end); a stale
-	// entry fails the touch's (which re-reads the entry).
+	// The transcript's end as this gateway left it after the session's
+	// last run here, else read. A stale cursor fails the prompt's
+	// compare-and-set (the append re-reads the end). The session entry is
+	// read every time, beside the lane: it carries the model override,
+	// which session_status changes through any worker, and a copy kept here
+	// would run the next turn with the old model.
 	if c, ok := r.g.cursors.take(r.enc); ok {
 		r.cur = c
 	} else {
 		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, false) })
 	}
-	if sa, ok := r.g.sessions.take(r.enc); ok {
-		r.sess, r.sessRev = sa.entry, sa.rev
-	} else {
-		wg.Go(func() { r.sess, r.sessRev, sessErr = r.g.store.Get(octx, r.req.SessionKey) })
-	}
+	wg.Go(func() { r.sess, r.sessRev, sessErr = r.g.store.Get(octx, r.req.SessionKey) })
 	if r.fresh() {
 		// nobody wrote its record: turn will create it (CAS on revision 0)
 		r.rec, r.rev = newRecord(r.req), 0
@@ -233,6 +232,23 @@ func (r *run) prepare(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// model is the model id the turn runs with: the session's override, which
+// session_status sets, else the agent's own agents.list[].model; "" leaves
+// the runtime's configured model.
+func (r *run) model() string {
+	if r.sess != nil && r.sess.ModelOverride != "" {
+		return r.sess.ModelOverride
+	}
+	for _, a := range r.g.cfg.Agents.List {
+		if a.ID == r.req.AgentID {
+			if ref, ok := config.ParseModelRef(a.Model, config.DefaultModelProvider); ok {
+				return ref.Model
+			}
+		}
+	}
+	return ""
 }
 
 // fresh reports a first delivery of a run queued without a record.
@@ -440,7 +456,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	if replied {
 		res = &runtime.Result{Reply: prevReply}
 	} else {
-		res, runErr = g.runAgent(ctx, req, history)
+		res, runErr = g.runAgent(ctx, req, history, r.model())
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // stopping: leave it to another replica
 		}
@@ -532,7 +548,7 @@ func (r *run) appendPart(ctx context.Context, part string, data []byte, moved fu
 const maxAppendMoves = 8
 
 // runAgent runs the turn with its own deadline and identity token.
-func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage) (*runtime.Result, error) {
+func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, model string) (*runtime.Result, error) {
 	secs := req.TimeoutSeconds
 	if secs <= 0 {
 		secs = DefaultTimeoutSeconds
@@ -571,7 +587,7 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 	turn := runtime.Turn{
 		SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID,
 		Message: req.Message, Prompt: req.Prompt, ExtraSystemPrompt: req.ExtraSystemPrompt,
-		History: history, NATSURL: g.nc.ConnectedUrl(), Token: token,
+		Model: model, History: history, NATSURL: g.nc.ConnectedUrl(), Token: token,
 		ToolsSubject: g.names.ToolsGroup(),
 	}
 	res, err := rt.Run(tctx, turn, tools)
@@ -600,21 +616,13 @@ func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request) erro
 // failure only leaves updatedAt older; the turn is recorded regardless.
 func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, enc string, cur *sessions.Entry, rev uint64) {
 	now := time.Now().UnixMilli()
-	e, nrev, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
+	_, _, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
 		e.UpdatedAt = max(e.UpdatedAt, now)
 		return nil
 	})
 	if err != nil {
 		g.log.Warn("gateway: touch session", "session", req.SessionKey, "err", err)
-		return
 	}
-	g.sessions.put(enc, sessionAt{entry: e, rev: nrev})
-}
-
-// sessionAt is a session entry as this gateway last wrote it.
-type sessionAt struct {
-	entry *sessions.Entry
-	rev   uint64
 }
 
 // hasPart reports whether entries hold part of runID.

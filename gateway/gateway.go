@@ -75,7 +75,6 @@ type Gateway struct {
 	// what this gateway last wrote per session (see recent)
 	laneRevs recent[uint64]
 	cursors  recent[*transcripts.Cursor]
-	sessions recent[sessionAt]
 	failures recent[int] // failed attempts per queued message (stream sequence)
 	deliver  *deliveries.Stream
 

@@ -35,8 +35,11 @@ type Deps struct {
 	Subagents   *subagents.Registry // the child registry
 	Children    *subagents.Index    // the registry as this worker follows it
 	Claims      *claims.Claims
-	Log         *slog.Logger
-	Now         func() time.Time
+	// Signals is the signal log session_status reads stateVersion and
+	// changesSince from; nil reads as an empty log (stateVersion 0).
+	Signals StateLog
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // tool is the signature of one tool: params decoded, requester resolved.
@@ -54,6 +57,7 @@ func Tools(d *Deps) map[string]bus.Handler {
 		"sessions_list":    sessionsList,
 		"sessions_history": sessionsHistory,
 		"sessions_send":    sessionsSend,
+		"session_status":   sessionStatus,
 	}
 	out := make(map[string]bus.Handler, len(all))
 	for name, t := range all {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/sessionbus/sessionbus/handlers/rules"
@@ -72,8 +73,17 @@ func (d *Deps) checkSandboxSpawned(r *requester, res resolved, input string) *fa
 // sessionId: collapse alias duplicates, prefer structural matches, then the
 // unique freshest; a tie is ambiguous and resolves to nothing.
 func (d *Deps) selectBySessionID(r *requester, id string) *sessions.Entry {
+	return d.selectSessionID(r, id, nil)
+}
+
+// selectSessionID is selectBySessionID among the entries keep accepts (nil:
+// all), so a tool can narrow the candidates before the choice is made.
+func (d *Deps) selectSessionID(r *requester, id string, keep func(*sessions.Entry) bool) *sessions.Entry {
 	var cands []*sessions.Entry
 	for _, e := range d.Index.BySessionID(id) {
+		if keep != nil && !keep(e) {
+			continue
+		}
 		if r.restrictToSpawned {
 			if e.Key == rules.KeyGlobal || e.Key == rules.KeyUnknown || !d.Index.IsChild(r.key, e.Key) {
 				continue
@@ -165,15 +175,37 @@ func uniqueFreshest(es []*sessions.Entry) *sessions.Entry {
 // read denies or misses does it sync and decide again, so a session written
 // a moment ago through another worker is never refused for index lag.
 func (d *Deps) resolveVisible(ctx context.Context, r *requester, ref string, a rules.Action) (resolved, *failure) {
-	res, f := d.checkVisible(r, ref, a)
-	if f == nil {
-		return res, nil
+	type outcome struct {
+		res resolved
+		f   *failure
 	}
-	if err := d.Index.Sync(ctx); err != nil {
-		d.Log.Warn("session index sync", "err", err)
-		return res, f
+	o, _ := decideSynced(ctx, d, func() (outcome, error) {
+		res, f := d.checkVisible(r, ref, a)
+		if f != nil {
+			return outcome{res, f}, errRefused
+		}
+		return outcome{res, nil}, nil
+	})
+	return o.res, o.f
+}
+
+// errRefused marks a returned-error decision for decideSynced.
+var errRefused = errors.New("refused")
+
+// decideSynced runs decide on the index as it is; when decide refuses
+// (a miss or a denial), it syncs the index and decides again, so a
+// session written a moment ago through another worker is never refused
+// for index lag while the common case pays no barrier.
+func decideSynced[T any](ctx context.Context, d *Deps, decide func() (T, error)) (T, error) {
+	v, err := decide()
+	if err == nil {
+		return v, nil
 	}
-	return d.checkVisible(r, ref, a)
+	if serr := d.Index.Sync(ctx); serr != nil {
+		d.Log.Warn("session index sync", "err", serr)
+		return v, err
+	}
+	return decide()
 }
 
 func (d *Deps) checkVisible(r *requester, ref string, a rules.Action) (resolved, *failure) {

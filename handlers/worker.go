@@ -30,9 +30,15 @@ type Worker struct {
 	once  sync.Once
 }
 
+// WorkerOption adjusts a worker's Deps before it starts serving.
+type WorkerOption func(*Deps)
+
+// WithStateLog gives session_status a signal log to read (Deps.Signals).
+func WithStateLog(l StateLog) WorkerOption { return func(d *Deps) { d.Signals = l } }
+
 // StartWorker creates the streams and buckets it needs (idempotently),
 // loads the session index and starts answering tool requests.
-func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.Verifier, log *slog.Logger) (*Worker, error) {
+func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.Verifier, log *slog.Logger, opts ...WorkerOption) (*Worker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -78,6 +84,9 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 		if err := w.guard.Watch(r); err != nil {
 			return fail(fmt.Errorf("follow stream deletions: %w", err))
 		}
+	}
+	for _, o := range opts {
+		o(d)
 	}
 	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log}); err != nil {
 		return fail(err)

@@ -166,9 +166,13 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		}
 	}
 	msgs := r.initialMessages(t)
+	model := r.model
+	if m := strings.TrimSpace(t.Model); m != "" {
+		model = m
+	}
 	res := &Result{}
 	for round := 0; ; round++ {
-		content, rawCalls, err := r.complete(ctx, key, msgs)
+		content, rawCalls, err := r.complete(ctx, key, model, msgs)
 		if err != nil {
 			return partial(res), err
 		}
@@ -379,8 +383,8 @@ func (r *openAIRuntime) runTool(ctx context.Context, tools Tools, c chatToolCall
 
 // complete makes one chat-completions request and returns the first choice's
 // text and raw tool_calls.
-func (r *openAIRuntime) complete(ctx context.Context, key string, msgs []chatMessage) (string, json.RawMessage, error) {
-	body, err := json.Marshal(chatRequest{Model: r.model, Messages: msgs, Tools: r.tools})
+func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []chatMessage) (string, json.RawMessage, error) {
+	body, err := json.Marshal(chatRequest{Model: model, Messages: msgs, Tools: r.tools})
 	if err != nil {
 		return "", nil, runErrorf("openai: encoding the request: %v", err)
 	}

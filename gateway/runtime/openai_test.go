@@ -435,3 +435,17 @@ func TestOpenAIConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// Turn.Model (a session's override) replaces the configured model.
+func TestOpenAITurnModel(t *testing.T) {
+	s := newStub(t, func(n int, w http.ResponseWriter, r *http.Request) { writeJSON(w, textResponse("ok")) })
+	rt := mustNew(t, openAIAgent(t, s.srv.URL+"/v1", nil))
+	for _, tc := range []struct{ model, want string }{{"gpt-override", "gpt-override"}, {"", "gpt-test"}} {
+		if _, err := rt.Run(context.Background(), Turn{Message: "hi", Model: tc.model}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.body(s.requests() - 1)["model"]; got != tc.want {
+			t.Errorf("Turn.Model %q: asked for %v, want %s", tc.model, got, tc.want)
+		}
+	}
+}

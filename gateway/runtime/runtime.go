@@ -42,6 +42,11 @@ type Turn struct {
 	// ExtraSystemPrompt carries e.g. the "Agent-to-agent message context:"
 	// lines, which belong in the system role rather than the user turn.
 	ExtraSystemPrompt string
+	// Model, when set, is the model id the turn runs with instead of the
+	// runtime's configured one: the session's override (session_status
+	// model) or the agent's agents.list[].model. Runtimes without a model
+	// ignore it.
+	Model string
 	// History holds recent transcript messages, oldest first. It may end with
 	// this turn's own prompt; the openai runtime drops such a duplicate.
 	History []json.RawMessage

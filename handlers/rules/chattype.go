@@ -71,6 +71,10 @@ func normalizeChatType(v string) string {
 	return ""
 }
 
+// ChannelFromKey is the channel a "<channel>:group|channel:<id>" key names,
+// or "" (session_status infers a route origin from it for old entries).
+func ChannelFromKey(k string) string { return channelFromKey(k) }
+
 // channelFromKey reads the channel out of "<channel>:group|channel:<id>"
 // (after the agent prefix); other shapes carry no channel.
 func channelFromKey(k string) string {

@@ -90,6 +90,14 @@ func (p Params) raw(name string) (any, bool) {
 	return nil, false
 }
 
+// Present reports whether name (or its snake_case alias) was sent with a
+// non-null value, blank strings included, for parameters where blank means
+// something (session_status: model "" resets the override).
+func (p Params) Present(name string) bool {
+	_, ok := p.raw(name)
+	return ok
+}
+
 // String reads a trimmed string; blank counts as absent, as in OpenClaw.
 // Unlike OpenClaw, which silently ignores a non-string, it is an error here,
 // because an ignored argument (a numeric sessionKey, say) would make the

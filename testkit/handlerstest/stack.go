@@ -32,6 +32,12 @@ type Stack struct {
 // Start runs a stack; edit adjusts the default config first (may be nil).
 func Start(t testing.TB, edit func(*config.Config)) *Stack {
 	t.Helper()
+	return StartWith(t, edit)
+}
+
+// StartWith is Start with worker options (a fake signal log, say).
+func StartWith(t testing.TB, edit func(*config.Config), opts ...handlers.WorkerOption) *Stack {
+	t.Helper()
 	cfg := config.Default()
 	if edit != nil {
 		edit(cfg)
@@ -44,7 +50,7 @@ func Start(t testing.TB, edit func(*config.Config)) *Stack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil)
+	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil, opts...)
 	if err != nil {
 		t.Fatalf("start worker: %v", err)
 	}

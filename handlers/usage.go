@@ -1,0 +1,116 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+)
+
+// usageTailEntries is how many of the newest transcript entries
+// session_status searches for a usage record: the latest assistant turn's
+// usage sits among the last few entries (its tool calls and results follow).
+const usageTailEntries = 20
+
+// usage is a session's token and cache counters, from its store entry and,
+// where the entry is sparse, from the latest transcript usage record.
+type usage struct {
+	input, output, total, cacheRead, cacheWrite int64
+	cost                                        float64
+	hasCost                                     bool
+}
+
+func entryUsage(e *sessions.Entry) usage {
+	return usage{input: e.InputTokens, output: e.OutputTokens, total: e.TotalTokens,
+		cacheRead: e.CacheRead, cacheWrite: e.CacheWrite}
+}
+
+// sparse reports missing token counters. Zero cache counters alone do not
+// count: most sessions have none, and each would cost a transcript read.
+func (u usage) sparse() bool { return u.input == 0 || u.output == 0 || u.total == 0 }
+
+// backfill fills the counters u lacks from the transcript's usage l.
+func (u usage) backfill(l usage) usage {
+	fill := func(dst *int64, v int64) {
+		if *dst == 0 {
+			*dst = v
+		}
+	}
+	fill(&u.input, l.input)
+	fill(&u.output, l.output)
+	fill(&u.cacheRead, l.cacheRead)
+	fill(&u.cacheWrite, l.cacheWrite)
+	if l.total == 0 {
+		l.total = l.input + l.output + l.cacheRead + l.cacheWrite
+	}
+	fill(&u.total, l.total)
+	if !u.hasCost {
+		u.cost, u.hasCost = l.cost, l.hasCost
+	}
+	return u
+}
+
+// latestUsage reads the newest usage record among the transcript's last
+// entries; zero when there is none or the read fails (the card then shows
+// what the entry has).
+func (d *Deps) latestUsage(ctx context.Context, key string) usage {
+	es, _, err := d.Transcripts.Tail(ctx, bus.EncodeKey(key), usageTailEntries, 0)
+	if err != nil {
+		d.Log.Warn("session_status: transcript usage", "session", key, "err", err)
+		return usage{}
+	}
+	for i := len(es) - 1; i >= 0; i-- {
+		if u, ok := parseUsage(es[i].Data); ok {
+			return u
+		}
+	}
+	return usage{}
+}
+
+// parseUsage reads a transcript line's usage: OpenClaw's own line shape
+// ({"type":"message","message":{…,"usage":{…}}}) or a bare message, with the
+// field spellings of OpenClaw and of the provider APIs.
+func parseUsage(data []byte) (usage, bool) {
+	var line struct {
+		Usage   map[string]any `json:"usage"`
+		Message *struct {
+			Usage map[string]any `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(data, &line) != nil {
+		return usage{}, false
+	}
+	m := line.Usage
+	if m == nil && line.Message != nil {
+		m = line.Message.Usage
+	}
+	if m == nil {
+		return usage{}, false
+	}
+	u := usage{
+		input:      firstCount(m, "input", "inputTokens", "input_tokens", "promptTokens", "prompt_tokens"),
+		output:     firstCount(m, "output", "outputTokens", "output_tokens", "completionTokens", "completion_tokens"),
+		cacheRead:  firstCount(m, "cacheRead", "cache_read", "cacheReadTokens", "cache_read_input_tokens"),
+		cacheWrite: firstCount(m, "cacheWrite", "cache_write", "cacheWriteTokens", "cache_creation_input_tokens"),
+		total:      firstCount(m, "totalTokens", "total", "total_tokens"),
+	}
+	switch c := m["cost"].(type) {
+	case float64:
+		u.cost, u.hasCost = c, true
+	case map[string]any:
+		if t, ok := c["total"].(float64); ok {
+			u.cost, u.hasCost = t, true
+		}
+	}
+	return u, u.input > 0 || u.output > 0 || u.total > 0
+}
+
+func firstCount(m map[string]any, names ...string) int64 {
+	for _, n := range names {
+		if v, ok := m[n].(float64); ok && v > 0 {
+			return int64(v)
+		}
+	}
+	return 0
+}
