@@ -32,6 +32,9 @@ type Deps struct {
 	Redactor    *sanitize.Redactor
 	Log         *slog.Logger
 	Now         func() time.Time
+	// OnHumanTurn, when set, is told of each human turn the ingress
+	// accepts (the signal log's human_direct_message); see WithHumanTurnHook.
+	OnHumanTurn HumanTurnHook
 }
 
 // tool is the signature of one tool: params decoded, requester resolved.

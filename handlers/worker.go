@@ -28,9 +28,18 @@ type Worker struct {
 	once  sync.Once
 }
 
+// WorkerOption adjusts a worker's Deps before it starts answering.
+type WorkerOption func(*Deps)
+
+// WithHumanTurnHook sets Deps.OnHumanTurn.
+func WithHumanTurnHook(fn HumanTurnHook) WorkerOption {
+	return func(d *Deps) { d.OnHumanTurn = fn }
+}
+
 // StartWorker creates the streams and buckets it needs (idempotently),
-// loads the session index and starts answering tool requests.
-func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.Verifier, log *slog.Logger) (*Worker, error) {
+// loads the session index and starts answering tool requests and inbound
+// human turns.
+func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.Verifier, log *slog.Logger, opts ...WorkerOption) (*Worker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -68,7 +77,10 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 			return fail(fmt.Errorf("follow stream deletions: %w", err))
 		}
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log}); err != nil {
+	for _, o := range opts {
+		o(d)
+	}
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log, Inbound: d.Inbound()}); err != nil {
 		return fail(err)
 	}
 	return w, nil

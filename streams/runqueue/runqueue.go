@@ -75,6 +75,19 @@ type Request struct {
 	// take the run creates its record (running), one write instead of two,
 	// and the caller writes pending itself should it stop waiting first.
 	Recorded bool `json:"recorded,omitempty"`
+	// ReplyTo asks the gateway to publish the run's reply to this route on
+	// <prefix>.deliver.<channel> once the run is recorded ok: a human turn
+	// brought in by a channel adapter is answered on its channel.
+	ReplyTo *Route `json:"replyTo,omitempty"`
+}
+
+// Route is where a channel message goes: the channel, the recipient on it,
+// and optionally the account and thread (a session's deliveryContext).
+type Route struct {
+	Channel   string `json:"channel"`
+	To        string `json:"to"`
+	AccountID string `json:"accountId,omitempty"`
+	ThreadID  string `json:"threadId,omitempty"`
 }
 
 // Queue is the run-request stream.

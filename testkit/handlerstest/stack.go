@@ -29,8 +29,9 @@ type Stack struct {
 	Config   *config.Config
 }
 
-// Start runs a stack; edit adjusts the default config first (may be nil).
-func Start(t testing.TB, edit func(*config.Config)) *Stack {
+// Start runs a stack; edit adjusts the default config first (may be nil),
+// opts the worker.
+func Start(t testing.TB, edit func(*config.Config), opts ...handlers.WorkerOption) *Stack {
 	t.Helper()
 	cfg := config.Default()
 	if edit != nil {
@@ -44,7 +45,7 @@ func Start(t testing.TB, edit func(*config.Config)) *Stack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil)
+	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil, opts...)
 	if err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
