@@ -57,7 +57,7 @@ func NormalizeChannel(ch string) (string, error) {
 // AllowsChannel reports whether an adapter caller may bring turns in on
 // channel (already normalized).
 func (c Caller) AllowsChannel(channel string) bool {
-	return c.Adapter == AnyChannel || c.Adapter == channel
+	return c.Adapter != "" && (c.Adapter == AnyChannel || c.Adapter == channel)
 }
 
 // adapterSubject is the JWT subject of an adapter token, so the token is
