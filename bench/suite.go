@@ -107,6 +107,7 @@ var registry = []spec{
 	{name: "session_status", baseline: "raw_kv_get", run: runSessionStatus},
 	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
 	{name: "raw_send_chain", baseline: "raw_js_publish", run: runRawSendChain},
+	{name: "inbound_turn", baseline: "raw_js_publish", run: runInboundTurn},
 	{name: "send_throughput_1gw", baseline: "send_wait", run: runSendThroughput1gw},
 	{name: "send_throughput_2gw", baseline: "send_wait", run: runSendThroughput2gw},
 	{name: "send_throughput_1gw_delay20", baseline: "send_wait", run: runSendThroughput1gwDelay20},

@@ -13,23 +13,35 @@ import (
 // Call sends one tool request with a caller token and returns the reply
 // body. A thrown tool error comes back as *Error with its code.
 func Call(ctx context.Context, nc *nats.Conn, names Names, token, tool string, params []byte) ([]byte, error) {
+	return request(ctx, nc, names.Tool(tool), token, params)
+}
+
+// Inbound brings one human turn in on names.Inbound() with a channel
+// adapter's token (docs/inbound.md) and returns the reply body; a refusal
+// comes back as *Error with its code.
+func Inbound(ctx context.Context, nc *nats.Conn, names Names, token string, body []byte) ([]byte, error) {
+	return request(ctx, nc, names.Inbound(), token, body)
+}
+
+// request is one request to a worker endpoint on subject.
+func request(ctx context.Context, nc *nats.Conn, subject, token string, params []byte) ([]byte, error) {
 	if len(params) == 0 {
 		params = []byte("{}")
 	}
-	msg := nats.NewMsg(names.Tool(tool))
+	msg := nats.NewMsg(subject)
 	msg.Data = params
 	if token != "" {
 		msg.Header.Set(HeaderToken, token)
 	}
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrMaxPayload) {
-		return nil, Errorf(CodeTooLarge, "request body is %d bytes; the server accepts at most %d bytes per message and a tool at most %d: send less", len(params), nc.MaxPayload(), MaxRequestBytes)
+		return nil, Errorf(CodeTooLarge, "request body is %d bytes; the server accepts at most %d bytes per message and a worker at most %d: send less", len(params), nc.MaxPayload(), MaxRequestBytes)
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, Errorf(CodeUnavailable, "no sessionbus worker answers on %s: start `sessionbus serve` or `sessionbus worker`", names.Tool(tool))
+		return nil, Errorf(CodeUnavailable, "no sessionbus worker answers on %s: start `sessionbus serve` or `sessionbus worker`", subject)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("request %s: %w", names.Tool(tool), err)
+		return nil, fmt.Errorf("request %s: %w", subject, err)
 	}
 	if desc := reply.Header.Get(HeaderServiceErr); desc != "" || reply.Header.Get(HeaderServiceCode) != "" {
 		code, _ := strconv.Atoi(reply.Header.Get(HeaderServiceCode))

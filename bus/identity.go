@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -23,12 +25,44 @@ const DefaultTokenTTL = time.Hour
 // Spawn depth, parent and role are deliberately absent: they come from the
 // session store, so a token cannot claim more than the store grants.
 type Caller struct {
-	SessionKey string    `json:"sessionKey"`
-	AgentID    string    `json:"agentId,omitempty"`
-	RunID      string    `json:"runId,omitempty"`
-	Sandboxed  bool      `json:"sandboxed,omitempty"`
-	Expires    time.Time `json:"-"`
+	SessionKey string `json:"sessionKey"`
+	AgentID    string `json:"agentId,omitempty"`
+	RunID      string `json:"runId,omitempty"`
+	Sandboxed  bool   `json:"sandboxed,omitempty"`
+	// Adapter marks a channel adapter's token: it speaks for no session and
+	// may only bring human turns in (Names.Inbound), on the channel it names
+	// or, with AnyChannel, on every channel. A tool call with it is refused,
+	// as is an inbound turn with a session's token.
+	Adapter string    `json:"adapter,omitempty"`
+	Expires time.Time `json:"-"`
 }
+
+// AnyChannel is the adapter claim of a token valid for every channel.
+const AnyChannel = "*"
+
+// channelRe is a channel id as adapters and deliveries name it: lower
+// case, usable as one subject token (Names.Deliver).
+var channelRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// NormalizeChannel lower-cases and trims a channel id and checks it is
+// one: 1 to 64 of [a-z0-9_-], starting with a letter or digit.
+func NormalizeChannel(ch string) (string, error) {
+	n := strings.ToLower(strings.TrimSpace(ch))
+	if !channelRe.MatchString(n) {
+		return "", fmt.Errorf("channel %q is not a channel id: use 1 to 64 of a-z, 0-9, '_' and '-', starting with a letter or digit (e.g. telegram)", ch)
+	}
+	return n, nil
+}
+
+// AllowsChannel reports whether an adapter caller may bring turns in on
+// channel (already normalized).
+func (c Caller) AllowsChannel(channel string) bool {
+	return c.Adapter != "" && (c.Adapter == AnyChannel || c.Adapter == channel)
+}
+
+// adapterSubject is the JWT subject of an adapter token, so the token is
+// never mistaken for a session's even by a reader that ignores the claim.
+const adapterSubject = "adapter:"
 
 // Operator holds the deployment's signing key.
 type Operator struct {
@@ -105,8 +139,11 @@ func (o *Operator) WriteCreds(path string) error {
 
 // Mint signs a token for caller valid for ttl.
 func (o *Operator) Mint(c Caller, ttl time.Duration) (string, error) {
+	if c.Adapter != "" {
+		return o.mintAdapter(c, ttl)
+	}
 	if c.SessionKey == "" {
-		return "", errors.New("a token needs a session key (--as)")
+		return "", errors.New("a token needs a session key (--as) or, for a channel adapter, a channel (--adapter)")
 	}
 	if ttl <= 0 {
 		ttl = DefaultTokenTTL
@@ -123,6 +160,27 @@ func (o *Operator) Mint(c Caller, ttl time.Duration) (string, error) {
 	if c.Sandboxed {
 		gc.Data["sandboxed"] = true
 	}
+	return gc.Encode(o.kp)
+}
+
+// mintAdapter signs a channel adapter's token: the adapter claim only.
+func (o *Operator) mintAdapter(c Caller, ttl time.Duration) (string, error) {
+	if c.SessionKey != "" || c.AgentID != "" || c.RunID != "" || c.Sandboxed {
+		return "", errors.New("a token speaks for a session (--as) or for a channel adapter (--adapter), not both")
+	}
+	name := c.Adapter
+	if name != AnyChannel {
+		var err error
+		if name, err = NormalizeChannel(name); err != nil {
+			return "", fmt.Errorf("--adapter: %w, or * for every channel", err)
+		}
+	}
+	if ttl <= 0 {
+		ttl = DefaultTokenTTL
+	}
+	gc := jwt.NewGenericClaims(adapterSubject + name)
+	gc.Expires = time.Now().Add(ttl).Unix()
+	gc.Data = map[string]any{"adapter": name}
 	return gc.Encode(o.kp)
 }
 
@@ -190,6 +248,10 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	}
 	if b, ok := gc.Data["sandboxed"].(bool); ok {
 		c.Sandboxed = b
+	}
+	if s, ok := gc.Data["adapter"].(string); ok && s != "" {
+		// an adapter speaks for no session, whatever else the token says
+		c = Caller{Adapter: s, Expires: c.Expires}
 	}
 	v.cache.Add(h, c)
 	return c, nil

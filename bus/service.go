@@ -75,7 +75,15 @@ type ServiceOptions struct {
 	// such as sessions_send waits for seconds, so handlers must not run on
 	// the subscription goroutine.
 	MaxInFlight int
+	// Inbound, when set, answers Names.Inbound(): channel adapters bringing
+	// human turns in. It shares the tools' queue group, limits, shutdown
+	// and stats (endpoint InboundEndpoint), but takes only adapter tokens,
+	// as the tools take only session tokens.
+	Inbound Handler
 }
+
+// InboundEndpoint is the name of the inbound endpoint in `nats micro info`.
+const InboundEndpoint = "inbound"
 
 // Service is the running tool service of one worker: one queue
 // subscription for every tool request, and the micro monitoring subjects
@@ -96,10 +104,13 @@ type Service struct {
 	started time.Time
 
 	tools   map[string]*endpoint
-	known   string // the sorted tool names, for the 404 text
-	sub     *nats.Subscription
-	subDone chan struct{} // closed when the subscription delivers no more
-	verbs   []*nats.Subscription
+	inbound *endpoint // nil unless ServiceOptions.Inbound
+	known   string    // the sorted tool names, for the 404 text
+	// subs take requests (tools, then inbound); subsDone[i] is closed when
+	// subs[i] delivers no more
+	subs     []*nats.Subscription
+	subsDone []chan struct{}
+	verbs    []*nats.Subscription
 
 	// ctx is every handler's context: it ends, with cause ErrStopping, once
 	// Stop's grace is over.
@@ -138,19 +149,22 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 		nc: nc, names: o.Names, verify: o.Verifier, log: o.Logger,
 		id: rand.Text(), started: time.Now().UTC(),
 		tools: make(map[string]*endpoint, len(tools)), known: strings.Join(slices.Sorted(maps.Keys(tools)), ", "),
-		subDone: make(chan struct{}),
-		ctx:     ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight),
+		ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight),
 	}
 	for name, h := range tools {
 		s.tools[name] = &endpoint{name: name, subject: o.Names.Tool(name), h: h}
 	}
-	sub, err := nc.QueueSubscribe(o.Names.ToolsGroup()+".>", queueGroup, s.onRequest)
-	if err != nil {
+	if err := s.subscribe(o.Names.ToolsGroup()+".>", s.onRequest); err != nil {
 		cancel(nil)
 		return nil, err
 	}
-	sub.SetClosedHandler(func(string) { close(s.subDone) })
-	s.sub = sub
+	if o.Inbound != nil {
+		s.inbound = &endpoint{name: InboundEndpoint, subject: o.Names.Inbound(), h: o.Inbound}
+		if err := s.subscribe(s.inbound.subject, s.onInbound); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
 	if err := s.subscribeVerbs(); err != nil {
 		s.Stop()
 		return nil, err
@@ -165,6 +179,18 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 	return s, nil
 }
 
+// subscribe joins the workers' queue group on subject.
+func (s *Service) subscribe(subject string, cb nats.MsgHandler) error {
+	sub, err := s.nc.QueueSubscribe(subject, queueGroup, cb)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	sub.SetClosedHandler(func(string) { close(done) })
+	s.subs, s.subsDone = append(s.subs, sub), append(s.subsDone, done)
+	return nil
+}
+
 // onRequest runs on the subscription goroutine: it does the cheap checks
 // and hands the call to a handler goroutine.
 func (s *Service) onRequest(m *nats.Msg) {
@@ -176,6 +202,15 @@ func (s *Service) onRequest(m *nats.Msg) {
 		s.send(m.Reply, errorMsg(Errorf(CodeNotFound, "unknown tool %q: known tools are %s", name, s.known)))
 		return
 	}
+	s.dispatch(ep, m, start, false)
+}
+
+// onInbound is onRequest for the inbound endpoint.
+func (s *Service) onInbound(m *nats.Msg) { s.dispatch(s.inbound, m, time.Now(), true) }
+
+// dispatch checks size and token (an adapter's on the inbound endpoint, a
+// session's on a tool) and hands the call to a handler goroutine.
+func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter bool) {
 	if len(m.Data) > MaxRequestBytes {
 		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeTooLarge, "request body is %d bytes; the limit is %d bytes (1 MiB)", len(m.Data), MaxRequestBytes)))
 		return
@@ -187,6 +222,18 @@ func (s *Service) onRequest(m *nats.Msg) {
 			e = Errorf(CodeUnauthorized, "invalid %s header: %v; mint a token with `sessionbus token --as SESSIONKEY`", HeaderToken, err)
 		}
 		s.finish(ep, start, m.Reply, errorMsg(e))
+		return
+	}
+	switch {
+	case adapter && caller.Adapter == "":
+		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeForbidden,
+			"%s takes a channel adapter's token, and this one is session %s's: an agent cannot speak as a human; mint an adapter token with `sessionbus token --adapter CHANNEL`",
+			ep.subject, caller.SessionKey)))
+		return
+	case !adapter && caller.Adapter != "":
+		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeForbidden,
+			"this is channel adapter %q's token: it brings human turns in on %s and calls no tool; mint a session token with `sessionbus token --as SESSIONKEY`",
+			caller.Adapter, s.names.Inbound())))
 		return
 	}
 	select {
@@ -201,7 +248,7 @@ func (s *Service) onRequest(m *nats.Msg) {
 	s.wg.Add(1)
 	go func() {
 		defer func() { <-s.sem; s.wg.Done() }()
-		req := &Request{Tool: name, Caller: caller, Body: m.Data, Header: m.Header}
+		req := &Request{Tool: ep.name, Caller: caller, Body: m.Data, Header: m.Header}
 		s.finish(ep, start, m.Reply, s.handle(ep, req))
 	}()
 }
@@ -316,6 +363,9 @@ func (s *Service) identity() micro.ServiceIdentity {
 // sortedEndpoints is the endpoints by tool name.
 func (s *Service) sortedEndpoints() []*endpoint {
 	out := slices.Collect(maps.Values(s.tools))
+	if s.inbound != nil {
+		out = append(out, s.inbound)
+	}
 	slices.SortFunc(out, func(a, b *endpoint) int { return strings.Compare(a.name, b.name) })
 	return out
 }
@@ -365,11 +415,15 @@ func (s *Service) Shutdown(grace time.Duration) {
 		for _, v := range s.verbs {
 			_ = v.Unsubscribe()
 		}
-		if err := s.sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			s.log.Warn("drain tool requests", "err", err)
-			_ = s.sub.Unsubscribe()
+		for _, sub := range s.subs {
+			if err := sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				s.log.Warn("drain requests", "subject", sub.Subject, "err", err)
+				_ = sub.Unsubscribe()
+			}
 		}
-		<-s.subDone
+		for _, done := range s.subsDone {
+			<-done
+		}
 		s.wg.Wait()
 		s.cancel(ErrStopping)
 		if err := s.nc.FlushTimeout(5 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {

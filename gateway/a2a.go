@@ -33,9 +33,13 @@ func StepRunID(primaryRunID, step string) string {
 	return primaryRunID + "." + strings.ReplaceAll(step, ":", "-")
 }
 
-// afterRun moves the A2A flow on after a run reached a terminal record. It
-// is idempotent: a redelivered run calls it again and nothing doubles.
+// afterRun delivers a human turn's reply to its channel and moves the A2A
+// flow on after a run reached a terminal record. It is idempotent: a
+// redelivered run calls it again and nothing doubles.
 func (g *Gateway) afterRun(ctx context.Context, req *runqueue.Request, rec *runs.Record) error {
+	if err := g.deliverReply(ctx, req, rec); err != nil {
+		return err
+	}
 	if req.A2A == nil {
 		return nil
 	}

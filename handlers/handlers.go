@@ -40,6 +40,9 @@ type Deps struct {
 	Signals StateLog
 	Log     *slog.Logger
 	Now     func() time.Time
+	// OnHumanTurn, when set, is told of each human turn the ingress
+	// accepts (the signal log's human_direct_message); see WithHumanTurnHook.
+	OnHumanTurn HumanTurnHook
 }
 
 // tool is the signature of one tool: params decoded, requester resolved.

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/runs"
@@ -210,43 +208,11 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		RunID: runID, SessionKey: target, AgentID: req.AgentID, Status: runs.Pending,
 		CreatedAt: now, ChainID: chainID, Hop: hop, IdempotencyKey: sp.idempotencyKey,
 	}
-	// A fresh run the caller waits for is watched before it is queued, so
-	// its outcome needs no read, and it is queued without a pending record
-	// (the gateway records it running; see RunRequest.Recorded). An
-	// idempotent one may have finished long ago: it is recorded first and
-	// read by Runs.Wait.
-	var waiter *runs.Waiter
-	if sp.timeoutSeconds > 0 && sp.idempotencyKey == "" {
-		if waiter, err = d.Runs.Watch(runID); err != nil {
-			return sendFail(runID, "error", err.Error(), res.displayKey), nil
-		}
-		defer waiter.Stop()
+	q, err := d.queueRun(ctx, sendToolName, req, rec, sp.timeoutSeconds > 0)
+	if err != nil {
+		return sendFail(runID, "error", err.Error(), res.displayKey), nil
 	}
-	var serr error
-	if waiter != nil {
-		serr = d.Queue.Publish(ctx, req)
-	} else {
-		serr = d.Queue.Submit(ctx, d.Runs, req, rec)
-	}
-	if err := serr; err != nil {
-		if !errors.Is(err, runs.ErrExists) || sp.idempotencyKey == "" {
-			return sendFail(runID, "error", err.Error(), res.displayKey), nil
-		}
-		// an idempotent repeat: never a second run. If the first call
-		// recorded the run but its publish may not have landed, publish
-		// again inside the dedupe window, where SB_RUNS drops a
-		// duplicate by message id.
-		first, _, gerr := d.Runs.Get(ctx, runID)
-		if gerr != nil {
-			return sendFail(runID, "error", gerr.Error(), res.displayKey), nil
-		}
-		if first.Status == runs.Pending && time.Duration(now-first.CreatedAt)*time.Millisecond < runqueue.DedupeWindow-time.Minute {
-			req.ChainID, req.Hop, req.CreatedAt = first.ChainID, first.Hop, first.CreatedAt
-			if perr := d.Queue.Publish(ctx, req); perr != nil {
-				d.Log.Warn("sessions_send: re-publish of idempotent run", "runId", runID, "err", perr)
-			}
-		}
-	}
+	defer q.Stop()
 
 	delivery := func(status string) *sendDelivery {
 		if skipA2A {
@@ -257,33 +223,15 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	if sp.timeoutSeconds == 0 {
 		return &sendResult{RunID: runID, Status: "accepted", SessionKey: res.displayKey, Delivery: delivery("sent")}, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Duration(sp.timeoutSeconds)*time.Second)
-	defer cancel()
-	var last *runs.Record
-	var werr error
-	if waiter != nil {
-		last, werr = waiter.Wait(wctx)
-	} else {
-		last, werr = d.Runs.Wait(wctx, runID)
+	last, err := q.Wait(ctx, time.Duration(sp.timeoutSeconds)*time.Second)
+	if err != nil {
+		return &sendResult{RunID: runID, Status: "error", Error: err.Error(), SessionKey: res.displayKey, SentBeforeError: true}, nil
 	}
-	if werr != nil && (last == nil || !last.Terminal()) {
-		if errors.Is(werr, context.DeadlineExceeded) || bus.Stopping(wctx) {
-			// soft timeout (PR #76484): the run goes on, a late reply is
-			// still delivered by the A2A flow. A run no gateway took yet
-			// gets its pending record now. A wait that the worker's
-			// shutdown cut short is the same case: the run stays queued
-			// and completes without this worker.
-			if last == nil && waiter != nil {
-				pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				err := d.Runs.RecordPending(pctx, rec)
-				pcancel()
-				if err != nil {
-					d.Log.Warn("sessions_send: record pending run", "runId", runID, "err", err)
-				}
-			}
-			return &sendResult{RunID: runID, Status: "accepted", SessionKey: res.displayKey, Delivery: delivery("accepted")}, nil
-		}
-		return &sendResult{RunID: runID, Status: "error", Error: werr.Error(), SessionKey: res.displayKey, SentBeforeError: true}, nil
+	if last == nil {
+		// soft timeout (PR #76484): the run goes on, a late reply is still
+		// delivered by the A2A flow; or the worker's shutdown cut the wait
+		// short: the run stays queued and completes without this worker.
+		return &sendResult{RunID: runID, Status: "accepted", SessionKey: res.displayKey, Delivery: delivery("accepted")}, nil
 	}
 	switch last.Status {
 	case runs.OK:
@@ -429,11 +377,7 @@ func (d *Deps) requesterChannel(r *requester) string {
 // idempotentRunID derives the run id of an idempotent send from (caller,
 // target, key), formatted as a UUID (version 8, name-based).
 func idempotentRunID(caller, target, key string) string {
-	h := sha256.Sum256([]byte("sessionbus/sessions_send\x00" + caller + "\x00" + target + "\x00" + key))
-	b := h[:16]
-	b[6] = b[6]&0x0f | 0x80
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	return nameUUID("sessionbus/sessions_send\x00" + caller + "\x00" + target + "\x00" + key)
 }
 
 func sendPolicy(p *config.SendPolicy) *rules.SendPolicy {

@@ -36,8 +36,14 @@ type WorkerOption func(*Deps)
 // WithStateLog gives session_status a signal log to read (Deps.Signals).
 func WithStateLog(l StateLog) WorkerOption { return func(d *Deps) { d.Signals = l } }
 
+// WithHumanTurnHook sets Deps.OnHumanTurn.
+func WithHumanTurnHook(fn HumanTurnHook) WorkerOption {
+	return func(d *Deps) { d.OnHumanTurn = fn }
+}
+
 // StartWorker creates the streams and buckets it needs (idempotently),
-// loads the session index and starts answering tool requests.
+// loads the session index and starts answering tool requests and inbound
+// human turns.
 func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.Verifier, log *slog.Logger, opts ...WorkerOption) (*Worker, error) {
 	if log == nil {
 		log = slog.Default()
@@ -88,7 +94,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	for _, o := range opts {
 		o(d)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log}); err != nil {
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log, Inbound: d.Inbound()}); err != nil {
 		return fail(err)
 	}
 	return w, nil

@@ -66,7 +66,8 @@ func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 func cmdToken(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("token", stderr)
 	creds := fs.String("creds", defaultCreds(), "operator credentials")
-	as := fs.String("as", "", "session key the token speaks for (required)")
+	as := fs.String("as", "", "session key the token speaks for (this or --adapter)")
+	adapter := fs.String("adapter", "", "a channel adapter's token instead, for the channel named (or * for every channel): it brings human turns in on sb.inbound and calls no tool")
 	agent := fs.String("agent", "", "agent id claim (default: from the key)")
 	run := fs.String("run", "", "run id claim")
 	sandboxed := fs.Bool("sandboxed", false, "mark the caller sandboxed")
@@ -74,15 +75,15 @@ func cmdToken(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *as == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: sessionbus token [--creds FILE] --as SESSIONKEY [--sandboxed] [--ttl 1h]")
+	if (*as == "") == (*adapter == "") || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: sessionbus token [--creds FILE] --as SESSIONKEY [--sandboxed] [--ttl 1h]\n       sessionbus token [--creds FILE] --adapter CHANNEL|'*' [--ttl 1h]")
 		return 2
 	}
 	op, err := bus.LoadOperator(*creds)
 	if err != nil {
 		return fail(stderr, bus.CodeUnauthorized, err)
 	}
-	tok, err := op.Mint(bus.Caller{SessionKey: *as, AgentID: *agent, RunID: *run, Sandboxed: *sandboxed}, *ttl)
+	tok, err := op.Mint(bus.Caller{SessionKey: *as, AgentID: *agent, RunID: *run, Sandboxed: *sandboxed, Adapter: *adapter}, *ttl)
 	if err != nil {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}

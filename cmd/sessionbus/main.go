@@ -15,7 +15,8 @@ commands:
   worker    tool workers against an existing NATS server
   gateway   a gateway replica: runs agent turns from the shared run queue
   call      call one tool and print its reply
-  token     print a caller token for any NATS client
+  token     print a caller token for any NATS client (--adapter: a channel adapter's)
+  chat      play a human on a channel: send one message into a session, print the reply
   import    load a JSONL transcript (stdin) into a session
   bench     run the benchmark suite
 
@@ -39,6 +40,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"import":  cmdImport,
 		"bench":   cmdBench,
 		"gateway": cmdGateway,
+		"chat":    cmdChat,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

@@ -93,7 +93,9 @@ type Request struct {
 	// and the caller writes pending itself should it stop waiting first.
 	Recorded bool `json:"recorded,omitempty"`
 	// ReplyTo, when set, is where the gateway delivers the run's reply
-	// (a human's channel, a top-level requester's stored route).
+	// once it is recorded ok (<prefix>.deliver.<channel>): a human turn
+	// brought in by a channel adapter is answered on its channel, a
+	// top-level requester's announce on its stored route.
 	ReplyTo *Route `json:"replyTo,omitempty"`
 	// Announce is set on a run that delivers a sub-agent's announce.
 	Announce *AnnounceRef `json:"announce,omitempty"`

@@ -29,8 +29,9 @@ type Stack struct {
 	Config   *config.Config
 }
 
-// Start runs a stack; edit adjusts the default config first (may be nil).
-func Start(t testing.TB, edit func(*config.Config)) *Stack {
+// Start runs a stack; edit adjusts the default config first (may be nil),
+// opts the worker.
+func Start(t testing.TB, edit func(*config.Config), opts ...handlers.WorkerOption) *Stack {
 	t.Helper()
 	return StartWith(t, edit)
 }

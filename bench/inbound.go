@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+)
+
+// The ingress benchmark (issue 12, "Bars"): a human turn from a channel
+// adapter, measured from the request on sb.inbound to its reply arriving on
+// sb.deliver.<channel>, one gateway, script runtime (echo).
+
+const (
+	inboundKey     = "agent:main:bench:human"
+	inboundChannel = "bench"
+)
+
+// inbound_turn: sequential turns into one session, each not waited on by
+// the ingress (accepted at once); the clock stops when the delivery of
+// that run arrives on a core subscription of sb.deliver.bench.
+func runInboundTurn(ctx context.Context, e *env) (Result, error) {
+	cctx, cancel := opCtx(ctx)
+	defer cancel()
+	store, err := sessions.Open(cctx, e.js, e.names)
+	if err != nil {
+		return Result{}, err
+	}
+	now := time.Now().UnixMilli()
+	if _, err := store.Create(cctx, &sessions.Entry{Key: inboundKey, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil && !errors.Is(err, sessions.ErrExists) {
+		return Result{}, err
+	}
+	stop, err := e.gateways(ctx, 1, 0, gateway.DefaultConcurrency)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
+	token, err := e.op.Mint(bus.Caller{Adapter: inboundChannel}, 24*time.Hour)
+	if err != nil {
+		return Result{}, err
+	}
+	sub, err := e.nc.SubscribeSync(e.names.Deliver(inboundChannel))
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	body, _ := json.Marshal(map[string]any{"sessionKey": inboundKey, "channel": inboundChannel, "from": "u1", "text": "ping"})
+	var replyBytes int
+	r, err := measure(ctx, e.sz.send, func() error {
+		out, err := bus.Inbound(cctx, e.nc, e.names, token, body)
+		if err != nil {
+			return err
+		}
+		var acc struct{ Status, RunID string }
+		if err := json.Unmarshal(out, &acc); err != nil || acc.Status != "accepted" {
+			return fmt.Errorf("inbound reply %.300s (%v), want accepted", out, err)
+		}
+		replyBytes = len(out)
+		for {
+			m, err := sub.NextMsg(30 * time.Second)
+			if err != nil {
+				return fmt.Errorf("delivery of run %s: %w", acc.RunID, err)
+			}
+			var d struct{ RunID, Message string }
+			if err := json.Unmarshal(m.Data, &d); err != nil {
+				return err
+			}
+			if d.RunID != acc.RunID {
+				continue // not this run's (each turn is waited for, so none is expected)
+			}
+			if d.Message != "ping" {
+				return fmt.Errorf("delivery %q, want the echo %q", d.Message, "ping")
+			}
+			return nil
+		}
+	})
+	r.Dataset = "sb.inbound (accepted at once) to the reply on sb.deliver.bench, 1 session, 1 gateway, script echo"
+	r.ReplyBytes = replyBytes
+	return r, err
+}
