@@ -396,7 +396,7 @@ func TestStatusChangesSince(t *testing.T) {
 			"occurredAt": 1700000000000, "summary": "human message via telegram", "payload": map[string]any{"channel": "telegram"}}},
 		Truncated: true, EarliestAvailableSequence: 4, HistoryGap: true,
 	}}
-	s := handlerstest.StartWith(t, nil, handlers.WithStateLog(log))
+	s := handlerstest.Start(t, nil, handlers.WithStateLog(log))
 	put(s, &sessions.Entry{Key: mainKey})
 
 	res := s.MustCall(mainKey, "session_status", `{}`)

@@ -30,14 +30,8 @@ type Stack struct {
 }
 
 // Start runs a stack; edit adjusts the default config first (may be nil),
-// opts the worker.
+// opts the worker (a fake signal log, a human-turn hook).
 func Start(t testing.TB, edit func(*config.Config), opts ...handlers.WorkerOption) *Stack {
-	t.Helper()
-	return StartWith(t, edit)
-}
-
-// StartWith is Start with worker options (a fake signal log, say).
-func StartWith(t testing.TB, edit func(*config.Config), opts ...handlers.WorkerOption) *Stack {
 	t.Helper()
 	cfg := config.Default()
 	if edit != nil {
