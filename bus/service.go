@@ -76,13 +76,14 @@ type ServiceOptions struct {
 	// the subscription goroutine.
 	MaxInFlight int
 	// Inbound, when set, answers Names.Inbound(): channel adapters bringing
-	// human turns in. It shares the tools' queue group, limits, shutdown
-	// and stats (endpoint InboundEndpoint), but takes only adapter tokens,
-	// as the tools take only session tokens.
+	// human turns in. It shares the tools' queue group, size limit and
+	// shutdown, but takes only adapter tokens, as the tools take only
+	// session tokens. It is no tool: `nats micro info|stats` list the tools
+	// only, one endpoint each.
 	Inbound Handler
 }
 
-// InboundEndpoint is the name of the inbound endpoint in `nats micro info`.
+// InboundEndpoint names the inbound endpoint (Request.Tool of its calls).
 const InboundEndpoint = "inbound"
 
 // Service is the running tool service of one worker: one queue
@@ -363,9 +364,6 @@ func (s *Service) identity() micro.ServiceIdentity {
 // sortedEndpoints is the endpoints by tool name.
 func (s *Service) sortedEndpoints() []*endpoint {
 	out := slices.Collect(maps.Values(s.tools))
-	if s.inbound != nil {
-		out = append(out, s.inbound)
-	}
 	slices.SortFunc(out, func(a, b *endpoint) int { return strings.Compare(a.name, b.name) })
 	return out
 }
