@@ -54,6 +54,7 @@ func Tools(d *Deps) map[string]bus.Handler {
 		"sessions_list":    sessionsList,
 		"sessions_history": sessionsHistory,
 		"sessions_send":    sessionsSend,
+		"sessions_yield":   sessionsYield,
 	}
 	out := make(map[string]bus.Handler, len(all))
 	for name, t := range all {
