@@ -55,6 +55,7 @@ func Tools(d *Deps) map[string]bus.Handler {
 		"sessions_history": sessionsHistory,
 		"sessions_send":    sessionsSend,
 		"sessions_yield":   sessionsYield,
+		"subagents":        subagentsTool,
 	}
 	out := make(map[string]bus.Handler, len(all))
 	for name, t := range all {
