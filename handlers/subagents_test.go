@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -303,5 +306,217 @@ func TestSubagentsTargetResolution(t *testing.T) {
 	res = s.MustCall(mainKey, "subagents", `{"action":"compact"}`)
 	if !reflect.DeepEqual(res, map[string]any{"status": "error", "error": "Unsupported action."}) {
 		t.Fatalf("unknown action: %v", res)
+	}
+}
+
+func TestSubagentsKill(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	now := time.Now()
+	a := spawn(t, s, child{parent: mainKey, label: "worker a"})
+	res := s.MustCall(mainKey, "subagents", `{"action":"kill","target":"worker a"}`)
+	want := map[string]any{"status": "ok", "action": "kill", "target": "worker a", "runId": a.RunID,
+		"sessionKey": a.ChildSessionKey, "label": "worker a", "cascadeKilled": float64(0), "text": "killed worker a."}
+	if !reflect.DeepEqual(res, want) {
+		t.Fatalf("kill: %v\nwant %v", res, want)
+	}
+	if st := runStatus(t, s, a.RunID); st != runs.Killed {
+		t.Fatalf("run record %q, want killed", st)
+	}
+	// the list shows the kill at once, before any gateway finalizes the record
+	_, active, recent := listOf(t, s, mainKey, `{}`)
+	if active[a.ChildSessionKey] != nil || recent[a.ChildSessionKey]["status"] != "killed" {
+		t.Fatalf("after kill: active %v recent %v", active, recent)
+	}
+	res = s.MustCall(mainKey, "subagents", `{"action":"kill","target":"worker a"}`)
+	if res["status"] != "done" || res["text"] != "worker a is already finished." {
+		t.Fatalf("second kill: %v", res)
+	}
+
+	// a spawn that never reached the queue: killed before it ever runs
+	lost := spawn(t, s, child{parent: mainKey, label: "unqueued", noQueue: true})
+	res = s.MustCall(mainKey, "subagents", `{"action":"kill","target":"unqueued"}`)
+	if res["status"] != "ok" || runStatus(t, s, lost.RunID) != runs.Killed {
+		t.Fatalf("kill unqueued: %v, run %q", res, runStatus(t, s, lost.RunID))
+	}
+
+	// cascade: below a running child, and below one that already ended
+	p1 := spawn(t, s, child{parent: mainKey, label: "parent one"})
+	g1 := spawn(t, s, child{parent: p1.ChildSessionKey, label: "grand one", depth: 2})
+	g1x := spawn(t, s, child{parent: g1.ChildSessionKey, label: "great grand", depth: 3})
+	p2 := spawn(t, s, child{parent: mainKey, label: "parent two"})
+	finish(t, s, p2.ChildSessionKey, subagents.OutcomeOK, now, delivered())
+	g2 := spawn(t, s, child{parent: p2.ChildSessionKey, label: "grand two", depth: 2})
+	res = s.MustCall(mainKey, "subagents", `{"action":"kill","target":"parent one"}`)
+	if res["text"] != "killed parent one (+ 2 descendants)." || res["cascadeKilled"] != float64(2) ||
+		!reflect.DeepEqual(res["cascadeLabels"], []any{"grand one", "great grand"}) {
+		t.Fatalf("cascade kill: %v", res)
+	}
+	for _, r := range []*subagents.Record{p1, g1, g1x} {
+		if st := runStatus(t, s, r.RunID); st != runs.Killed {
+			t.Fatalf("%s: run %q, want killed", r.Label, st)
+		}
+	}
+	res = s.MustCall(mainKey, "subagents", `{"action":"kill","target":"parent two"}`)
+	if res["status"] != "ok" || res["text"] != "killed 1 descendant of parent two." || runStatus(t, s, g2.RunID) != runs.Killed {
+		t.Fatalf("cascade below an ended child: %v", res)
+	}
+}
+
+func TestSubagentsKillAll(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	x := spawn(t, s, child{parent: mainKey, label: "x"})
+	y := spawn(t, s, child{parent: mainKey, label: "y"})
+	yy := spawn(t, s, child{parent: y.ChildSessionKey, label: "yy", depth: 2})
+	z := spawn(t, s, child{parent: mainKey, label: "z"})
+	finish(t, s, z.ChildSessionKey, subagents.OutcomeOK, time.Now(), delivered())
+	res := s.MustCall(mainKey, "subagents", `{"action":"kill","target":"*"}`)
+	if res["status"] != "ok" || res["target"] != "all" || res["killed"] != float64(3) || res["text"] != "killed 3 subagents." {
+		t.Fatalf("kill all: %v", res)
+	}
+	labels := fmt.Sprint(res["labels"])
+	for _, l := range []string{"x", "y", "yy"} {
+		if !strings.Contains(labels, l) {
+			t.Fatalf("labels %s miss %s", labels, l)
+		}
+	}
+	for _, r := range []*subagents.Record{x, y, yy} {
+		if st := runStatus(t, s, r.RunID); st != runs.Killed {
+			t.Fatalf("%s: %q", r.Label, st)
+		}
+	}
+	res = s.MustCall(mainKey, "subagents", `{"action":"kill","target":"all"}`)
+	if res["killed"] != float64(0) || res["text"] != "no running subagents to kill." {
+		t.Fatalf("nothing left: %v", res)
+	}
+	spawn(t, s, child{parent: mainKey, label: "w"})
+	res = s.MustCall(mainKey, "subagents", `{"action":"kill","target":"all"}`)
+	if res["killed"] != float64(1) || res["text"] != "killed 1 subagent." {
+		t.Fatalf("one: %v", res)
+	}
+}
+
+// A leaf (depth at maxSpawnDepth) may list, never kill or steer; with a
+// deeper maxSpawnDepth the same caller is an orchestrator.
+func TestSubagentsLeafAndOrchestrator(t *testing.T) {
+	for _, depth := range []int{1, 2} {
+		t.Run(fmt.Sprint("maxSpawnDepth=", depth), func(t *testing.T) {
+			s := handlerstest.Start(t, func(c *config.Config) { c.Agents.Defaults.Subagents.MaxSpawnDepth = depth })
+			me := spawn(t, s, child{parent: mainKey, label: "me"})
+			mine := spawn(t, s, child{parent: me.ChildSessionKey, label: "mine", depth: 2})
+			res, active, _ := listOf(t, s, me.ChildSessionKey, `{}`)
+			if res["callerIsSubagent"] != true || active[mine.ChildSessionKey] == nil {
+				t.Fatalf("leaf list: %v", res)
+			}
+			kill := s.MustCall(me.ChildSessionKey, "subagents", `{"action":"kill","target":"mine"}`)
+			all := s.MustCall(me.ChildSessionKey, "subagents", `{"action":"kill","target":"all"}`)
+			steer := s.MustCall(me.ChildSessionKey, "subagents", `{"action":"steer","target":"mine","message":"go"}`)
+			if depth == 1 {
+				leaf := "Leaf subagents cannot control other sessions."
+				if kill["status"] != "forbidden" || kill["error"] != leaf || kill["runId"] != mine.RunID ||
+					all["status"] != "forbidden" || all["error"] != leaf || all["target"] != "all" ||
+					steer["status"] != "forbidden" || steer["error"] != leaf {
+					t.Fatalf("leaf: kill %v all %v steer %v", kill, all, steer)
+				}
+				if st := runStatus(t, s, mine.RunID); st != runs.Pending {
+					t.Fatalf("a refused kill changed the run: %q", st)
+				}
+				return
+			}
+			if kill["status"] != "ok" || all["text"] != "no running subagents to kill." || steer["status"] != "done" {
+				t.Fatalf("orchestrator: kill %v all %v steer %v", kill, all, steer)
+			}
+		})
+	}
+}
+
+func TestSubagentsSteer(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	d := s.Worker.Deps
+	c := spawn(t, s, child{parent: mainKey, label: "researcher", started: true})
+	entry := d.Index.Get(c.ChildSessionKey)
+
+	res := s.MustCall(mainKey, "subagents", `{"action":"steer","target":"researcher","message":"focus on the 2025 numbers"}`)
+	newRun, _ := res["runId"].(string)
+	want := map[string]any{"status": "accepted", "action": "steer", "target": "researcher", "runId": newRun,
+		"sessionKey": c.ChildSessionKey, "sessionId": entry.SessionID, "mode": "restart", "label": "researcher", "text": "steered researcher."}
+	if !reflect.DeepEqual(res, want) || newRun == "" || newRun == c.RunID {
+		t.Fatalf("steer: %v\nwant %v", res, want)
+	}
+	// the registry took the new run (so the old one announces nothing), the
+	// old run is killed, the new one queued in the child's session
+	rec, _, err := d.Subagents.Get(bustest.Context(t), c.ChildSessionKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.RunID != newRun || !rec.Queued || rec.StartedAt != 0 || rec.EndedAt != 0 || rec.Request == nil ||
+		rec.Request.Message != "focus on the 2025 numbers" || rec.Request.Prompt != "focus on the 2025 numbers" ||
+		rec.Request.Lane != "subagent" || rec.Request.SessionKey != c.ChildSessionKey {
+		t.Fatalf("registry after steer: %+v req %+v", rec, rec.Request)
+	}
+	if st := runStatus(t, s, c.RunID); st != runs.Killed {
+		t.Fatalf("old run %q, want killed", st)
+	}
+	if st := runStatus(t, s, newRun); st != runs.Pending {
+		t.Fatalf("new run %q, want pending", st)
+	}
+	if n := queued(t, s); n != 2 {
+		t.Fatalf("%d runs queued, want the spawn's and the steer's", n)
+	}
+	_, active, _ := listOf(t, s, mainKey, `{}`)
+	if it := active[c.ChildSessionKey]; it == nil || it["runId"] != newRun || it["status"] != "running" {
+		t.Fatalf("list after steer: %v", active)
+	}
+
+	// at most one steer per caller and child every 2 s, across workers (the
+	// limiter is a claim on the bus)
+	res = s.MustCall(mainKey, "subagents", `{"action":"steer","target":"researcher","message":"again"}`)
+	if res["status"] != "rate_limited" || res["error"] != "Steer rate limit exceeded. Wait a moment before sending another steer." ||
+		res["runId"] != newRun || res["sessionKey"] != c.ChildSessionKey {
+		t.Fatalf("second steer: %v", res)
+	}
+	// the limit lapses by itself (the claim's TTL)
+	var later map[string]any
+	bustest.WaitFor(t, 15*time.Second, "the steer rate limit to expire", func() bool {
+		later = s.MustCall(mainKey, "subagents", `{"action":"steer","target":"researcher","message":"again"}`)
+		return later["status"] != "rate_limited"
+	})
+	if later["status"] != "accepted" || later["runId"] == newRun {
+		t.Fatalf("steer after the limit: %v", later)
+	}
+
+	// message limits, in OpenClaw's order: required (thrown), then length
+	long := strings.Repeat("x", 4001)
+	res = s.MustCall(mainKey, "subagents", `{"action":"steer","target":"nobody","message":"`+long+`"}`)
+	if res["status"] != "error" || res["error"] != "Message too long (4001 chars, max 4000)." || res["target"] != "nobody" {
+		t.Fatalf("too long: %v", res)
+	}
+	other := spawn(t, s, child{parent: mainKey, label: "other"})
+	res = s.MustCall(mainKey, "subagents", `{"action":"steer","target":"other","message":"`+strings.Repeat("é", 4000)+`"}`)
+	if res["status"] != "accepted" {
+		t.Fatalf("4000 characters: %v", res)
+	}
+	_, err = s.Call(mainKey, "subagents", `{"action":"steer","target":"other"}`)
+	var be *bus.Error
+	if !errors.As(err, &be) || be.Code != 400 || be.Message != "message required" {
+		t.Fatalf("no message: %v", err)
+	}
+
+	// a finished child is not restarted
+	finish(t, s, other.ChildSessionKey, subagents.OutcomeOK, time.Now(), delivered())
+	res = s.MustCall(mainKey, "subagents", `{"action":"steer","target":"other","message":"more"}`)
+	if res["status"] != "done" || res["text"] != "other is already finished." {
+		t.Fatalf("steer finished: %v", res)
+	}
+}
+
+// A sub-agent that controls its own session (an orchestrator listed under
+// itself) is refused: it cannot steer itself.
+func TestSubagentsSelfSteer(t *testing.T) {
+	s := handlerstest.Start(t, func(c *config.Config) { c.Agents.Defaults.Subagents.MaxSpawnDepth = 2 })
+	self := "agent:main:subagent:self"
+	spawn(t, s, child{parent: self, key: self, label: "myself"})
+	res := s.MustCall(self, "subagents", `{"action":"steer","target":"myself","message":"go"}`)
+	if res["status"] != "forbidden" || res["error"] != "Subagents cannot steer themselves." || res["sessionKey"] != self {
+		t.Fatalf("self steer: %v", res)
 	}
 }
