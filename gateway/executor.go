@@ -475,7 +475,8 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	default:
 		status, errText = runs.Error, runErr.Error()
 	}
-	if status == runs.OK && !replied {
+	// a yielded turn has no reply of its own (docs/runtimes.md)
+	if status == runs.OK && !replied && (res == nil || !res.Yielded) {
 		// wave 3
 		data, _ := bus.Marshal(map[string]any{
 			"role":    "assistant",

@@ -61,6 +61,8 @@ func Tools(d *Deps) map[string]bus.Handler {
 		"sessions_history": sessionsHistory,
 		"sessions_send":    sessionsSend,
 		"session_status":   sessionStatus,
+		"sessions_yield":   sessionsYield,
+		"subagents":        subagentsTool,
 	}
 	out := make(map[string]bus.Handler, len(all))
 	for name, t := range all {

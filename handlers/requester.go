@@ -16,6 +16,7 @@ type requester struct {
 	restrictToSpawned bool
 	a2a               rules.A2APolicy
 	runID             string // the run the caller's token was minted for, if any
+	callerKey         string // the session key in the token, as minted (blank: no session context)
 }
 
 func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
@@ -40,6 +41,7 @@ func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
 		restrictToSpawned: rules.RestrictToSpawned(c.Sandboxed, clamp, key),
 		a2a:               rules.A2APolicy{Enabled: cfg.Tools.AgentToAgent.Enabled, Allow: cfg.Tools.AgentToAgent.Allow},
 		runID:             c.RunID,
+		callerKey:         c.SessionKey,
 	}, nil
 }
 

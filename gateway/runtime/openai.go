@@ -211,6 +211,12 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 				return res, fmt.Errorf("openai: %s interrupted: %w", c.Function.Name, ctx.Err())
 			}
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: c.ID, Content: text(reply)})
+			if Yielded(c.Function.Name, call.Result) {
+				// sessions_yield ends the turn here: the calls the model
+				// asked for after it are not run, and no reply is asked for.
+				res.Yielded = true
+				return res, nil
+			}
 		}
 	}
 }

@@ -73,6 +73,27 @@ type Result struct {
 	Reply string
 	// ToolCalls lists the tools invoked during the turn, in order.
 	ToolCalls []ToolCall
+	// Yielded says the turn ended on sessions_yield: it has no reply of its
+	// own (Reply is empty), and the session's next message (a child's
+	// completion announce, an inbound event) starts the next turn.
+	Yielded bool
+}
+
+// YieldTool is the tool that ends a turn.
+const YieldTool = "sessions_yield"
+
+// Yielded reports whether a tool call's result is an accepted yield
+// ({"status":"yielded"}): the runtime then ends the turn at once. A refused
+// yield ("Yield not supported in this context") is an ordinary result and
+// the turn goes on.
+func Yielded(tool string, result json.RawMessage) bool {
+	if tool != YieldTool || len(result) == 0 {
+		return false
+	}
+	var r struct {
+		Status string `json:"status"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.Status == "yielded"
 }
 
 // Tools executes a session tool as the turn's session. The gateway implements

@@ -26,6 +26,10 @@ type scriptRuleConfig struct {
 	DelayMs int               `mapstructure:"delayMs"`
 	Error   string            `mapstructure:"error"`
 	Tool    *scriptToolConfig `mapstructure:"tool"`
+	// Yield is the rule form of sessions_yield: call it with this message
+	// ("" for the default) and end the turn without a reply. Reply, when
+	// set, is used only if the yield is refused.
+	Yield *string `mapstructure:"yield"`
 }
 
 type scriptToolConfig struct {
@@ -92,6 +96,22 @@ func compileRule(rk string, rc scriptRuleConfig) (scriptRule, error) {
 			return r, err
 		}
 	}
+	if rc.Yield != nil {
+		if rc.Tool != nil {
+			return r, fmt.Errorf("%s: yield and tool are exclusive (yield calls %s itself); remove one", rk, YieldTool)
+		}
+		if rc.Error != "" {
+			return r, fmt.Errorf("%s: yield and error are exclusive (a yielding rule ends its turn without failing); remove one", rk)
+		}
+		params := map[string]any{}
+		if *rc.Yield != "" {
+			params["message"] = *rc.Yield
+		}
+		if r.params, err = compileParams(rk+".yield", params, groups); err != nil {
+			return r, err
+		}
+		r.tool, r.hasTool = YieldTool, true
+	}
 	if rc.Tool != nil {
 		name := strings.TrimSpace(rc.Tool.Name)
 		if name == "" {
@@ -119,7 +139,9 @@ func unprefix(err error) string {
 }
 
 // Run applies the first matching rule: wait, call the tool, then fail or
-// reply, in that order, so a rule can model "slow tool-using agent".
+// reply, in that order, so a rule can model "slow tool-using agent". A
+// tool call that yields (sessions_yield accepted) ends the turn there,
+// without a reply.
 func (s *scriptRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, error) {
 	for _, r := range s.rules {
 		var groups []string
@@ -159,6 +181,10 @@ func (r *scriptRule) run(ctx context.Context, t Turn, groups []string, tools Too
 		// a model; only a cancelled turn stops here.
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("script: %s interrupted: %w", r.tool, ctx.Err())
+		}
+		if err == nil && Yielded(r.tool, out) {
+			res.Yielded = true
+			return res, nil
 		}
 	}
 	if r.errMsg != nil {
