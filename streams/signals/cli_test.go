@@ -47,6 +47,11 @@ func TestDocsCommands(t *testing.T) {
 		t.Fatalf("sub --all -T: %v\n%s", err, out)
 	}
 
+	out, err = natsCLI(ctx, s.URL(), "kv", "get", "sigheads", "agent.main.subagent.a", "--raw").Output()
+	if err != nil || !strings.Contains(string(out), `"lastSequence":3`) {
+		t.Fatalf("kv get sigheads: %v\n%s", err, out)
+	}
+
 	// live: a core subscription sees each event as it is appended
 	live := func(subject string, publish func(i int)) string {
 		var buf bytes.Buffer
