@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,7 +192,12 @@ func (l *Log) Append(ctx context.Context, ev Event) (Event, bool, error) {
 	}
 	enc := bus.EncodeKey(ev.SessionKey)
 	subj := l.names.Signal(enc)
-	for range maxAppendAttempts {
+	for attempt := range maxAppendAttempts {
+		if attempt > 0 {
+			if err := appendBackoff(ctx, attempt); err != nil {
+				return Event{}, false, err
+			}
+		}
 		last, err := l.lastEvent(ctx, subj)
 		if err != nil {
 			return Event{}, false, err
@@ -243,6 +249,23 @@ func (l *Log) Append(ctx context.Context, ev Event) (Event, bool, error) {
 		return ev, false, nil
 	}
 	return Event{}, false, fmt.Errorf("signal log: append to %s: %w", ev.SessionKey, record.ErrContended)
+}
+
+// appendBackoff spreads appenders racing on one session (the same schedule as
+// kv/record's compare-and-set loop: the first retry is immediate, then a
+// random wait growing with the losses), so they stop colliding in lockstep.
+func appendBackoff(ctx context.Context, attempt int) error {
+	if attempt <= 1 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(min(attempt-1, 10)) * int64(200*time.Microsecond))))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // StateVersion is the session's head: the sequence of its newest event, kept
