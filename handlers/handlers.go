@@ -32,6 +32,8 @@ type Deps struct {
 	Redactor    *sanitize.Redactor
 	Log         *slog.Logger
 	Now         func() time.Time
+
+	views *viewCache // sessions_history's entry views, set by Tools
 }
 
 // tool is the signature of one tool: params decoded, requester resolved.
@@ -44,6 +46,9 @@ func Tools(d *Deps) map[string]bus.Handler {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.views == nil {
+		d.views = newViewCache(historyCacheMaxBytes)
 	}
 	all := map[string]tool{
 		"sessions_list":    sessionsList,
