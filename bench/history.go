@@ -30,8 +30,10 @@ func (e *env) ensureHistorySession(ctx context.Context, key string) error {
 }
 
 // runHistory calls tool sessions_history {sessionKey, limit 50[, offset]}
-// through NATS with a real token, after checking one reply.
-func (e *env) runHistory(ctx context.Context, key string, offset, total int, dataset string) (Result, error) {
+// through NATS with a real token, after checking one reply. cold empties
+// the worker's view cache before every call, so each one projects all its
+// entries, as the first call after a worker starts does.
+func (e *env) runHistory(ctx context.Context, key string, offset, total int, cold bool, dataset string) (Result, error) {
 	if err := e.ensureHistorySession(ctx, key); err != nil {
 		return Result{}, err
 	}
@@ -61,11 +63,16 @@ func (e *env) runHistory(ctx context.Context, key string, offset, total int, dat
 		return Result{}, fmt.Errorf("sessions_history %s: totalMessages %v, want %d", params, chk.TotalMessages, total)
 	}
 	r, err := measure(ctx, e.sz.hist, func() error {
+		if cold {
+			e.worker.Deps.ResetHistoryCache()
+		}
 		_, err := bus.Call(cctx, e.nc, e.names, e.token, "sessions_history", params)
 		return err
 	})
 	r.Dataset = dataset
 	r.ReplyBytes = len(first)
+	cache := e.worker.Deps.HistoryCacheStats().Bytes
+	r.CacheBytes = &cache
 	return r, err
 }
 
@@ -77,7 +84,7 @@ func runHistoryTail100(ctx context.Context, e *env) (Result, error) {
 			return Result{}, err
 		}
 	}
-	return e.runHistory(ctx, hist100Key, 0, hist100Len,
+	return e.runHistory(ctx, hist100Key, 0, hist100Len, false,
 		fmt.Sprintf("limit %d, a %d-entry session (contiguous)", page, hist100Len))
 }
 
@@ -85,8 +92,18 @@ func runHistoryTail1M(ctx context.Context, e *env) (Result, error) {
 	if err := e.ensureSingle(ctx); err != nil {
 		return Result{}, err
 	}
-	return e.runHistory(ctx, singleKey, 0, e.sz.singleN,
+	return e.runHistory(ctx, singleKey, 0, e.sz.singleN, false,
 		fmt.Sprintf("limit %d, a %d-entry session", page, e.sz.singleN))
+}
+
+// history_tail_1m_cold: history_tail_1m with the view cache emptied before
+// every call (the emptying is timed too; it is a map allocation).
+func runHistoryTail1MCold(ctx context.Context, e *env) (Result, error) {
+	if err := e.ensureSingle(ctx); err != nil {
+		return Result{}, err
+	}
+	return e.runHistory(ctx, singleKey, 0, e.sz.singleN, true,
+		fmt.Sprintf("limit %d, a %d-entry session, view cache emptied before each call", page, e.sz.singleN))
 }
 
 func runHistoryOffset1M(ctx context.Context, e *env) (Result, error) {
@@ -94,7 +111,7 @@ func runHistoryOffset1M(ctx context.Context, e *env) (Result, error) {
 		return Result{}, err
 	}
 	off := e.sz.singleN / 2
-	return e.runHistory(ctx, singleKey, off, e.sz.singleN,
+	return e.runHistory(ctx, singleKey, off, e.sz.singleN, false,
 		fmt.Sprintf("limit %d, offset %d, a %d-entry session", page, off, e.sz.singleN))
 }
 
@@ -103,6 +120,6 @@ func runHistoryTailInterleaved(ctx context.Context, e *env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return e.runHistory(ctx, in.key, 0, e.sz.interPerSession,
+	return e.runHistory(ctx, in.key, 0, e.sz.interPerSession, false,
 		fmt.Sprintf("limit %d, a %d-entry session in a %s", page, e.sz.interPerSession, in.dataset))
 }

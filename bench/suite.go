@@ -63,6 +63,7 @@ type Result struct {
 	IndexStartMs    *float64 `json:"index_start_ms,omitempty"`    // list_*: time that kv.Index took to load every session
 	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
 	ThroughputVs1gw *float64 `json:"throughput_vs_1gw,omitempty"` // send_throughput_2gw*: ops_per_sec / the 1-gateway variant's (same delay, same run)
+	CacheBytes      *int     `json:"cache_bytes,omitempty"`       // history_*: bytes the worker's view cache holds after the run (views plus overhead)
 	// CPUPerOp is the process's CPU time (user and system: server, worker,
 	// gateways and client together) over the timed operations, per
 	// operation, in µs. Omitted where the platform has no getrusage.
@@ -122,6 +123,7 @@ var registry = []spec{
 	{name: "transcript_offset_1m", baseline: "raw_direct_get_50", run: runTranscriptOffset1M},
 	{name: "history_tail_100", baseline: "raw_direct_get_50", run: runHistoryTail100},
 	{name: "history_tail_1m", baseline: "raw_direct_get_50", run: runHistoryTail1M},
+	{name: "history_tail_1m_cold", baseline: "raw_direct_get_50", run: runHistoryTail1MCold},
 	{name: "history_offset_1m", baseline: "raw_direct_get_50", run: runHistoryOffset1M},
 	{name: "history_tail_interleaved", baseline: "raw_direct_get_50", run: runHistoryTailInterleaved},
 	{name: "sanitize_80k", run: runSanitize80k},
@@ -335,6 +337,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if res.ReplyBytes > 0 {
 			extra = append(extra, fmt.Sprintf("reply %s", fmtBytes(res.ReplyBytes)))
+		}
+		if res.CacheBytes != nil {
+			extra = append(extra, fmt.Sprintf("view cache %s", fmtBytes(*res.CacheBytes)))
 		}
 		if res.CPUPerOp != nil {
 			extra = append(extra, fmt.Sprintf("cpu %.0fµs/op", *res.CPUPerOp))

@@ -43,6 +43,8 @@ type Deps struct {
 	// OnHumanTurn, when set, is told of each human turn the ingress
 	// accepts (the signal log's human_direct_message); see WithHumanTurnHook.
 	OnHumanTurn HumanTurnHook
+
+	views *viewCache // sessions_history's entry views, set by Tools
 }
 
 // tool is the signature of one tool: params decoded, requester resolved.
@@ -55,6 +57,9 @@ func Tools(d *Deps) map[string]bus.Handler {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.views == nil {
+		d.views = newViewCache(historyCacheMaxBytes)
 	}
 	all := map[string]tool{
 		"sessions_list":    sessionsList,

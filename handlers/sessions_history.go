@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/rules"
@@ -63,8 +64,15 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 	if err != nil {
 		return nil, err
 	}
-	view := d.sanitizeEntries(entries, includeTools, paged)
-	out := &historyResult{SessionKey: res.displayKey}
+	view := d.historyViews(entries, includeTools, paged)
+	return historyPage(res.displayKey, view, len(entries), total, offset, paged).encode()
+}
+
+// historyPage builds the reply from the page's views: the 80 KiB cap, the
+// flags and, for paginated reads, the page metadata. read is how many
+// entries the page read, total the transcript's length.
+func historyPage(displayKey string, view []viewMessage, read int, total uint64, offset int, paged bool) *historyResult {
+	out := &historyResult{SessionKey: displayKey}
 	items := make([]json.RawMessage, len(view))
 	for i, m := range view {
 		items[i] = m.raw
@@ -81,9 +89,68 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 		if len(kept) > 0 && len(view) > 0 {
 			oldest = view[max(len(view)-len(kept), 0)].seq
 		}
-		paginate(out, offset, int(total), len(entries), int(oldest))
+		paginate(out, offset, int(total), read, int(oldest))
 	}
-	return out, nil
+	return out
+}
+
+// encode writes the reply exactly as json.Marshal writes historyResult
+// (TestHistoryEncodeMatchesMarshal), but copies the messages, which are
+// already compact, HTML-safe JSON, instead of scanning them again: with the
+// views cached, that scan (about 85 µs for a 50-message page) was most of
+// the handler's own CPU.
+func (h *historyResult) encode() (json.RawMessage, error) {
+	key, err := json.Marshal(h.SessionKey)
+	if err != nil {
+		return nil, err
+	}
+	n := len(key) + 200
+	for _, m := range h.Messages {
+		n += len(m) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"sessionKey":`...)
+	b = append(b, key...)
+	b = append(b, `,"messages":`...)
+	if h.Messages == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, m := range h.Messages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, m...)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"truncated":`...)
+	b = strconv.AppendBool(b, h.Truncated)
+	b = append(b, `,"droppedMessages":`...)
+	b = strconv.AppendBool(b, h.DroppedMessages)
+	b = append(b, `,"contentTruncated":`...)
+	b = strconv.AppendBool(b, h.ContentTruncated)
+	b = append(b, `,"contentRedacted":`...)
+	b = strconv.AppendBool(b, h.ContentRedacted)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, int64(h.Bytes), 10)
+	if h.Offset != nil {
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, int64(*h.Offset), 10)
+	}
+	if h.NextOffset != nil {
+		b = append(b, `,"nextOffset":`...)
+		b = strconv.AppendInt(b, int64(*h.NextOffset), 10)
+	}
+	if h.HasMore != nil {
+		b = append(b, `,"hasMore":`...)
+		b = strconv.AppendBool(b, *h.HasMore)
+	}
+	if h.TotalMessages != nil {
+		b = append(b, `,"totalMessages":`...)
+		b = strconv.AppendInt(b, int64(*h.TotalMessages), 10)
+	}
+	return append(b, '}'), nil
 }
 
 // paginate recomputes the page metadata after filtering and capping:

@@ -1,12 +1,14 @@
 package handlers_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -198,5 +200,50 @@ func TestHistoryPagination(t *testing.T) {
 	res = s.MustCall(mainKey, "sessions_history", `{"sessionKey":"main","offset":"1","limit":" 1 "}`)
 	if ms := msgs(t, res); len(ms) != 1 || ms[0]["content"] != "two" || res["offset"].(float64) != 1 {
 		t.Fatalf("numeric strings: %v", res)
+	}
+}
+
+// TestHistoryRepliesSameWarmAndCold: over the wire, the reply to a repeated
+// call (served from the worker's view cache) is byte for byte the first one,
+// and so is the reply after the cache is emptied.
+func TestHistoryRepliesSameWarmAndCold(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	s.Import(handlers.ImportOptions{SessionKey: mainKey},
+		`{"role":"user","content":"my key is OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx <b>&</b>"}`,
+		`{"role":"assistant","content":[{"type":"text","text":"<thinking>hidden</thinking>Done."}],"usage":{"input":3}}`,
+		`{"role":"toolResult","content":"tool output"}`,
+		`{"role":"assistant","phase":"commentary","content":"aside"}`,
+		fmt.Sprintf(`{"role":"user","content":%q}`, strings.Repeat("a", 4001)),
+		`{"role":"assistant","content":"NO_REPLY"}`,
+		`{"role":"user","content":"last","n":1.50}`,
+	)
+	d := s.Worker.Deps
+	ctx := bustest.Context(t)
+	token := s.Token(bus.Caller{SessionKey: mainKey})
+	for _, params := range []string{
+		`{"sessionKey":"main"}`,
+		`{"sessionKey":"main","includeTools":true}`,
+		`{"sessionKey":"main","limit":2}`,
+		`{"sessionKey":"main","offset":0,"limit":3}`,
+		`{"sessionKey":"main","offset":2,"limit":3,"includeTools":true}`,
+		`{"sessionKey":"main","offset":6}`,
+	} {
+		var replies [][]byte
+		for _, reset := range []bool{false, false, true} {
+			if reset {
+				d.ResetHistoryCache()
+			}
+			b, err := bus.Call(ctx, s.Conn, d.Names, token, "sessions_history", []byte(params))
+			if err != nil {
+				t.Fatalf("%s: %v", params, err)
+			}
+			replies = append(replies, b)
+		}
+		if !bytes.Equal(replies[0], replies[1]) || !bytes.Equal(replies[0], replies[2]) {
+			t.Fatalf("%s: cold, warm and reset replies differ:\n%s\n%s\n%s", params, replies[0], replies[1], replies[2])
+		}
+	}
+	if st := d.HistoryCacheStats(); st.Hits == 0 || st.Entries == 0 || st.Bytes > st.MaxBytes {
+		t.Fatalf("cache stats %+v", st)
 	}
 }

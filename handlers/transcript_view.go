@@ -63,28 +63,47 @@ type viewMessage struct {
 func (d *Deps) sanitizeEntries(entries []transcripts.Entry, includeTools, withSeq bool) []viewMessage {
 	out := make([]viewMessage, 0, len(entries))
 	for _, e := range entries {
-		m, ok := decodeMessage(e.Data)
-		if !ok {
-			continue
+		if v := d.viewEntry(e, withSeq, !includeTools); v.shows(includeTools) {
+			out = append(out, v.msg)
 		}
-		if !includeTools && isToolMessage(m) {
-			continue
-		}
-		if !keepInHistory(m) {
-			continue
-		}
-		delete(m, runMarker)
-		res := d.Redactor.HistoryMessage(m, true)
-		if withSeq {
-			m["__openclaw"] = map[string]any{"seq": e.N + 1}
-		}
-		raw, err := json.Marshal(m)
-		if err != nil {
-			continue
-		}
-		out = append(out, viewMessage{raw: raw, seq: e.N + 1, truncated: res.Truncated, redacted: res.Redacted})
 	}
 	return out
+}
+
+// entryView is what the history projection makes of one transcript entry.
+// It depends only on the entry's bytes and number, withSeq and the
+// redactor, so it can be kept for as long as those stay the same.
+type entryView struct {
+	msg   viewMessage
+	tool  bool // a tool message: shown only with includeTools
+	shown bool // false: never shown (undecodable, or dropped by keepInHistory)
+}
+
+func (v entryView) shows(includeTools bool) bool { return v.shown && (includeTools || !v.tool) }
+
+// viewEntry projects one entry. skipTools leaves a tool message unsanitized
+// (shown false), for callers that will not show it anyway.
+func (d *Deps) viewEntry(e transcripts.Entry, withSeq, skipTools bool) entryView {
+	m, ok := decodeMessage(e.Data)
+	if !ok {
+		return entryView{}
+	}
+	v := entryView{tool: isToolMessage(m)}
+	if (skipTools && v.tool) || !keepInHistory(m) {
+		return v
+	}
+	delete(m, runMarker)
+	res := d.Redactor.HistoryMessage(m, true)
+	if withSeq {
+		m["__openclaw"] = map[string]any{"seq": e.N + 1}
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return v
+	}
+	v.msg = viewMessage{raw: raw, seq: e.N + 1, truncated: res.Truncated, redacted: res.Redacted}
+	v.shown = true
+	return v
 }
 
 // keepInHistory is the gateway projection's drop rule:

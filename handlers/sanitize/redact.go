@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -260,6 +261,7 @@ type Redactor struct {
 	logOff       bool
 	logPatterns  []*redactPattern
 	toolPatterns []*redactPattern
+	fingerprint  string
 }
 
 // DefaultRedactor returns the redactor for a config without logging keys:
@@ -280,6 +282,7 @@ func DefaultRedactor() *Redactor {
 // leave a configured secret unmasked without a word.
 func NewRedactor(mode string, custom []string) (*Redactor, error) {
 	var user []*redactPattern
+	fp := []string{"off=" + strconv.FormatBool(mode == "off")}
 	for _, raw := range custom {
 		p, err := parseUserPattern(raw)
 		if err != nil {
@@ -287,9 +290,10 @@ func NewRedactor(mode string, custom []string) (*Redactor, error) {
 		}
 		if p != nil {
 			user = append(user, p)
+			fp = append(fp, strconv.Quote(raw))
 		}
 	}
-	r := &Redactor{logOff: mode == "off"}
+	r := &Redactor{logOff: mode == "off", fingerprint: strings.Join(fp, ",")}
 	d := defaults()
 	if len(user) == 0 {
 		r.logPatterns, r.toolPatterns = d, d
@@ -327,6 +331,17 @@ func parseUserPattern(raw string) (*redactPattern, error) {
 		return nil, fmt.Errorf("logging.redactPatterns: pattern %q is invalid: %v", raw, err)
 	}
 	return &redactPattern{re: re}, nil
+}
+
+// Fingerprint names what the redactor does: two redactors with the same
+// fingerprint mask every text the same way, so output cached under one is
+// valid for the other. Each pattern is quoted, so no two pattern lists
+// share a fingerprint.
+func (r *Redactor) Fingerprint() string {
+	if r == nil {
+		r = DefaultRedactor()
+	}
+	return r.fingerprint
 }
 
 // ToolPayload redacts text that a tool returns to a model. It is always on,
