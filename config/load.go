@@ -42,6 +42,7 @@ var defaults = map[string]any{
 	"agents.defaults.subagents.runTimeoutSeconds":    0,
 	"agents.defaults.subagents.allowAgents":          []string{},
 	"agents.defaults.sandbox.sessionToolsVisibility": "spawned",
+	"agents.defaults.sandbox.mode":                   "off",
 	"logging.redactSensitive":                        "tools",
 	"logging.redactPatterns":                         []string{},
 }

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -429,11 +428,7 @@ func (d *Deps) requesterChannel(r *requester) string {
 // idempotentRunID derives the run id of an idempotent send from (caller,
 // target, key), formatted as a UUID (version 8, name-based).
 func idempotentRunID(caller, target, key string) string {
-	h := sha256.Sum256([]byte("sessionbus/sessions_send\x00" + caller + "\x00" + target + "\x00" + key))
-	b := h[:16]
-	b[6] = b[6]&0x0f | 0x80
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	return derivedUUID("sessionbus/sessions_send", caller, target, key)
 }
 
 func sendPolicy(p *config.SendPolicy) *rules.SendPolicy {
