@@ -190,8 +190,13 @@ func ConfigToolPolicy(cfg *config.Config, agentID string) ToolPolicy {
 
 // SessionTools returns the names among tools that the session key may
 // call, given its store entry's spawnDepth (nil: none) and stored
-// subagentRole: what a model runtime should offer it.
+// subagentRole: what a model runtime should offer it. nil means no
+// restriction (not a sub-agent); a sub-agent gets a non-nil list.
 func SessionTools(cfg *config.Config, key string, spawnDepth *int, storedRole string, tools []string) []string {
 	p := ConfigToolPolicy(cfg, AgentIDFromKey(key))
-	return p.Allowed(ResolveSessionRole(key, spawnDepth, storedRole, p.MaxSpawnDepth), tools)
+	role := ResolveSessionRole(key, spawnDepth, storedRole, p.MaxSpawnDepth)
+	if !role.Subagent {
+		return nil
+	}
+	return p.Allowed(role, tools)
 }
