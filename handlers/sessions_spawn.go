@@ -789,23 +789,18 @@ func (d *Deps) spawnDepthOf(key string) int {
 		if e == nil && !strings.HasPrefix(strings.ToLower(k), "agent:") {
 			e = d.Index.Get("agent:" + rules.DefaultAgentID + ":" + k)
 		}
-		if e == nil {
-			return 0, false
-		}
-		if e.SpawnDepth != nil && *e.SpawnDepth >= 0 {
+		if e != nil && e.SpawnDepth != nil && *e.SpawnDepth >= 0 {
 			return *e.SpawnDepth, true
 		}
-		if e.SpawnedBy != "" {
+		if e != nil && e.SpawnedBy != "" {
 			if pd, ok := depth(e.SpawnedBy); ok {
 				return pd + 1, true
 			}
 		}
-		return 0, false
+		return rules.SubagentDepthFromKey(k), true
 	}
-	if n, ok := depth(key); ok {
-		return n
-	}
-	return rules.SubagentDepthFromKey(key)
+	n, _ := depth(key)
+	return n
 }
 
 // routeOf is a session's channel route, nil when it has none.
