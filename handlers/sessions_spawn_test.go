@@ -24,7 +24,6 @@ import (
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
-
 // writeCounts is the message count of every stream a spawn may write, so
 // a refused spawn can be shown to have written nothing.
 func writeCounts(t *testing.T, s *handlerstest.Stack) map[string]uint64 {
