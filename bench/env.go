@@ -137,6 +137,9 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	// gateways of the delay variants add a rule), and no ping-pong turns.
 	e.cfg.Agents.List = []config.Agent{{ID: "main", Runtime: "script"}}
 	e.cfg.Session.AgentToAgent.MaxPingPongTurns = 0
+	// spawn_accept: its requesters keep every child active (no gateway
+	// runs them), so the fan-out limit is lifted rather than measured.
+	e.cfg.Agents.Defaults.Subagents.MaxChildrenPerAgent = 1 << 20
 	e.names = bus.NewNames(e.cfg.Bus.Prefix)
 	if e.op, err = bus.NewOperator(); err != nil {
 		return nil, err

@@ -126,6 +126,7 @@ var registry = []spec{
 	{name: "history_tail_1m_cold", baseline: "raw_direct_get_50", run: runHistoryTail1MCold},
 	{name: "history_offset_1m", baseline: "raw_direct_get_50", run: runHistoryOffset1M},
 	{name: "history_tail_interleaved", baseline: "raw_direct_get_50", run: runHistoryTailInterleaved},
+	{name: "spawn_accept", baseline: "raw_js_publish", run: runSpawnAccept},
 	{name: "sanitize_80k", run: runSanitize80k},
 }
 

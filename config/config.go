@@ -140,6 +140,10 @@ type Subagents struct {
 // Sandbox is `agents.defaults.sandbox`.
 type Sandbox struct {
 	SessionToolsVisibility string `mapstructure:"sessionToolsVisibility"`
+	// Mode is which sessions of the agent run sandboxed: off, non-main
+	// or all (a sub-agent session is never its agent's main session).
+	// sessions_spawn reads it for its sandbox checks.
+	Mode string `mapstructure:"mode"`
 }
 
 // Agent is one `agents.list[]` item.
@@ -152,6 +156,8 @@ type Agent struct {
 	Script    map[string]any `mapstructure:"script"`
 	Exec      map[string]any `mapstructure:"exec"`
 	OpenAI    map[string]any `mapstructure:"openai"`
+	// Sandbox is agents.list[].sandbox (only mode is read per agent).
+	Sandbox *Sandbox `mapstructure:"sandbox"`
 }
 
 // Logging is OpenClaw's `logging` section.
@@ -159,3 +165,73 @@ type Logging struct {
 	RedactSensitive string   `mapstructure:"redactSensitive"`
 	RedactPatterns  []string `mapstructure:"redactPatterns"`
 }
+
+// SubagentsFor resolves the sub-agent settings of agentID: each key of
+// agents.list[].subagents that is set wins over agents.defaults.subagents
+// (numbers: set means non-zero; allowAgents: set means present, so an
+// empty per-agent list allows no other agent; requireAgentId: set means
+// present, so a per-agent false overrides a default true).
+func (c *Config) SubagentsFor(agentID string) Subagents {
+	out := c.Agents.Defaults.Subagents
+	a := c.Agent(agentID)
+	if a == nil || a.Subagents == nil {
+		return out
+	}
+	s := a.Subagents
+	if s.MaxSpawnDepth != 0 {
+		out.MaxSpawnDepth = s.MaxSpawnDepth
+	}
+	if s.MaxChildrenPerAgent != 0 {
+		out.MaxChildrenPerAgent = s.MaxChildrenPerAgent
+	}
+	if s.ArchiveAfterMinutes != 0 {
+		out.ArchiveAfterMinutes = s.ArchiveAfterMinutes
+	}
+	if s.RunTimeoutSeconds != 0 {
+		out.RunTimeoutSeconds = s.RunTimeoutSeconds
+	}
+	if s.AllowAgents != nil {
+		out.AllowAgents = s.AllowAgents
+	}
+	if s.Model != "" {
+		out.Model = s.Model
+	}
+	if s.Thinking != "" {
+		out.Thinking = s.Thinking
+	}
+	if s.RequireAgentID != nil {
+		out.RequireAgentID = s.RequireAgentID
+	}
+	return out
+}
+
+// Agent returns the agents.list item with id (ids are stored lower-case
+// by Validate), nil when none.
+func (c *Config) Agent(id string) *Agent {
+	for i := range c.Agents.List {
+		if c.Agents.List[i].ID == id {
+			return &c.Agents.List[i]
+		}
+	}
+	return nil
+}
+
+// SandboxModeFor is the sandbox mode of agentID: agents.list[].sandbox.mode,
+// else agents.defaults.sandbox.mode, else "off".
+func (c *Config) SandboxModeFor(agentID string) string {
+	if a := c.Agent(agentID); a != nil && a.Sandbox != nil && a.Sandbox.Mode != "" {
+		return a.Sandbox.Mode
+	}
+	if m := c.Agents.Defaults.Sandbox.Mode; m != "" {
+		return m
+	}
+	return SandboxOff
+}
+
+// Sandbox modes (agents.*.sandbox.mode, OpenClaw's names): off, non-main
+// (every session but the agent's main one runs sandboxed), all.
+const (
+	SandboxOff     = "off"
+	SandboxNonMain = "non-main"
+	SandboxAll     = "all"
+)

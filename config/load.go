@@ -43,6 +43,7 @@ var defaults = map[string]any{
 	"agents.defaults.subagents.allowAgents":          []string{},
 	"agents.defaults.sandbox.sessionToolsVisibility": "spawned",
 	"agents.defaults.model":                          "",
+	"agents.defaults.sandbox.mode":                   "off",
 	"logging.redactSensitive":                        "tools",
 	"logging.redactPatterns":                         []string{},
 }

@@ -51,6 +51,9 @@ func (c *Config) Validate(log *slog.Logger) error {
 	default:
 		return fmt.Errorf("agents.defaults.sandbox.sessionToolsVisibility %q must be \"spawned\" or \"all\"", c.Agents.Defaults.Sandbox.SessionToolsVisibility)
 	}
+	if err := validSandboxMode("agents.defaults.sandbox.mode", c.Agents.Defaults.Sandbox.Mode); err != nil {
+		return err
+	}
 	if err := c.Agents.Defaults.Subagents.validate("agents.defaults.subagents"); err != nil {
 		return err
 	}
@@ -73,6 +76,11 @@ func (c *Config) Validate(log *slog.Logger) error {
 		}
 		if a.Subagents != nil {
 			if err := a.Subagents.validate(key + ".subagents"); err != nil {
+				return err
+			}
+		}
+		if a.Sandbox != nil {
+			if err := validSandboxMode(key+".sandbox.mode", a.Sandbox.Mode); err != nil {
 				return err
 			}
 		}
@@ -107,6 +115,14 @@ func (s Subagents) validate(key string) error {
 		return fmt.Errorf("%s.runTimeoutSeconds %d must be 0 or more", key, s.RunTimeoutSeconds)
 	}
 	return nil
+}
+
+func validSandboxMode(key, m string) error {
+	switch m {
+	case "", SandboxOff, SandboxNonMain, SandboxAll:
+		return nil
+	}
+	return fmt.Errorf("%s %q must be \"off\", \"non-main\" or \"all\"", key, m)
 }
 
 func (p *SendPolicy) validate() error {

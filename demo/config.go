@@ -12,6 +12,10 @@ func Configure(c *config.Config) {
 	}
 	c.Tools.Sessions.Visibility = "agent"
 	c.Session.AgentToAgent.MaxPingPongTurns = 2
+	// The demo's depth-1 sub-agents list their own tree: that takes an
+	// orchestrator (a leaf, the default maxSpawnDepth 1's children, may
+	// not call sessions_list).
+	c.Agents.Defaults.Subagents.MaxSpawnDepth = 2
 	rules := []any{
 		rule(`^When does v2 ship`, "v2 ships Friday."),
 		rule(`^v2 ships (.*)`, "Thanks! I'll tell the team it ships {{1}}"),

@@ -456,7 +456,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	if replied {
 		res = &runtime.Result{Reply: prevReply}
 	} else {
-		res, runErr = g.runAgent(ctx, req, history, r.model())
+		res, runErr = g.runAgent(ctx, req, history, r.sess, r.model())
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // stopping: leave it to another replica
 		}
@@ -548,8 +548,10 @@ func (r *run) appendPart(ctx context.Context, part string, data []byte, moved fu
 // under one append before the run fails (and is retried).
 const maxAppendMoves = 8
 
-// runAgent runs the turn with its own deadline and identity token.
-func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, model string) (*runtime.Result, error) {
+// runAgent runs the turn with its own deadline and identity token. sess
+// is the session's entry (nil when it had none): a sub-agent's entry
+// decides which tools its turn is offered; model is the one the turn uses.
+func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, sess *sessions.Entry, model string) (*runtime.Result, error) {
 	secs := req.TimeoutSeconds
 	if secs <= 0 {
 		secs = DefaultTimeoutSeconds
@@ -590,6 +592,7 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 		Message: req.Message, Prompt: req.Prompt, ExtraSystemPrompt: req.ExtraSystemPrompt,
 		Model: model, History: history, NATSURL: g.nc.ConnectedUrl(), Token: token,
 		ToolsSubject: g.names.ToolsGroup(),
+		AllowedTools: sessionTools(g.cfg, req.SessionKey, sess),
 	}
 	res, err := rt.Run(tctx, turn, tools)
 	if err != nil && tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {

@@ -45,6 +45,11 @@ type Deps struct {
 	OnHumanTurn HumanTurnHook
 
 	views *viewCache // sessions_history's entry views, set by Tools
+
+	// SpawnHook, when set, is called before each step of a spawn's
+	// creation (SpawnStep*); an error stops the spawn there, as a crash
+	// would. Tests only: the crash-injection test of docs/subagents.md.
+	SpawnHook func(step string) error
 }
 
 // tool is the signature of one tool: params decoded, requester resolved.
@@ -68,15 +73,17 @@ func Tools(d *Deps) map[string]bus.Handler {
 		"session_status":   sessionStatus,
 		"sessions_yield":   sessionsYield,
 		"subagents":        subagentsTool,
+		"sessions_spawn":   sessionsSpawn,
+		"agents_list":      agentsList,
 	}
 	out := make(map[string]bus.Handler, len(all))
 	for name, t := range all {
-		out[name] = d.handler(t)
+		out[name] = d.handler(name, t)
 	}
 	return out
 }
 
-func (d *Deps) handler(t tool) bus.Handler {
+func (d *Deps) handler(name string, t tool) bus.Handler {
 	return bus.HandlerFunc(func(ctx context.Context, req *bus.Request) (any, error) {
 		p, err := rules.ParseParams(req.Body)
 		if err != nil {
@@ -86,9 +93,30 @@ func (d *Deps) handler(t tool) bus.Handler {
 		if err != nil {
 			return nil, thrown(err)
 		}
+		if err := d.checkToolPolicy(r, name); err != nil {
+			return nil, err
+		}
 		res, err := t(ctx, d, r, p)
 		return res, thrown(err)
 	})
+}
+
+// checkToolPolicy is the one place a tool call is checked against the
+// caller's tool set (rules.ToolPolicy): a refused call is code 403 with the
+// rule that refuses it. The caller's role comes from its session entry
+// (spawnDepth, subagentRole), else from its key.
+func (d *Deps) checkToolPolicy(r *requester, name string) error {
+	e := d.Index.Get(r.key)
+	var depth *int
+	role := ""
+	if e != nil {
+		depth, role = e.SpawnDepth, e.SubagentRole
+	}
+	p := rules.ConfigToolPolicy(d.Config, rules.AgentIDFromKey(r.key))
+	if den := p.Check(rules.ResolveSessionRole(r.key, depth, role, p.MaxSpawnDepth), name); den != nil {
+		return &bus.Error{Code: bus.CodeForbidden, Message: den.Error()}
+	}
+	return nil
 }
 
 // thrown maps argument errors to code 400; other errors pass through

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -276,14 +275,5 @@ func (d *Deps) reportHumanTurn(ctx context.Context, t HumanTurn) {
 // session, idempotency key), formatted as a UUID (version 8, name-based),
 // so a retried message never runs twice.
 func inboundRunID(channel, sessionKey, key string) string {
-	return nameUUID("sessionbus/inbound\x00" + channel + "\x00" + sessionKey + "\x00" + key)
-}
-
-// nameUUID formats the SHA-256 of name as a UUID (version 8, name-based).
-func nameUUID(name string) string {
-	h := sha256.Sum256([]byte(name))
-	b := h[:16]
-	b[6] = b[6]&0x0f | 0x80
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	return bus.DerivedUUID("sessionbus/inbound", channel, sessionKey, key)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/runs"
@@ -377,7 +378,7 @@ func (d *Deps) requesterChannel(r *requester) string {
 // idempotentRunID derives the run id of an idempotent send from (caller,
 // target, key), formatted as a UUID (version 8, name-based).
 func idempotentRunID(caller, target, key string) string {
-	return nameUUID("sessionbus/sessions_send\x00" + caller + "\x00" + target + "\x00" + key)
+	return bus.DerivedUUID("sessionbus/sessions_send", caller, target, key)
 }
 
 func sendPolicy(p *config.SendPolicy) *rules.SendPolicy {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +74,7 @@ func newOpenAI(key string, raw map[string]any) (*openAIRuntime, error) {
 		rounds:  defaultMaxToolRounds,
 		timeout: defaultOpenAITimeout,
 		system:  c.SystemPrompt,
-		tools:   mustJSON(openAITools()),
+		tools:   mustJSON(openAITools(nil)),
 	}
 	r.endpoint = base + "/chat/completions"
 	r.shown = redactURL(r.endpoint)
@@ -130,7 +131,7 @@ type chatMessage struct {
 type chatRequest struct {
 	Model    string          `json:"model"`
 	Messages []chatMessage   `json:"messages"`
-	Tools    json.RawMessage `json:"tools"`
+	Tools    json.RawMessage `json:"tools,omitempty"`
 }
 
 type chatResponse struct {
@@ -171,8 +172,15 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		model = m
 	}
 	res := &Result{}
+	offered := r.tools
+	if t.AllowedTools != nil { // a sub-agent: only its own tool set
+		offered = nil
+		if len(t.AllowedTools) > 0 {
+			offered = mustJSON(openAITools(t.AllowedTools))
+		}
+	}
 	for round := 0; ; round++ {
-		content, rawCalls, err := r.complete(ctx, key, model, msgs)
+		content, rawCalls, err := r.complete(ctx, key, model, msgs, offered)
 		if err != nil {
 			return partial(res), err
 		}
@@ -205,7 +213,7 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		}
 		msgs = append(msgs, am)
 		for _, c := range calls {
-			call, reply := r.runTool(ctx, tools, c)
+			call, reply := r.runTool(ctx, tools, c, t.AllowedTools)
 			res.ToolCalls = append(res.ToolCalls, call)
 			if ctx.Err() != nil {
 				return res, fmt.Errorf("openai: %s interrupted: %w", c.Function.Name, ctx.Err())
@@ -356,7 +364,7 @@ func toolArgs(raw json.RawMessage) (json.RawMessage, error) {
 // runTool executes one requested call. Whatever goes wrong is told to the
 // model as the tool's result, as a model runtime does, so it can correct
 // itself; only the caller's cancellation ends the turn (checked by Run).
-func (r *openAIRuntime) runTool(ctx context.Context, tools Tools, c chatToolCall) (ToolCall, string) {
+func (r *openAIRuntime) runTool(ctx context.Context, tools Tools, c chatToolCall, allowed []string) (ToolCall, string) {
 	name := c.Function.Name
 	params, err := toolArgs(c.Function.Arguments)
 	call := ToolCall{Name: name}
@@ -369,6 +377,9 @@ func (r *openAIRuntime) runTool(ctx context.Context, tools Tools, c chatToolCall
 	}
 	if _, ok := toolSpec(name); !ok {
 		return fail(fmt.Sprintf("unknown tool %s; available: %s", quoteShort(name), toolNames()))
+	}
+	if allowed != nil && !slices.Contains(allowed, name) {
+		return fail(fmt.Sprintf("tool %s is not offered to this session; available: %s", quoteShort(name), strings.Join(allowed, ", ")))
 	}
 	if err != nil {
 		return fail(err.Error())
@@ -389,8 +400,8 @@ func (r *openAIRuntime) runTool(ctx context.Context, tools Tools, c chatToolCall
 
 // complete makes one chat-completions request and returns the first choice's
 // text and raw tool_calls.
-func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []chatMessage) (string, json.RawMessage, error) {
-	body, err := json.Marshal(chatRequest{Model: model, Messages: msgs, Tools: r.tools})
+func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []chatMessage, tools json.RawMessage) (string, json.RawMessage, error) {
+	body, err := json.Marshal(chatRequest{Model: model, Messages: msgs, Tools: tools})
 	if err != nil {
 		return "", nil, runErrorf("openai: encoding the request: %v", err)
 	}

@@ -56,6 +56,9 @@ type Turn struct {
 	NATSURL      string
 	Token        string
 	ToolsSubject string // e.g. "sb.tools"; exec sends the default prefix's when empty
+	// AllowedTools names the session tools this turn may call (a
+	// sub-agent's set, rules.SessionTools); nil offers every tool.
+	AllowedTools []string
 }
 
 // ToolCall records one tool invocation made during a turn.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -68,6 +69,11 @@ var toolSpecs = []ToolSpec{
 			"runTimeoutSeconds": integer(0, "Child run timeout in seconds (0 = none)."),
 			"mode":              enumString("run: one-shot (default); session: persistent.", "run", "session"),
 			"cleanup":           enumString("What happens to the child session when done (default keep).", "delete", "keep"),
+			"thinking":          str("Thinking level for the child: off, minimal, low, medium, high or xhigh."),
+			"context":           enumString("isolated: the child starts clean (default); fork: it starts with a copy of your transcript.", "isolated", "fork"),
+			"sandbox":           enumString("inherit (default) or require a sandboxed child.", "inherit", "require"),
+			"thread":            boolean("Bind the child to your channel thread (default false)."),
+			"idempotencyKey":    str("Same key returns the first call's childSessionKey and runId instead of spawning twice."),
 		}),
 	},
 	{
@@ -111,13 +117,16 @@ func toolSpec(name string) (ToolSpec, bool) {
 	return ToolSpec{}, false
 }
 
-func toolNames() string {
+// ToolNames lists the session tools' names, in table order.
+func ToolNames() []string {
 	names := make([]string, len(toolSpecs))
 	for i, s := range toolSpecs {
 		names[i] = s.Name
 	}
-	return strings.Join(names, ", ")
+	return names
 }
+
+func toolNames() string { return strings.Join(ToolNames(), ", ") }
 
 // paramCase maps lower-cased parameter names back to the camelCase the
 // handlers read. Viper folds config keys to lower case, so a script rule's
@@ -166,18 +175,22 @@ func canonicalParams(v any) any {
 	return v
 }
 
-// openAITools renders the table as chat-completions function tools.
-func openAITools() []map[string]any {
-	out := make([]map[string]any, len(toolSpecs))
-	for i, s := range toolSpecs {
-		out[i] = map[string]any{
+// openAITools renders the table as chat-completions function tools; with
+// allowed non-nil, only the tools it names.
+func openAITools(allowed []string) []map[string]any {
+	out := make([]map[string]any, 0, len(toolSpecs))
+	for _, s := range toolSpecs {
+		if allowed != nil && !slices.Contains(allowed, s.Name) {
+			continue
+		}
+		out = append(out, map[string]any{
 			"type": "function",
 			"function": map[string]any{
 				"name":        s.Name,
 				"description": s.Description,
 				"parameters":  s.Parameters,
 			},
-		}
+		})
 	}
 	return out
 }

@@ -98,6 +98,10 @@ func (p Params) Present(name string) bool {
 	return ok
 }
 
+// Raw is the parameter's value as decoded (camelCase, then snake_case);
+// JSON null is absent.
+func (p Params) Raw(name string) (any, bool) { return p.raw(name) }
+
 // String reads a trimmed string; blank counts as absent, as in OpenClaw.
 // Unlike OpenClaw, which silently ignores a non-string, it is an error here,
 // because an ignored argument (a numeric sessionKey, say) would make the

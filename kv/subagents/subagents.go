@@ -107,6 +107,17 @@ type Record struct {
 	Announce *Announce `json:"announce,omitempty"`
 	// Deleted is set by cleanup "delete" once the child's session is gone.
 	Deleted bool `json:"deleted,omitempty"`
+
+	// SubagentRole (orchestrator | leaf) and SubagentControlScope
+	// (children | none) are what the child's session entry stores, kept
+	// here so a half-done spawn's entry can be written from the record.
+	SubagentRole         string `json:"subagentRole,omitempty"`
+	SubagentControlScope string `json:"subagentControlScope,omitempty"`
+	// SpawnContext is fork or isolated (the child's transcript started
+	// with a copy of the requester's, or empty).
+	SpawnContext string `json:"spawnContext,omitempty"`
+	// Thread is a thread-bound spawn: the child keeps the requester's route.
+	Thread bool `json:"thread,omitempty"`
 }
 
 // Active reports a run not yet ended.
