@@ -36,6 +36,9 @@ func StepRunID(primaryRunID, step string) string {
 // afterRun moves the A2A flow on after a run reached a terminal record. It
 // is idempotent: a redelivered run calls it again and nothing doubles.
 func (g *Gateway) afterRun(ctx context.Context, req *runqueue.Request, rec *runs.Record) error {
+	if err := g.afterChildRun(ctx, req, rec); err != nil {
+		return err
+	}
 	if req.A2A == nil {
 		return nil
 	}
