@@ -13,6 +13,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/events"
@@ -110,13 +111,22 @@ func (g *Gateway) deliverAnnounce(ctx context.Context, childKey, childRunID stri
 	return g.claims.Finish(ctx, key, g.id, rev)
 }
 
-// submitOnce queues the carrying run unless it has a record already (a
-// delivery that got this far before): re-publishing after the queue's
-// dedupe window could otherwise queue it twice.
+// submitOnce queues the carrying run. A delivery that got this far before
+// (its gateway died before recording the announce queued) left the run's
+// record: a run that a gateway took is not queued again; a pending one is
+// published again, which the queue dedupes by run id should the first
+// publish have gone out (the record is written ahead of the publish, so a
+// death between the two leaves a pending record and no message).
 func (g *Gateway) submitOnce(ctx context.Context, req *runqueue.Request) error {
-	if _, _, err := g.runs.Get(ctx, req.RunID); err == nil {
-		return nil
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	rec, _, err := g.runs.Get(ctx, req.RunID)
+	switch {
+	case err == nil:
+		if rec.Status != runs.Pending {
+			return nil
+		}
+		req.Recorded = true
+		return g.queue.Publish(ctx, req)
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return err
 	}
 	return g.queue.Submit(ctx, g.runs, req, newRecord(req))
