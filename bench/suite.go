@@ -107,6 +107,7 @@ var registry = []spec{
 	{name: "raw_kv_get", isBase: true, run: runRawKVGet},
 	{name: "session_status", baseline: "raw_kv_get", run: runSessionStatus},
 	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
+	{name: "announce_latency", baseline: "raw_js_publish", run: runAnnounceLatency},
 	{name: "raw_send_chain", baseline: "raw_js_publish", run: runRawSendChain},
 	{name: "inbound_turn", baseline: "raw_js_publish", run: runInboundTurn},
 	{name: "send_throughput_1gw", baseline: "send_wait", run: runSendThroughput1gw},
@@ -240,9 +241,19 @@ type plan struct{ warm, ops int }
 // measure runs op warm times untimed, collects garbage, then times ops
 // sequential calls one by one.
 func measure(ctx context.Context, p plan, op func() error) (Result, error) {
+	return measureSpans(ctx, p, func() (time.Duration, error) {
+		t0 := time.Now()
+		err := op()
+		return time.Since(t0), err
+	})
+}
+
+// measureSpans is measure for an operation that times a span inside
+// itself (from one event it observes to another) and returns it.
+func measureSpans(ctx context.Context, p plan, op func() (time.Duration, error)) (Result, error) {
 	runtime.GC()
 	for i := 0; i < p.warm; i++ {
-		if err := op(); err != nil {
+		if _, err := op(); err != nil {
 			return Result{}, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -254,11 +265,11 @@ func measure(ctx context.Context, p plan, op func() error) (Result, error) {
 		if i%256 == 0 && ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
-		t0 := time.Now()
-		if err := op(); err != nil {
+		d, err := op()
+		if err != nil {
 			return Result{}, fmt.Errorf("op %d: %w", i, err)
 		}
-		samples[i] = time.Since(t0)
+		samples[i] = d
 	}
 	wall := time.Since(start)
 	cpu := processCPU() - cpu0

@@ -27,6 +27,13 @@ type Bus struct {
 	// grow with every run and would otherwise never shrink.
 	RunRecordMaxAge time.Duration `mapstructure:"runRecordMaxAge"`
 	DeliverMaxAge   time.Duration `mapstructure:"deliverMaxAge"`
+	// AnnounceRetries is how many times the gateways try to deliver a
+	// sub-agent's completion announce before recording it failed on the
+	// child's registry record.
+	AnnounceRetries int `mapstructure:"announceRetries"`
+	// SubagentSweepInterval is how often each gateway sweeps the child
+	// registry: run timeouts, half-done spawns, announces not delivered.
+	SubagentSweepInterval time.Duration `mapstructure:"subagentSweepInterval"`
 }
 
 // Tools is OpenClaw's `tools` section.

@@ -27,6 +27,8 @@ var defaults = map[string]any{
 	"bus.maxRunHops":                                 16,
 	"bus.runRecordMaxAge":                            "168h",
 	"bus.deliverMaxAge":                              "168h",
+	"bus.announceRetries":                            5,
+	"bus.subagentSweepInterval":                      "2s",
 	"tools.sessions.visibility":                      DefaultVisibility,
 	"tools.agentToAgent.enabled":                     false,
 	"tools.agentToAgent.allow":                       []string{},

@@ -34,6 +34,12 @@ func (c *Config) Validate(log *slog.Logger) error {
 			return fmt.Errorf("%s %s must be a duration of at least 1m (such as 168h)", key, d)
 		}
 	}
+	if c.Bus.AnnounceRetries < 1 {
+		return fmt.Errorf("bus.announceRetries %d must be 1 or more", c.Bus.AnnounceRetries)
+	}
+	if d := c.Bus.SubagentSweepInterval; d < 100*time.Millisecond || d > time.Minute {
+		return fmt.Errorf("bus.subagentSweepInterval %s must be a duration between 100ms and 1m (such as 2s)", d)
+	}
 	switch v := strings.ToLower(strings.TrimSpace(c.Tools.Sessions.Visibility)); v {
 	case "self", "tree", "agent", "all":
 		c.Tools.Sessions.Visibility = v

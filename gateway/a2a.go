@@ -37,7 +37,7 @@ func StepRunID(primaryRunID, step string) string {
 // flow on after a run reached a terminal record. It is idempotent: a
 // redelivered run calls it again and nothing doubles.
 func (g *Gateway) afterRun(ctx context.Context, req *runqueue.Request, rec *runs.Record) error {
-	if err := g.deliverReply(ctx, req, rec); err != nil {
+	if err := g.afterChildRun(ctx, req, rec); err != nil {
 		return err
 	}
 	if req.A2A == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -157,6 +158,12 @@ type run struct {
 	sess    *sessions.Entry // nil: no such session yet
 	sessRev uint64
 
+	// child is the registry record when the run is a sub-agent's current
+	// run; watch then reports its run record turning terminal (a kill, a
+	// sweep's timeout), which cancels the turn
+	child *subagents.Record
+	watch *runs.Waiter
+
 	hbStop   context.CancelFunc
 	hbWG     sync.WaitGroup
 	laneMu   sync.Mutex
@@ -175,6 +182,17 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 		// sure the flow it starts moved on (idempotent).
 		r.releaseLane()
 		return g.afterRun(ctx, req, r.rec)
+	}
+	if err := r.startChild(ctx); err != nil {
+		r.releaseLane()
+		return err
+	}
+	if r.rec.Terminal() { // past its deadline: ended without running
+		r.releaseLane()
+		return g.afterRun(ctx, req, r.rec)
+	}
+	if r.watch != nil {
+		defer r.watch.Stop()
 	}
 	r.startHeartbeat(ctx)
 	defer r.releaseLane()
@@ -364,7 +382,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	var sessErr error
 	var sessWG sync.WaitGroup
 	if r.sess == nil {
-		sessWG.Go(func() { sessErr = g.createSession(octx, req) })
+		sessWG.Go(func() { sessErr = g.createSession(octx, req, r.child) })
 	}
 	wantPrompt := !hasPart(mine, req.RunID, "prompt")
 	var prompt []byte
@@ -447,6 +465,16 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		return nil, err
 	}
 	cancel()
+	if req.Announce != nil {
+		// the announce it carries is in the requester's transcript now
+		g.wg.Go(func() {
+			actx, c := opCtx(g.ctx)
+			defer c()
+			if err := g.announceCarried(actx, req); err != nil {
+				g.log.Warn("gateway: record announce delivered (afterRun retries)", "run", req.RunID, "err", err)
+			}
+		})
+	}
 
 	// A previous attempt that appended its reply but died before recording
 	// the outcome already ran the turn: record that reply, never run twice.
@@ -456,7 +484,17 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	if replied {
 		res = &runtime.Result{Reply: prevReply}
 	} else {
-		res, runErr = g.runAgent(ctx, req, history, r.sess, r.model())
+		actx, acancel := context.WithCancel(ctx)
+		if r.watch != nil {
+			// a kill or a sweep's timeout ends the turn here
+			go func() {
+				if rec, err := r.watch.Wait(actx); err == nil && rec.Terminal() {
+					acancel()
+				}
+			}()
+		}
+		res, runErr = g.runAgent(actx, req, history, r.sess, r.model(), r.child)
+		acancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // stopping: leave it to another replica
 		}
@@ -550,13 +588,22 @@ const maxAppendMoves = 8
 
 // runAgent runs the turn with its own deadline and identity token. sess
 // is the session's entry (nil when it had none): a sub-agent's entry
-// decides which tools its turn is offered; model is the one the turn uses.
-func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, sess *sessions.Entry, model string) (*runtime.Result, error) {
+// decides which tools its turn is offered; model is the one the turn
+// uses; child is the sub-agent's registry record (nil for other
+// sessions), whose deadline bounds the turn.
+func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, sess *sessions.Entry, model string, child *subagents.Record) (*runtime.Result, error) {
 	secs := req.TimeoutSeconds
 	if secs <= 0 {
 		secs = DefaultTimeoutSeconds
 	}
 	timeout := time.Duration(secs) * time.Second
+	if d := deadline(child); !d.IsZero() {
+		// a child's run also stops at its deadline, set at its first start
+		// and kept across redeliveries: min(its timeout, the time left)
+		if left := time.Until(d); left < timeout {
+			timeout, secs = max(left, time.Millisecond), child.RunTimeoutSeconds
+		}
+	}
 	// Minting signs a JWT, which costs more than a JetStream round trip, so
 	// it happens only for a runtime that hands the token out (exec) or a
 	// turn that calls a tool.
@@ -603,12 +650,16 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 
 // createSession creates the entry of a session that has none yet, so
 // tools the agent calls during its turn find it.
-func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request) error {
+func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request, child *subagents.Record) error {
 	now := time.Now().UnixMilli()
-	_, err := g.store.Create(ctx, &sessions.Entry{
+	e := &sessions.Entry{
 		Key: req.SessionKey, AgentID: req.AgentID, SessionID: sessions.NewID(),
 		CreatedAt: now, UpdatedAt: now,
-	})
+	}
+	if child != nil {
+		e = subagents.ChildEntry(child) // the spawn's own write of it was lost
+	}
+	_, err := g.store.Create(ctx, e)
 	if err != nil && !errors.Is(err, sessions.ErrExists) {
 		return fmt.Errorf("create session: %w", err)
 	}

@@ -20,10 +20,13 @@ import (
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/a2a"
+	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
+	"github.com/sessionbus/sessionbus/streams/events"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -98,6 +101,18 @@ type Gateway struct {
 	iter    jetstream.MessagesContext
 	rebound chan struct{}
 	wg      sync.WaitGroup
+
+	// sub-agents: the child registry (and this gateway's view of it), the
+	// delivery claims and SB_EVENTS, where completion announces go
+	reg      *subagents.Registry
+	children *subagents.Index
+	claims   *claims.Claims
+	events   *events.Stream
+	// sweepEvery paces the sweeps of the registry (timers, stuck
+	// spawns and announces); announceRetries bounds an announce's
+	// delivery attempts before it is recorded failed
+	sweepEvery      time.Duration
+	announceRetries int
 }
 
 // Start opens the run protocol's storage and starts consuming with the
@@ -175,6 +190,26 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if g.deliver, err = deliveries.Open(ctx, js, names, replicas, cfg.Bus.DeliverMaxAge); err != nil {
 		return fail(err)
 	}
+	if g.reg, err = subagents.Open(ctx, js, names, replicas, 0); err != nil {
+		return fail(err)
+	}
+	if g.claims, err = claims.Open(ctx, js, names, replicas); err != nil {
+		return fail(err)
+	}
+	if g.events, err = events.Open(ctx, js, names, replicas, 0); err != nil {
+		return fail(err)
+	}
+	if g.children, err = subagents.StartIndex(ctx, g.reg, g.log); err != nil {
+		return fail(err)
+	}
+	fail = func(err error) (*Gateway, error) { g.children.Stop(); g.tr.Close(); g.runs.Close(); return nil, err }
+	g.sweepEvery, g.announceRetries = cfg.Bus.SubagentSweepInterval, cfg.Bus.AnnounceRetries
+	if g.sweepEvery <= 0 {
+		g.sweepEvery = DefaultSweepInterval
+	}
+	if g.announceRetries <= 0 {
+		g.announceRetries = DefaultAnnounceRetries
+	}
 	cons, err := g.bindConsumer(ctx, o)
 	if err != nil {
 		return fail(fmt.Errorf("gateway consumer %s: %w", names.GatewaysConsumer(), err))
@@ -197,7 +232,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	}
 	g.iter, g.opts, g.rebound = iter, o, make(chan struct{})
 	g.guard = bus.NewGuard(js, g.log)
-	for _, r := range []bus.Recreatable{g.store, g.runs, g.flows, g.tr, g.lanes, g.deliver, queueGuard{g}} {
+	for _, r := range []bus.Recreatable{g.store, g.runs, g.flows, g.tr, g.lanes, g.deliver, g.reg, g.claims, g.events, queueGuard{g}} {
 		if err := g.guard.Watch(r); err != nil {
 			g.guard.Stop()
 			iter.Stop()
@@ -205,9 +240,18 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		}
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.wg.Add(2)
+	// follow before the first sweep: an announce published meanwhile is
+	// received, and one published before is the sweep's
+	if err := g.events.Follow(g.ctx, g.log, g.onAnnounce, events.KindAnnounce); err != nil {
+		g.cancel()
+		g.guard.Stop()
+		iter.Stop()
+		return fail(err)
+	}
+	g.wg.Add(3)
 	go g.dispatch()
 	go g.trimLoop()
+	go g.sweepLoop()
 	g.log.Debug("gateway started", "concurrency", o.Concurrency)
 	return g, nil
 }
@@ -374,6 +418,7 @@ func (g *Gateway) Stop() {
 	it, _ := g.current()
 	it.Stop()
 	g.wg.Wait()
+	g.children.Stop()
 	g.runs.Close()
 	g.tr.Close()
 }

@@ -59,6 +59,16 @@ agents:
         rules:
           - match: "^Agent-to-agent announce step"
             reply: "ANNOUNCE_SKIP"
+    - id: kid
+      runtime: script
+      script:
+        rules:
+          - match: "skip"
+            reply: "ANNOUNCE_SKIP"
+          - match: "slow"
+            delayMs: 30000
+            reply: "too late"
+          - reply: "kid did: {{message}}"
     - id: req
       runtime: script
       script:

@@ -31,6 +31,9 @@ func ChildEntry(rec *Record) *sessions.Entry {
 		ModelOverride:        rec.Model,
 		ThinkingLevel:        rec.Thinking,
 	}
+	if e.SessionID == "" { // a record written by hand (tests, imports)
+		e.SessionID = sessions.NewID()
+	}
 	if o := rec.RequesterOrigin; rec.Thread && o != nil && o.Channel != "" {
 		// a thread-bound child keeps its requester's route, so replies in
 		// it (and its announce fallback) have somewhere to go

@@ -1,0 +1,237 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/gateway/completion"
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv/claims"
+	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/streams/events"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+)
+
+// announceLease is how long a gateway holds an announce's claim while it
+// queues the run that carries it: should it die, the claim expires and a
+// sweep anywhere delivers the announce.
+const announceLease = 30 * time.Second
+
+// maxFallbackHops bounds the walk up from a gone nested requester.
+const maxFallbackHops = 8
+
+// announceBody is the body of an announce event on SB_EVENTS.
+type announceBody struct {
+	ChildSessionKey string `json:"childSessionKey"`
+	ChildRunID      string `json:"childRunId"`
+}
+
+// publishAnnounce puts the child's announce on its requester's subject,
+// sb.session.<requester>.announce, for every gateway to receive.
+func (g *Gateway) publishAnnounce(ctx context.Context, c *subagents.Record) error {
+	body, _ := json.Marshal(announceBody{ChildSessionKey: c.ChildSessionKey, ChildRunID: c.RunID})
+	return g.events.Publish(ctx, &events.Event{
+		Kind: events.KindAnnounce, ID: "announce:" + c.RunID, SessionKey: c.RequesterSessionKey, Body: body,
+	})
+}
+
+// onAnnounce is every gateway's handler of announce events: each tries to
+// deliver, the claim picks one.
+func (g *Gateway) onAnnounce(ev *events.Event) {
+	var b announceBody
+	if err := json.Unmarshal(ev.Body, &b); err != nil || b.ChildSessionKey == "" || b.ChildRunID == "" {
+		g.log.Warn("gateway: skipping a malformed announce event", "id", ev.ID)
+		return
+	}
+	g.wg.Go(func() {
+		ctx, cancel := opCtx(g.ctx)
+		defer cancel()
+		if err := g.deliverAnnounce(ctx, b.ChildSessionKey, b.ChildRunID); err != nil && g.ctx.Err() == nil {
+			g.log.Warn("gateway: announce delivery failed; a sweep retries it", "child", b.ChildSessionKey, "run", b.ChildRunID, "err", err)
+		}
+	})
+}
+
+// deliverAnnounce queues the run that carries a pending announce into its
+// requester, if this gateway wins the claim. The carrying run's id is fixed
+// per child run and it is submitted only when it has no record yet, so
+// however many gateways and sweeps get here, the requester sees the
+// announce once. A failure releases the claim and counts an attempt;
+// after bus.announceRetries the announce is recorded failed.
+func (g *Gateway) deliverAnnounce(ctx context.Context, childKey, childRunID string) error {
+	c, _, err := g.reg.Get(ctx, childKey)
+	if errors.Is(err, subagents.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.RunID != childRunID || c.Announce == nil || c.Announce.State != subagents.AnnouncePending {
+		return nil
+	}
+	key := announceClaim(childRunID)
+	rev, err := g.claims.Take(ctx, key, g.id, announceLease)
+	if errors.Is(err, claims.ErrTaken) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	target, req, err := g.announceRun(ctx, c)
+	if err == nil {
+		err = g.submitOnce(ctx, req)
+	}
+	if err != nil {
+		_ = g.claims.Release(context.WithoutCancel(ctx), key, rev)
+		return g.announceFailed(ctx, c, err)
+	}
+	now := time.Now().UnixMilli()
+	if _, err := g.reg.Update(ctx, childKey, func(r *subagents.Record) error {
+		if r.RunID != childRunID || r.Announce == nil || r.Announce.State != subagents.AnnouncePending {
+			return record.ErrUnchanged // delivered already, by a quick run
+		}
+		a := *r.Announce
+		a.State, a.Error, a.Attempts, a.Gateway, a.TargetKey, a.DeliveryRun, a.At =
+			subagents.AnnounceQueued, "", a.Attempts+1, g.id, target, req.RunID, now
+		r.Announce = &a
+		return nil
+	}); err != nil {
+		// the run is queued: it records delivered itself; the claim's
+		// lease lets a sweep see to the rest
+		return fmt.Errorf("record announce queued: %w", err)
+	}
+	return g.claims.Finish(ctx, key, g.id, rev)
+}
+
+// submitOnce queues the carrying run. A delivery that got this far before
+// (its gateway died before recording the announce queued) left the run's
+// record: a run that a gateway took is not queued again; a pending one is
+// published again, which the queue dedupes by run id should the first
+// publish have gone out (the record is written ahead of the publish, so a
+// death between the two leaves a pending record and no message).
+func (g *Gateway) submitOnce(ctx context.Context, req *runqueue.Request) error {
+	rec, _, err := g.runs.Get(ctx, req.RunID)
+	switch {
+	case err == nil:
+		if rec.Status != runs.Pending {
+			return nil
+		}
+		req.Recorded = true
+		return g.queue.Publish(ctx, req)
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return err
+	}
+	return g.queue.Submit(ctx, g.runs, req, newRecord(req))
+}
+
+// announceFailed counts a failed delivery attempt on the child's record,
+// and gives up (state failed, with the reason) after announceRetries.
+func (g *Gateway) announceFailed(ctx context.Context, c *subagents.Record, cause error) error {
+	now := time.Now().UnixMilli()
+	_, err := g.reg.Update(context.WithoutCancel(ctx), c.ChildSessionKey, func(r *subagents.Record) error {
+		if r.RunID != c.RunID || r.Announce == nil || r.Announce.State != subagents.AnnouncePending {
+			return record.ErrUnchanged
+		}
+		a := *r.Announce
+		a.Attempts++
+		a.Error, a.At = cause.Error(), now
+		if a.Attempts >= g.announceRetries {
+			a.State = subagents.AnnounceFailed
+			a.Error = fmt.Sprintf("gave up after %d attempts: %v", a.Attempts, cause)
+		}
+		r.Announce = &a
+		return nil
+	})
+	return errors.Join(cause, err)
+}
+
+// announceTarget is the session the announce goes to: the requester, or,
+// when the requester is a sub-agent that is gone (no session entry, or
+// deleted), its own requester, and so on up.
+func (g *Gateway) announceTarget(ctx context.Context, c *subagents.Record) (string, *sessions.Entry, error) {
+	key := c.RequesterSessionKey
+	for range maxFallbackHops {
+		e, _, err := g.store.Get(ctx, key)
+		if err != nil && !errors.Is(err, sessions.ErrNotFound) {
+			return "", nil, err
+		}
+		if !rules.IsSubagentKey(key) {
+			return key, e, nil // a top-level requester is woken even without an entry
+		}
+		parent, _, perr := g.reg.Get(ctx, key)
+		if perr != nil && !errors.Is(perr, subagents.ErrNotFound) {
+			return "", nil, perr
+		}
+		gone := e == nil || (parent != nil && parent.Deleted)
+		if !gone || parent == nil || parent.RequesterSessionKey == "" {
+			return key, e, nil
+		}
+		g.log.Info("gateway: announce requester is gone; falling back to its requester", "child", c.ChildSessionKey, "gone", key, "to", parent.RequesterSessionKey)
+		key = parent.RequesterSessionKey
+	}
+	return key, nil, nil
+}
+
+// announceRun builds the run that carries c's announce into its target.
+func (g *Gateway) announceRun(ctx context.Context, c *subagents.Record) (string, *runqueue.Request, error) {
+	target, entry, err := g.announceTarget(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	result, _, err := g.childResult(ctx, c.ChildSessionKey)
+	if err != nil {
+		return "", nil, err
+	}
+	sid := c.ChildSessionID
+	if sid == "" {
+		if ce, _, err := g.store.Get(ctx, c.ChildSessionKey); err == nil {
+			sid = ce.SessionID
+		}
+	}
+	nested := rules.IsSubagentKey(target)
+	text := completion.Text(&completion.Event{
+		Source: "subagent", Type: completion.TypeSubagent,
+		ChildSessionKey: c.ChildSessionKey, ChildSessionID: sid, Label: c.Label, Task: c.Task,
+		Outcome: c.Outcome, Error: c.Error, Result: result,
+		StartedAt: c.StartedAt, EndedAt: c.EndedAt,
+		InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, TotalTokens: c.TotalTokens,
+		RequesterIsSubagent: nested, ExpectsCompletion: c.ExpectsCompletion,
+	})
+	req := &runqueue.Request{
+		RunID: AnnounceRunID(c.RunID), SessionKey: target, AgentID: rules.AgentIDFromKey(target),
+		Message: text, Prompt: text,
+		Provenance: &runqueue.Provenance{Kind: "internal_system", SourceSessionKey: c.ChildSessionKey, SourceTool: "subagent_announce"},
+		ChainID:    c.RunID, CreatedAt: time.Now().UnixMilli(),
+		Announce: &runqueue.AnnounceRef{ChildSessionKey: c.ChildSessionKey, ChildRunID: c.RunID},
+	}
+	if !nested {
+		req.ReplyTo = announceRoute(target, entry, c.RequesterOrigin)
+	}
+	return target, req, nil
+}
+
+// announceRoute is where a top-level requester's reply to an announce is
+// delivered: the route captured at spawn when it is complete, else the
+// requester's stored route (delivery context, lastChannel/lastTo), thread
+// or topic kept; nil when there is none.
+func announceRoute(key string, e *sessions.Entry, origin *subagents.Origin) *runqueue.Route {
+	if origin != nil && origin.Channel != "" && origin.To != "" {
+		return &runqueue.Route{Channel: origin.Channel, To: origin.To, AccountID: origin.AccountID, ThreadID: origin.ThreadID}
+	}
+	t := ResolveAnnounceTarget(key, e)
+	if t == nil || t.Channel == "" || t.To == "" {
+		return nil
+	}
+	if origin != nil && t.ThreadID == "" {
+		t.ThreadID = origin.ThreadID
+	}
+	return &runqueue.Route{Channel: t.Channel, To: t.To, AccountID: t.AccountID, ThreadID: t.ThreadID}
+}

@@ -1,0 +1,320 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/gateway/completion"
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+)
+
+// childOf returns the registry record of the child whose current run is
+// runID, nil when the run is no child's current run (an ordinary run, or
+// a child's run replaced by a steer). The in-memory index answers almost
+// always; a record it has not applied yet (a spawn a moment ago) is read.
+func (g *Gateway) childOf(ctx context.Context, sessionKey, runID string) *subagents.Record {
+	if !rules.IsSubagentKey(sessionKey) {
+		return nil
+	}
+	if c := g.children.Get(sessionKey); c != nil && c.RunID == runID {
+		return c
+	}
+	c, _, err := g.reg.Get(ctx, sessionKey)
+	if err != nil || c.RunID != runID {
+		return nil
+	}
+	return c
+}
+
+// childStarted records the child's run as started (contract step 3):
+// StartedAt and DeadlineAt on the first start only, so a redelivery never
+// moves the deadline. It returns the record as written.
+func (g *Gateway) childStarted(ctx context.Context, c *subagents.Record) (*subagents.Record, error) {
+	if c.StartedAt != 0 && c.Queued {
+		return c, nil // a redelivery: nothing to write
+	}
+	now := time.Now().UnixMilli()
+	return g.reg.Update(ctx, c.ChildSessionKey, func(r *subagents.Record) error {
+		if r.RunID != c.RunID || (r.StartedAt != 0 && r.Queued) {
+			return record.ErrUnchanged
+		}
+		if r.StartedAt == 0 {
+			r.StartedAt = now
+			if r.RunTimeoutSeconds > 0 {
+				r.DeadlineAt = now + int64(r.RunTimeoutSeconds)*1000
+			}
+		}
+		r.Queued = true
+		return nil
+	})
+}
+
+// deadline is when the child's current run times out; zero for none.
+func deadline(c *subagents.Record) time.Time {
+	if c == nil || c.DeadlineAt == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(c.DeadlineAt)
+}
+
+// expireRun ends a run past its deadline as timeout (compare-and-set: a
+// run already terminal keeps its outcome) and returns its record.
+func (g *Gateway) expireRun(ctx context.Context, runID string, secs int) (*runs.Record, error) {
+	return g.runs.Update(ctx, runID, func(r *runs.Record) error {
+		if r.Terminal() {
+			return record.ErrUnchanged
+		}
+		r.Status, r.Error, r.EndedAt = runs.Timeout, fmt.Sprintf("run timed out after %ds", secs), time.Now().UnixMilli()
+		return nil
+	})
+}
+
+// childEnded finalizes the child's registry record once its run is
+// terminal (contract step 4) and publishes its completion announce. It is
+// idempotent: the executing gateway's afterRun, a redelivery and every
+// gateway's sweep may all call it; one registry write wins, and the
+// announce's event id dedupes the publishes.
+func (g *Gateway) childEnded(ctx context.Context, childKey string, rec *runs.Record) error {
+	c := g.children.Get(childKey)
+	if c == nil || c.RunID != rec.RunID || c.EndedAt == 0 {
+		// not finalized as far as this gateway knows: decide on fresh state
+		var err error
+		if c, _, err = g.reg.Get(ctx, childKey); err != nil {
+			if errors.Is(err, subagents.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
+	}
+	if c.RunID != rec.RunID {
+		return nil // steered: the old run announces nothing
+	}
+	if c.EndedAt == 0 {
+		entry, _, err := g.store.Get(ctx, childKey)
+		if err != nil && !errors.Is(err, sessions.ErrNotFound) {
+			return err
+		}
+		_, silent, err := g.childResult(ctx, childKey)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UnixMilli()
+		c, err = g.reg.Update(ctx, childKey, func(r *subagents.Record) error {
+			if r.RunID != rec.RunID || r.EndedAt != 0 {
+				return record.ErrUnchanged
+			}
+			r.EndedAt = rec.EndedAt
+			if r.EndedAt == 0 {
+				r.EndedAt = now
+			}
+			if r.StartedAt == 0 {
+				r.StartedAt = rec.StartedAt
+			}
+			r.Outcome, r.Error = rec.Status, rec.Error
+			if entry != nil {
+				r.InputTokens, r.OutputTokens, r.TotalTokens = entry.InputTokens, entry.OutputTokens, entry.TotalTokens
+				if r.ChildSessionID == "" {
+					r.ChildSessionID = entry.SessionID
+				}
+			}
+			state := subagents.AnnouncePending
+			if silent {
+				state = subagents.AnnounceSkipped
+			}
+			r.Announce = &subagents.Announce{State: state, At: now}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("finalize sub-agent %s: %w", childKey, err)
+		}
+		if c.RunID != rec.RunID {
+			return nil
+		}
+	}
+	if c.Announce == nil {
+		return nil
+	}
+	switch c.Announce.State {
+	case subagents.AnnouncePending:
+		return g.publishAnnounce(ctx, c)
+	case subagents.AnnounceSkipped, subagents.AnnounceDelivered:
+		return g.cleanupChild(ctx, c)
+	}
+	return nil
+}
+
+// childResult is the child's result as the announce carries it: its
+// latest visible assistant reply, else its latest tool result text, both
+// sanitized; silent when that reply is exactly ANNOUNCE_SKIP or NO_REPLY.
+func (g *Gateway) childResult(ctx context.Context, childKey string) (result string, silent bool, err error) {
+	tail, _, err := g.tr.Tail(ctx, bus.EncodeKey(childKey), historyLimit, 0)
+	if err != nil {
+		return "", false, fmt.Errorf("read %s's transcript: %w", childKey, err)
+	}
+	tool := ""
+	for i := len(tail) - 1; i >= 0; i-- {
+		var m map[string]any
+		if json.Unmarshal(tail[i].Data, &m) != nil {
+			continue
+		}
+		switch m["role"] {
+		case "assistant":
+			if text := sanitize.ExtractAssistantText(m); text != "" {
+				return text, completion.Silent(text), nil
+			}
+		case "tool", "toolResult":
+			if tool == "" {
+				tool = strings.TrimSpace(sanitize.VisibleText(contentText(m["content"]), sanitize.History))
+			}
+		}
+	}
+	return tool, false, nil
+}
+
+// contentText is the text of a message's content: a string, or its text
+// blocks joined by newlines.
+func contentText(v any) string {
+	switch c := v.(type) {
+	case string:
+		return c
+	case map[string]any:
+		s, _ := c["text"].(string)
+		return s
+	case []any:
+		var parts []string
+		for _, b := range c {
+			if m, ok := b.(map[string]any); ok {
+				if s, ok := m["text"].(string); ok && s != "" {
+					parts = append(parts, s)
+				}
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	return ""
+}
+
+// AnnounceRunID is the run that carries a child run's completion announce
+// into the requester: fixed per child run, so it runs at most once.
+func AnnounceRunID(childRunID string) string { return childRunID + ".announce" }
+
+// announceClaim is the claims key of a child run's announce.
+func announceClaim(childRunID string) string { return "announce." + childRunID }
+
+// cleanupChild removes a child spawned with cleanup "delete" once its
+// announce is delivered (or skipped): its session entry and transcript go,
+// the registry record stays (marked Deleted) so `subagents list` still
+// shows the outcome.
+func (g *Gateway) cleanupChild(ctx context.Context, c *subagents.Record) error {
+	if c.Cleanup != "delete" || c.Deleted {
+		return nil
+	}
+	if err := g.store.Delete(ctx, c.ChildSessionKey); err != nil {
+		return fmt.Errorf("delete sub-agent session %s: %w", c.ChildSessionKey, err)
+	}
+	if err := g.tr.Delete(ctx, bus.EncodeKey(c.ChildSessionKey)); err != nil {
+		return fmt.Errorf("delete sub-agent transcript %s: %w", c.ChildSessionKey, err)
+	}
+	_, err := g.reg.Update(ctx, c.ChildSessionKey, func(r *subagents.Record) error {
+		if r.Deleted || r.RunID != c.RunID {
+			return record.ErrUnchanged
+		}
+		r.Deleted = true
+		return nil
+	})
+	return err
+}
+
+// announceCarried marks the child's announce delivered: the run carrying
+// it recorded its prompt in the requester's transcript. Idempotent.
+func (g *Gateway) announceCarried(ctx context.Context, req *runqueue.Request) error {
+	ref := req.Announce
+	if c := g.children.Get(ref.ChildSessionKey); c != nil && c.RunID == ref.ChildRunID && c.Announce != nil &&
+		c.Announce.State == subagents.AnnounceDelivered && (c.Cleanup != "delete" || c.Deleted) {
+		return nil // done, as far as this gateway knows
+	}
+	now := time.Now().UnixMilli()
+	c, err := g.reg.Update(ctx, ref.ChildSessionKey, func(r *subagents.Record) error {
+		if r.RunID != ref.ChildRunID || r.Announce == nil || r.Announce.State == subagents.AnnounceDelivered {
+			return record.ErrUnchanged
+		}
+		a := *r.Announce
+		a.State, a.Error, a.DeliveryRun, a.TargetKey, a.At = subagents.AnnounceDelivered, "", req.RunID, req.SessionKey, now
+		r.Announce = &a
+		return nil
+	})
+	if errors.Is(err, subagents.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record announce delivered for %s: %w", ref.ChildSessionKey, err)
+	}
+	if c.RunID == ref.ChildRunID {
+		return g.cleanupChild(ctx, c)
+	}
+	return nil
+}
+
+// startChild is contract step 3 for a sub-agent's current run: record its
+// start (and deadline) on the registry record, end it as timeout without
+// running when it is taken after its deadline (r.rec is then terminal),
+// and watch its run record so a kill or a sweep's timeout cancels the turn.
+func (r *run) startChild(ctx context.Context) error {
+	g := r.g
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	c := g.childOf(octx, r.req.SessionKey, r.req.RunID)
+	if c == nil {
+		return nil
+	}
+	c, err := g.childStarted(octx, c)
+	if err != nil {
+		return fmt.Errorf("record sub-agent start: %w", err)
+	}
+	if c.RunID != r.req.RunID {
+		return nil // steered meanwhile
+	}
+	r.child = c
+	if d := deadline(c); !d.IsZero() && !time.Now().Before(d) {
+		rec, err := g.expireRun(octx, r.req.RunID, c.RunTimeoutSeconds)
+		if err != nil {
+			return fmt.Errorf("record timeout: %w", err)
+		}
+		r.rec = rec
+		return nil
+	}
+	if r.watch, err = g.runs.Watch(r.req.RunID); err != nil {
+		return fmt.Errorf("watch run record: %w", err)
+	}
+	return nil
+}
+
+// afterChildRun is what a finished run means for sub-agents: a run that
+// carried an announce marks it delivered, a child's run finalizes its
+// registry record and announces, and a run with a route delivers its reply.
+func (g *Gateway) afterChildRun(ctx context.Context, req *runqueue.Request, rec *runs.Record) error {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	var errs []error
+	if req.Announce != nil && rec.TranscriptAt != nil {
+		errs = append(errs, g.announceCarried(octx, req))
+	}
+	if rules.IsSubagentKey(req.SessionKey) {
+		errs = append(errs, g.childEnded(octx, req.SessionKey, rec))
+	}
+	if req.ReplyTo != nil {
+		errs = append(errs, g.deliverReply(octx, req, rec))
+	}
+	return errors.Join(errs...)
+}
