@@ -395,12 +395,25 @@ func TestSubagentsKillAll(t *testing.T) {
 	}
 }
 
-// A leaf (depth at maxSpawnDepth) may list, never kill or steer; with a
-// deeper maxSpawnDepth the same caller is an orchestrator.
+// A leaf (depth at maxSpawnDepth) is denied the subagents tool by its
+// tool set; given it back (tools.subagents.tools.alsoAllow) it may list,
+// never kill or steer; with a deeper maxSpawnDepth the same caller is an
+// orchestrator.
 func TestSubagentsLeafAndOrchestrator(t *testing.T) {
+	t.Run("leaf tool set", func(t *testing.T) {
+		s := handlerstest.Start(t, nil)
+		me := spawn(t, s, child{parent: mainKey, label: "me"})
+		_, err := s.Call(me.ChildSessionKey, "subagents", `{}`)
+		if e, ok := bus.AsError(err); !ok || e.Code != 403 || !strings.Contains(e.Message, "leaf deny list") {
+			t.Fatalf("a leaf calling subagents: %v, want 403 naming the leaf deny list", err)
+		}
+	})
 	for _, depth := range []int{1, 2} {
 		t.Run(fmt.Sprint("maxSpawnDepth=", depth), func(t *testing.T) {
-			s := handlerstest.Start(t, func(c *config.Config) { c.Agents.Defaults.Subagents.MaxSpawnDepth = depth })
+			s := handlerstest.Start(t, func(c *config.Config) {
+				c.Agents.Defaults.Subagents.MaxSpawnDepth = depth
+				c.Tools.Subagents.Tools.AlsoAllow = []string{"subagents"}
+			})
 			me := spawn(t, s, child{parent: mainKey, label: "me"})
 			mine := spawn(t, s, child{parent: me.ChildSessionKey, label: "mine", depth: 2})
 			res, active, _ := listOf(t, s, me.ChildSessionKey, `{}`)
