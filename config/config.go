@@ -77,6 +77,15 @@ type Session struct {
 	SendPolicy   *SendPolicy         `mapstructure:"sendPolicy"`
 	AgentToAgent SessionAgentToAgent `mapstructure:"agentToAgent"`
 	Maintenance  Maintenance         `mapstructure:"maintenance"`
+	Notices      SessionNotices      `mapstructure:"notices"`
+}
+
+// SessionNotices is `session.notices`, sessionbus's own: how parent
+// notices are delivered.
+type SessionNotices struct {
+	// WakeSubagents wakes a sub-agent watcher with a run, as a main
+	// session is woken, instead of only telling it on its next turn.
+	WakeSubagents bool `mapstructure:"wakeSubagents"`
 }
 
 // SendPolicy is `session.sendPolicy`.

@@ -38,6 +38,7 @@ var defaults = map[string]any{
 	"session.scope":                                  "per-sender",
 	"session.agentToAgent.maxPingPongTurns":          DefaultMaxPingPongTurns,
 	"session.maintenance.maxDiskBytes":               DefaultMaxDiskBytes,
+	"session.notices.wakeSubagents":                  false,
 	"agents.defaults.subagents.maxSpawnDepth":        DefaultMaxSpawnDepth,
 	"agents.defaults.subagents.maxChildrenPerAgent":  DefaultMaxChildrenPerAgent,
 	"agents.defaults.subagents.archiveAfterMinutes":  DefaultArchiveAfterMinutes,

@@ -16,7 +16,9 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/signals"
 )
 
 // childOf returns the registry record of the child whose current run is
@@ -45,11 +47,14 @@ func (g *Gateway) childStarted(ctx context.Context, c *subagents.Record) (*subag
 		return c, nil // a redelivery: nothing to write
 	}
 	now := time.Now().UnixMilli()
-	return g.reg.Update(ctx, c.ChildSessionKey, func(r *subagents.Record) error {
+	first := false
+	rec, err := g.reg.Update(ctx, c.ChildSessionKey, func(r *subagents.Record) error {
+		first = false
 		if r.RunID != c.RunID || (r.StartedAt != 0 && r.Queued) {
 			return record.ErrUnchanged
 		}
 		if r.StartedAt == 0 {
+			first = true
 			r.StartedAt = now
 			if r.RunTimeoutSeconds > 0 {
 				r.DeadlineAt = now + int64(r.RunTimeoutSeconds)*1000
@@ -58,6 +63,49 @@ func (g *Gateway) childStarted(ctx context.Context, c *subagents.Record) (*subag
 		r.Queued = true
 		return nil
 	})
+	if err == nil && first {
+		g.childSpawned(ctx, rec)
+	}
+	return rec, err
+}
+
+// childSpawned logs child_spawned on the child's signal log and seeds the
+// requester's watch cursor at it (reference §6.4): from now on a human
+// turn into the child notifies the parent. Best effort, like every
+// signal-log write.
+func (g *Gateway) childSpawned(ctx context.Context, c *subagents.Record) {
+	ev, err := g.recorder.Record(ctx, signals.Event{
+		DedupeKey: "child-spawned:" + c.RunID, SessionKey: c.ChildSessionKey, SessionID: c.ChildSessionID,
+		AgentID: c.ChildAgentID, Kind: signals.KindChildSpawned, ActorType: signals.ActorAgent,
+		ActorID: c.RequesterSessionKey, RunID: c.RunID, OccurredAt: c.CreatedAt, Summary: "child session spawned",
+	})
+	if err == nil {
+		_, err = g.watchers.Seed(ctx, c.RequesterSessionKey, c.ChildSessionKey, ev.Sequence, watchers.Implicit)
+	}
+	if err != nil && !errors.Is(err, watchers.ErrNotQualified) && !errors.Is(err, watchers.ErrSelfWatch) {
+		g.log.Warn("gateway: child_spawned signal (the run goes on)", "child", c.ChildSessionKey, "err", err)
+	}
+}
+
+// runEnded logs a child run's outcome on its signal log (log only: it
+// notifies nobody; the completion announce tells the requester).
+func (g *Gateway) runEnded(ctx context.Context, c *subagents.Record) {
+	ev := signals.Event{
+		DedupeKey: "run-terminal:" + c.RunID, SessionKey: c.ChildSessionKey, SessionID: c.ChildSessionID,
+		AgentID: c.ChildAgentID, ActorType: signals.ActorSystem, RunID: c.RunID, OccurredAt: c.EndedAt,
+		Kind: signals.KindRunFailed,
+	}
+	switch c.Outcome {
+	case subagents.OutcomeOK:
+		ev.Kind, ev.Summary = signals.KindRunCompleted, "child run completed"
+	case subagents.OutcomeTimeout:
+		ev.Summary, ev.Payload = "child run timed out", map[string]any{"outcome": signals.OutcomeTimeout}
+	case subagents.OutcomeKilled:
+		ev.Summary, ev.Payload = "child run cancelled", map[string]any{"outcome": signals.OutcomeCancelled}
+	default:
+		ev.Summary, ev.Payload = "child run failed", map[string]any{"outcome": signals.OutcomeError}
+	}
+	g.recordSignal(ctx, ev)
 }
 
 // deadline is when the child's current run times out; zero for none.
@@ -141,6 +189,7 @@ func (g *Gateway) childEnded(ctx context.Context, childKey string, rec *runs.Rec
 		if c.RunID != rec.RunID {
 			return nil
 		}
+		g.runEnded(ctx, c)
 	}
 	if c.Announce == nil {
 		return nil
@@ -315,6 +364,10 @@ func (g *Gateway) afterChildRun(ctx context.Context, req *runqueue.Request, rec 
 	}
 	if req.ReplyTo != nil {
 		errs = append(errs, g.deliverReply(octx, req, rec))
+	}
+	if req.Notice != nil && rec.TranscriptAt != nil {
+		// the notice is in the watcher's transcript: drained
+		errs = append(errs, g.ackNotice(octx, req.Notice.Watcher, req.Notice.Target))
 	}
 	return errors.Join(errs...)
 }

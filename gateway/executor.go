@@ -17,12 +17,14 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
+	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
 	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -386,7 +388,12 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	}
 	wantPrompt := !hasPart(mine, req.RunID, "prompt")
 	var prompt []byte
+	var told []notices.Body // notices this turn delivers to a sub-agent watcher
 	if wantPrompt {
+		if rules.IsSubagentKey(req.SessionKey) {
+			told = g.noticesForTurn(octx, req.SessionKey)
+			req.Prompt = withNotices(req.Prompt, told)
+		}
 		user := map[string]any{
 			"role":    "user",
 			"content": req.Prompt,
@@ -462,7 +469,15 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		return already, nil
 	}
 	if err = errors.Join(err, sessErr); err != nil {
+		for _, n := range told {
+			g.pending.add(n) // not delivered: the next attempt tells them
+		}
 		return nil, err
+	}
+	for _, n := range told {
+		if err := g.ackNotice(octx, n.Watcher, n.Target); err != nil {
+			g.log.Warn("gateway: acknowledge a notice (the sweep retries)", "watcher", n.Watcher, "target", n.Target, "err", err)
+		}
 	}
 	cancel()
 	if req.Announce != nil {

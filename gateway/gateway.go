@@ -25,9 +25,12 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/events"
+	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
@@ -108,6 +111,10 @@ type Gateway struct {
 	children *subagents.Index
 	claims   *claims.Claims
 	events   *events.Stream
+	// the signal log, watch cursors and the notices they open
+	recorder *notices.Recorder
+	watchers *watchers.Store
+	pending  pendingNotices
 	// sweepEvery paces the sweeps of the registry (timers, stuck
 	// spawns and announces); announceRetries bounds an announce's
 	// delivery attempts before it is recorded failed
@@ -199,6 +206,14 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if g.events, err = events.Open(ctx, js, names, replicas, 0); err != nil {
 		return fail(err)
 	}
+	siglog, err := signals.Open(ctx, js, names, signals.WithReplicas(replicas), signals.WithLogger(g.log))
+	if err != nil {
+		return fail(err)
+	}
+	if g.watchers, err = watchers.Open(ctx, js, names, replicas, 0); err != nil {
+		return fail(err)
+	}
+	g.recorder = &notices.Recorder{Log: siglog, Watchers: g.watchers, Events: g.events, Logger: g.log}
 	if g.children, err = subagents.StartIndex(ctx, g.reg, g.log); err != nil {
 		return fail(err)
 	}
@@ -242,16 +257,25 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	// follow before the first sweep: an announce published meanwhile is
 	// received, and one published before is the sweep's
-	if err := g.events.Follow(g.ctx, g.log, g.onAnnounce, events.KindAnnounce); err != nil {
+	onEvent := func(ev *events.Event) {
+		switch ev.Kind {
+		case events.KindAnnounce:
+			g.onAnnounce(ev)
+		case events.KindNotice:
+			g.onNotice(ev)
+		}
+	}
+	if err := g.events.Follow(g.ctx, g.log, onEvent); err != nil {
 		g.cancel()
 		g.guard.Stop()
 		iter.Stop()
 		return fail(err)
 	}
-	g.wg.Add(3)
+	g.wg.Add(4)
 	go g.dispatch()
 	go g.trimLoop()
 	go g.sweepLoop()
+	go g.noticeSweepLoop()
 	g.log.Debug("gateway started", "concurrency", o.Concurrency)
 	return g, nil
 }

@@ -67,6 +67,13 @@ type AnnounceRef struct {
 	ChildRunID      string `json:"childRunId"`
 }
 
+// NoticeRef marks a run that wakes a watcher with a parent notice: once
+// the run recorded its prompt the notice is acknowledged.
+type NoticeRef struct {
+	Watcher string `json:"watcher"`
+	Target  string `json:"target"`
+}
+
 // Request is the body of a message on <prefix>.runs.<agentId>: one agent
 // turn to execute.
 type Request struct {
@@ -99,6 +106,8 @@ type Request struct {
 	ReplyTo *Route `json:"replyTo,omitempty"`
 	// Announce is set on a run that delivers a sub-agent's announce.
 	Announce *AnnounceRef `json:"announce,omitempty"`
+	// Notice is set on a run that wakes a watcher with a parent notice.
+	Notice *NoticeRef `json:"notice,omitempty"`
 }
 
 // Queue is the run-request stream.
