@@ -124,7 +124,7 @@ func parseListQuery(p rules.Params) (*listQuery, error) {
 	if q.search, _, err = p.String("search"); err != nil {
 		return nil, err
 	}
-	q.search = strings.ToLower(q.search)
+	q.search = sessions.SearchNeedle(q.search)
 	if q.group, _, err = p.String("group"); err != nil {
 		return nil, err
 	}
@@ -250,6 +250,8 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		case r.restrictToSpawned:
 		case q.label != "": // a label matches few sessions: walk only those
 			d.Index.EachLabeled(q.label, consider)
+		case q.search != "": // so does a search, found by its trigrams
+			d.Index.EachSearch(q.search, consider)
 		default:
 			d.Index.Each(consider)
 		}
@@ -330,22 +332,13 @@ func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int
 	if q.activeMinutes > 0 && e.UpdatedAt < nowMs-int64(q.activeMinutes)*60_000 {
 		return false
 	}
-	if q.search != "" && !matchesSearch(e, q.search) {
+	if q.search != "" && !e.MatchesSearch(q.search) {
 		return false
 	}
 	if q.kinds != nil && !q.kinds[f.kind] {
 		return false
 	}
 	return true
-}
-
-func matchesSearch(e *sessions.Entry, needle string) bool {
-	for _, f := range []string{e.DisplayName, e.Label, e.Subject, e.SessionID, e.Key} {
-		if f != "" && strings.Contains(strings.ToLower(f), needle) {
-			return true
-		}
-	}
-	return false
 }
 
 func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*sessions.Entry, guard rules.Guard) []*listRow {
