@@ -95,7 +95,17 @@ func (e *env) ensureSessions(ctx context.Context, n int) error {
 			if err != nil {
 				return err
 			}
-			if _, err := js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data); err != nil {
+			_, err = js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data)
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				// a loaded machine: let the acknowledgements catch up, then retry
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				_, err = js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data)
+			}
+			if err != nil {
 				return err
 			}
 		}

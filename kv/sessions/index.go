@@ -283,6 +283,14 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 		// Only the watch goroutine applies, so the intern table needs no
 		// lock (recover clears it after that goroutine ended).
 		ix.intern.entry(e)
+		ix.mu.RLock()
+		var prev *Entry
+		if slot, ok := ix.byKey[key]; ok {
+			prev = ix.slots[slot]
+		}
+		ix.mu.RUnlock()
+		pack(e, prev)
+		key = e.Key
 		if ix.derive != nil {
 			e.Derived = ix.derive(e)
 		}

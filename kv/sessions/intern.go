@@ -1,5 +1,7 @@
 package sessions
 
+import "strings"
+
 // interner makes the index's entries share one copy of the values most
 // sessions repeat (agent ids, channels, models, chat types, origins), which
 // each JSON decode would otherwise allocate again: part of keeping the index
@@ -64,4 +66,58 @@ func (in *interner) origin(o *Origin) *Origin {
 		in.origins[*o] = o
 	}
 	return o
+}
+
+// pack moves e's own strings (key, ids, names: the ones no other session
+// shares) into one allocation instead of one each, reusing old's (the
+// version of e it replaces, or nil) where they are unchanged, so an update
+// that leaves them alone allocates none and retains nothing more.
+func pack(e, old *Entry) {
+	var fields, prev [ownFields]*string
+	ownStrings(e, &fields)
+	if old != nil {
+		ownStrings(old, &prev)
+	}
+	var fresh [ownFields]bool
+	n := 0
+	for i, p := range fields {
+		switch {
+		case p == nil || *p == "":
+		case prev[i] != nil && *prev[i] == *p:
+			*p = *prev[i]
+		default:
+			fresh[i] = true
+			n += len(*p)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, p := range fields {
+		if fresh[i] {
+			b.WriteString(*p)
+		}
+	}
+	all, at := b.String(), 0
+	for i, p := range fields {
+		if fresh[i] {
+			*p = all[at : at+len(*p)]
+			at += len(*p)
+		}
+	}
+}
+
+const ownFields = 18
+
+// ownStrings lists the fields pack packs, always in the same order; nil
+// for the delivery context's when there is none.
+func ownStrings(e *Entry, out *[ownFields]*string) {
+	*out = [ownFields]*string{&e.Key, &e.SessionID, &e.DisplayName, &e.Label, &e.Subject, &e.DerivedTitle, &e.LastTo,
+		&e.LastThreadID, &e.SpawnedBy, &e.ParentSessionKey, &e.SpawnedWorkspaceDir, &e.Goal, &e.OwnerID,
+		&e.CreatorID, &e.ProjectID, &e.WorkspaceDir}
+	if dc := e.DeliveryContext; dc != nil {
+		out[16], out[17] = &dc.To, &dc.ThreadID
+	}
 }
