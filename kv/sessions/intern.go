@@ -22,11 +22,15 @@ const (
 // entry interns e's low-cardinality fields in place.
 func (in *interner) entry(e *Entry) {
 	for _, p := range [...]*string{
-		&e.AgentID, &e.Channel, &e.LastChannel, &e.LastAccountID, &e.ChatType, &e.SubagentRole,
-		&e.SubagentControlScope, &e.SendPolicy, &e.Model, &e.ModelProvider, &e.ProviderOverride,
-		&e.ModelOverride, &e.ThinkingLevel, &e.Status, &e.Group,
+		&e.AgentID, &e.Channel, &e.LastChannel, &e.LastAccountID, &e.ChatType, &e.SendPolicy,
+		&e.Model, &e.ModelProvider, &e.Status, &e.Group,
 	} {
 		*p = in.str(*p)
+	}
+	if r := e.Rare; r != nil { // e's own: just decoded
+		for _, p := range [...]*string{&r.SubagentRole, &r.SubagentControlScope, &r.ProviderOverride, &r.ModelOverride, &r.ThinkingLevel} {
+			*p = in.str(*p)
+		}
 	}
 	if dc := e.DeliveryContext; dc != nil {
 		dc.Channel, dc.AccountID = in.str(dc.Channel), in.str(dc.AccountID)
@@ -109,15 +113,14 @@ func pack(e, old *Entry) {
 	}
 }
 
-const ownFields = 18
+const ownFields = 16
 
 // ownStrings lists the fields pack packs, always in the same order; nil
 // for the delivery context's when there is none.
 func ownStrings(e *Entry, out *[ownFields]*string) {
 	*out = [ownFields]*string{&e.Key, &e.SessionID, &e.DisplayName, &e.Label, &e.Subject, &e.DerivedTitle, &e.LastTo,
-		&e.LastThreadID, &e.SpawnedBy, &e.ParentSessionKey, &e.SpawnedWorkspaceDir, &e.Goal, &e.OwnerID,
-		&e.CreatorID, &e.ProjectID, &e.WorkspaceDir}
+		&e.LastThreadID, &e.SpawnedBy, &e.ParentSessionKey, &e.OwnerID, &e.CreatorID, &e.ProjectID, &e.WorkspaceDir}
 	if dc := e.DeliveryContext; dc != nil {
-		out[16], out[17] = &dc.To, &dc.ThreadID
+		out[14], out[15] = &dc.To, &dc.ThreadID
 	}
 }
