@@ -223,8 +223,8 @@ func (e *env) runList(ctx context.Context, n int) (Result, error) {
 // one sub-agent labelled "research task N" (the newest-but-one of the
 // inventory's labels, so a walk in updatedAt order finds no early match to
 // stop at): by exact label, which has its own index, and by search, a
-// substring of key, label, display name, subject or sessionId, which walks
-// every entry.
+// substring of key, label, display name, subject or sessionId, whose
+// candidates come from the index's trigram signatures.
 func runListLabel100k(ctx context.Context, e *env) (Result, error) {
 	return e.runListFiltered(ctx, e.sz.list100k, "label")
 }
