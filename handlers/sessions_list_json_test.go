@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // The hand-written reply encoding must be json.Marshal's, byte for byte.
@@ -66,7 +68,7 @@ func TestListReplyEncodingIsJSONMarshal(t *testing.T) {
 func BenchmarkListReplyEncoding(b *testing.B) {
 	res := &listResult{LimitApplied: 100, HasMore: true}
 	for i := range 100 {
-		e := benchEntry(i, 1_790_000_000_000)
+		e := sessions.Sample(i, 1_790_000_000_000)
 		res.Sessions = append(res.Sessions, &listRow{Key: e.Key, SessionID: e.SessionID, AgentID: "main", Kind: "other", Channel: "telegram",
 			DisplayName: e.DisplayName, Label: e.Label, UpdatedAt: e.UpdatedAt, Model: e.Model, ContextTokens: e.ContextTokens, TotalTokens: e.TotalTokens})
 	}
