@@ -18,54 +18,8 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
-var channels = [...]string{"telegram", "whatsapp", "discord", "slack", "signal"}
-
-// listEntry is session i of the list inventory: 70% direct chats, 20%
-// groups, 10% sub-agents spawned by a direct session, with the fields an
-// OpenClaw store entry carries (ids, channel, origin, model, token counts)
-// and updatedAt spread over 30 days.
-func listEntry(i int, now int64) *sessions.Entry {
-	ch := channels[i%len(channels)]
-	h := uint64(i)*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019
-	h ^= h >> 31
-	e := &sessions.Entry{
-		AgentID:       "main",
-		SessionID:     fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(h), uint16(h>>32), uint16(h>>48)&0xfff, i&0xfff, i),
-		UpdatedAt:     now - int64(h%(30*24*3600*1000)),
-		Channel:       ch,
-		LastChannel:   ch,
-		Model:         "gpt-5.2",
-		ModelProvider: "openai",
-		InputTokens:   int64(h % 90_000),
-		OutputTokens:  int64(h % 9_000),
-		ContextTokens: 200_000,
-	}
-	e.CreatedAt = e.UpdatedAt - int64(h%(7*24*3600*1000))
-	e.TotalTokens = e.InputTokens + e.OutputTokens
-	switch i % 10 {
-	case 7, 8:
-		e.Key = fmt.Sprintf("agent:main:%s:group:g%07d", ch, i)
-		e.ChatType = "group"
-		e.DisplayName = fmt.Sprintf("%s group %d", ch, i)
-		e.Origin = &sessions.Origin{Provider: ch, ChatType: "group"}
-		e.DeliveryContext = &sessions.DeliveryContext{Channel: ch, To: fmt.Sprintf("g%07d", i)}
-	case 9:
-		parent := i - 9 // a direct session (i-9 ≡ 0 mod 10)
-		e.Key = fmt.Sprintf("agent:main:subagent:%s", e.SessionID)
-		e.SpawnedBy = fmt.Sprintf("agent:main:%s:direct:u%07d", channels[parent%len(channels)], parent)
-		depth := 1
-		e.SpawnDepth = &depth
-		e.Label = fmt.Sprintf("research task %d", i)
-		e.Channel, e.LastChannel = "", ""
-	default:
-		e.Key = fmt.Sprintf("agent:main:%s:direct:u%07d", ch, i)
-		e.ChatType = "direct"
-		e.DisplayName = fmt.Sprintf("%s user %d", ch, i)
-		e.Origin = &sessions.Origin{Provider: ch, ChatType: "direct"}
-		e.DeliveryContext = &sessions.DeliveryContext{Channel: ch, To: fmt.Sprintf("u%07d", i)}
-	}
-	return e
-}
+// listEntry is session i of the list inventory (sessions.Sample).
+func listEntry(i int, now int64) *sessions.Entry { return sessions.Sample(i, now) }
 
 // ensureSessions grows the sessions bucket to n entries with async
 // publishes straight to the KV subjects, then waits until the worker's index
@@ -95,7 +49,17 @@ func (e *env) ensureSessions(ctx context.Context, n int) error {
 			if err != nil {
 				return err
 			}
-			if _, err := js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data); err != nil {
+			_, err = js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data)
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				// a loaded machine: let the acknowledgements catch up, then retry
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				_, err = js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -213,8 +177,8 @@ func (e *env) runList(ctx context.Context, n int) (Result, error) {
 // one sub-agent labelled "research task N" (the newest-but-one of the
 // inventory's labels, so a walk in updatedAt order finds no early match to
 // stop at): by exact label, which has its own index, and by search, a
-// substring of key, label, display name, subject or sessionId, which walks
-// every entry.
+// substring of key, label, display name, subject or sessionId, whose
+// candidates come from the index's trigram signatures.
 func runListLabel100k(ctx context.Context, e *env) (Result, error) {
 	return e.runListFiltered(ctx, e.sz.list100k, "label")
 }

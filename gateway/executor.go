@@ -258,8 +258,8 @@ func (r *run) prepare(ctx context.Context) error {
 // session_status sets, else the agent's own agents.list[].model; "" leaves
 // the runtime's configured model.
 func (r *run) model() string {
-	if r.sess != nil && r.sess.ModelOverride != "" {
-		return r.sess.ModelOverride
+	if r.sess != nil && r.sess.Rares().ModelOverride != "" {
+		return r.sess.Rares().ModelOverride
 	}
 	for _, a := range r.g.cfg.Agents.List {
 		if a.ID == r.req.AgentID {

@@ -42,7 +42,7 @@ func TestTurnUsesSessionModelOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "agent:llm:main"
-	if _, err := store.Create(context.Background(), &sessions.Entry{Key: key, AgentID: "llm", ProviderOverride: "openai", ModelOverride: "gpt-4.1"}); err != nil {
+	if _, err := store.Create(context.Background(), &sessions.Entry{Key: key, AgentID: "llm", Rare: &sessions.RareFields{ProviderOverride: "openai", ModelOverride: "gpt-4.1"}}); err != nil {
 		t.Fatal(err)
 	}
 	turn := func(session, agent string) {
@@ -55,7 +55,7 @@ func TestTurnUsesSessionModelOverride(t *testing.T) {
 	}
 	turn(key, "llm")
 	if _, _, err := store.Update(context.Background(), key, func(x *sessions.Entry) error {
-		x.ProviderOverride, x.ModelOverride = "", ""
+		x.SetRare(func(r *sessions.RareFields) { r.ProviderOverride, r.ModelOverride = "", "" })
 		return nil
 	}); err != nil {
 		t.Fatal(err)

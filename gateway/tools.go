@@ -15,7 +15,7 @@ func sessionTools(cfg *config.Config, key string, sess *sessions.Entry) []string
 	var depth *int
 	role := ""
 	if sess != nil {
-		depth, role = sess.SpawnDepth, sess.SubagentRole
+		depth, role = sess.SpawnDepth, sess.Rares().SubagentRole
 	}
 	return rules.SessionTools(cfg, key, depth, role, runtime.ToolNames())
 }

@@ -110,7 +110,7 @@ func (d *Deps) checkToolPolicy(r *requester, name string) error {
 	var depth *int
 	role := ""
 	if e != nil {
-		depth, role = e.SpawnDepth, e.SubagentRole
+		depth, role = e.SpawnDepth, e.Rares().SubagentRole
 	}
 	p := rules.ConfigToolPolicy(d.Config, rules.AgentIDFromKey(r.key))
 	if den := p.Check(rules.ResolveSessionRole(r.key, depth, role, p.MaxSpawnDepth), name); den != nil {

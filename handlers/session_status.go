@@ -155,7 +155,7 @@ func sessionStatus(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 
 	m := d.effectiveModel(e)
 	out.Model, out.Provider = m.Model, m.Provider
-	out.ThinkingLevel = e.ThinkingLevel
+	out.ThinkingLevel = e.Rares().ThinkingLevel
 	out.routeContext = statusRoute(r, e)
 	out.StatusText = d.statusText(r, e, m, usage, out)
 	return out, nil
@@ -266,14 +266,14 @@ func (d *Deps) statusGuard(r *requester, key string) error {
 func (d *Deps) applyStatusOverrides(ctx context.Context, r *requester, target resolved, sp statusParams, out *statusResult) (*sessions.Entry, error) {
 	e := target.entry
 	agentID := r.facts(e).agentID
-	provider, model := e.ProviderOverride, e.ModelOverride
+	provider, model := e.Rares().ProviderOverride, e.Rares().ModelOverride
 	if sp.hasModel {
 		var err error
 		if provider, model, err = d.resolveModelParam(agentID, e, sp.model); err != nil {
 			return nil, err
 		}
 	}
-	thinking := e.ThinkingLevel
+	thinking := e.Rares().ThinkingLevel
 	if sp.hasThinking {
 		var err error
 		if thinking, err = d.resolveThinking(e, provider, model, sp.thinking); err != nil {
@@ -286,16 +286,18 @@ func (d *Deps) applyStatusOverrides(ctx context.Context, r *requester, target re
 			out.ModelOverride, _ = json.Marshal(provider + "/" + model)
 		}
 	}
-	if provider == e.ProviderOverride && model == e.ModelOverride && thinking == e.ThinkingLevel {
+	if provider == e.Rares().ProviderOverride && model == e.Rares().ModelOverride && thinking == e.Rares().ThinkingLevel {
 		return e, nil
 	}
 	changed := false
 	ne, rev, err := d.Store.Update(ctx, target.key, func(x *sessions.Entry) error {
-		changed = x.ProviderOverride != provider || x.ModelOverride != model
-		if !changed && x.ThinkingLevel == thinking {
+		changed = x.Rares().ProviderOverride != provider || x.Rares().ModelOverride != model
+		if !changed && x.Rares().ThinkingLevel == thinking {
 			return record.ErrUnchanged
 		}
-		x.ProviderOverride, x.ModelOverride, x.ThinkingLevel = provider, model, thinking
+		x.SetRare(func(r *sessions.RareFields) {
+			r.ProviderOverride, r.ModelOverride, r.ThinkingLevel = provider, model, thinking
+		})
 		return nil
 	})
 	if errors.Is(err, sessions.ErrNotFound) {
@@ -333,8 +335,8 @@ func (d *Deps) resolveModelParam(agentID string, e *sessions.Entry, raw string) 
 }
 
 func (d *Deps) defaultProvider(agentID string, e *sessions.Entry) string {
-	if e.ProviderOverride != "" {
-		return e.ProviderOverride
+	if e.Rares().ProviderOverride != "" {
+		return e.Rares().ProviderOverride
 	}
 	if ref, ok := config.ParseModelRef(d.Config.AgentModel(agentID), config.DefaultModelProvider); ok {
 		return ref.Provider
@@ -353,7 +355,9 @@ func (d *Deps) resolveThinking(e *sessions.Entry, provider, model, raw string) (
 			return level, nil
 		}
 	}
-	m := d.effectiveModel(&sessions.Entry{Key: e.Key, AgentID: e.AgentID, ProviderOverride: provider, ModelOverride: model, Model: e.Model, ModelProvider: e.ModelProvider})
+	probe := &sessions.Entry{Key: e.Key, AgentID: e.AgentID, Model: e.Model, ModelProvider: e.ModelProvider}
+	probe.SetRare(func(r *sessions.RareFields) { r.ProviderOverride, r.ModelOverride = provider, model })
+	m := d.effectiveModel(probe)
 	return "", badRequest(fmt.Sprintf("Thinking level %q is not supported for %s. Use one of: %s.", raw, m.label(), strings.Join(thinkingLevels, ", ")))
 }
 
@@ -373,8 +377,8 @@ func (m modelInfo) label() string {
 // model, else the model its last turn recorded; zero when none is known
 // (the runtime's own model applies).
 func (d *Deps) effectiveModel(e *sessions.Entry) modelInfo {
-	if e.ModelOverride != "" {
-		return modelInfo{ModelRef: config.ModelRef{Provider: e.ProviderOverride, Model: e.ModelOverride}}
+	if e.Rares().ModelOverride != "" {
+		return modelInfo{ModelRef: config.ModelRef{Provider: e.Rares().ProviderOverride, Model: e.Rares().ModelOverride}}
 	}
 	agentID := e.AgentID
 	if agentID == "" {

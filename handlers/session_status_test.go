@@ -90,7 +90,7 @@ func TestStatusThrownErrors(t *testing.T) {
 		t.Errorf("malformed key: %v", err)
 	}
 	// a failed call writes nothing: the model of the call above was not set
-	if e := s.Worker.Deps.Index.Get(mainKey); e.ModelOverride != "" || e.ThinkingLevel != "" {
+	if e := s.Worker.Deps.Index.Get(mainKey); e.Rares().ModelOverride != "" || e.Rares().ThinkingLevel != "" {
 		t.Errorf("a refused call wrote %+v", e)
 	}
 	// a legacy key found as typed is checked as the caller itself, but a
@@ -173,8 +173,8 @@ func TestStatusCard(t *testing.T) {
 	s := handlerstest.Start(t, nil)
 	put(s, &sessions.Entry{
 		Key: mainKey, UpdatedAt: time.Now().Add(-5*time.Minute - 20*time.Second).UnixMilli(),
-		InputTokens: 1200, OutputTokens: 300, TotalTokens: 1500, ContextTokens: 200_000, CacheRead: 800, CacheWrite: 200,
-		CompactionCount: 2, Status: "failed", AbortedLastRun: true,
+		InputTokens: 1200, OutputTokens: 300, TotalTokens: 1500, ContextTokens: 200_000,
+		Rare: &sessions.RareFields{CacheRead: 800, CacheWrite: 200, CompactionCount: 2}, Status: "failed", AbortedLastRun: true,
 	},
 		&sessions.Entry{Key: "agent:main:subagent:c1", SpawnedBy: mainKey, Status: "running"},
 		&sessions.Entry{Key: "agent:main:subagent:c2", ParentSessionKey: mainKey},
@@ -232,8 +232,8 @@ func TestStatusModelOverride(t *testing.T) {
 	}
 	check(`{}`, false, nil, "openai/gpt-4o-mini")
 	check(`{"model":"big"}`, true, "openai/gpt-4.1", "openai/gpt-4.1")
-	if e := entry(); e.ProviderOverride != "openai" || e.ModelOverride != "gpt-4.1" {
-		t.Fatalf("stored override %q/%q", e.ProviderOverride, e.ModelOverride)
+	if e := entry(); e.Rares().ProviderOverride != "openai" || e.Rares().ModelOverride != "gpt-4.1" {
+		t.Fatalf("stored override %q/%q", e.Rares().ProviderOverride, e.Rares().ModelOverride)
 	}
 	check(`{"model":"openai/gpt-4.1"}`, false, "openai/gpt-4.1", "openai/gpt-4.1")
 	// a bare model takes the current override's provider
@@ -243,8 +243,8 @@ func TestStatusModelOverride(t *testing.T) {
 	// the agent's own default is always allowed
 	check(`{"model":"openai/gpt-4o-mini","sessionKey":"current"}`, true, "openai/gpt-4o-mini", "openai/gpt-4o-mini")
 	check(`{"model":"default"}`, true, nil, "openai/gpt-4o-mini")
-	if e := entry(); e.ProviderOverride != "" || e.ModelOverride != "" {
-		t.Fatalf("reset left %q/%q", e.ProviderOverride, e.ModelOverride)
+	if e := entry(); e.Rares().ProviderOverride != "" || e.Rares().ModelOverride != "" {
+		t.Fatalf("reset left %q/%q", e.Rares().ProviderOverride, e.Rares().ModelOverride)
 	}
 	res := check(`{"model":""}`, false, nil, "openai/gpt-4o-mini")
 	if v, has := res["modelOverride"]; !has || v != nil {
@@ -260,8 +260,8 @@ func TestStatusThinkingLevel(t *testing.T) {
 	if res["thinkingLevel"] != "high" || res["changedModel"] != false || !hasLine(cardLines(t, res), "⚙️ Runtime: script · Think: high") {
 		t.Fatalf("set: %v", res)
 	}
-	if e := s.Worker.Deps.Index.Get(mainKey); e.ThinkingLevel != "high" {
-		t.Fatalf("stored %q", e.ThinkingLevel)
+	if e := s.Worker.Deps.Index.Get(mainKey); e.Rares().ThinkingLevel != "high" {
+		t.Fatalf("stored %q", e.Rares().ThinkingLevel)
 	}
 	if res := s.MustCall(mainKey, "session_status", `{}`); res["thinkingLevel"] != "high" {
 		t.Fatalf("read back: %v", res)
@@ -270,8 +270,8 @@ func TestStatusThinkingLevel(t *testing.T) {
 	if _, has := res["thinkingLevel"]; has || !hasLine(cardLines(t, res), "⚙️ Runtime: script · Think: off") {
 		t.Fatalf("reset: %v", res)
 	}
-	if e := s.Worker.Deps.Index.Get(mainKey); e.ThinkingLevel != "" {
-		t.Fatalf("reset stored %q", e.ThinkingLevel)
+	if e := s.Worker.Deps.Index.Get(mainKey); e.Rares().ThinkingLevel != "" {
+		t.Fatalf("reset stored %q", e.Rares().ThinkingLevel)
 	}
 }
 

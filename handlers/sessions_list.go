@@ -124,7 +124,7 @@ func parseListQuery(p rules.Params) (*listQuery, error) {
 	if q.search, _, err = p.String("search"); err != nil {
 		return nil, err
 	}
-	q.search = strings.ToLower(q.search)
+	q.search = sessions.SearchNeedle(q.search)
 	if q.group, _, err = p.String("group"); err != nil {
 		return nil, err
 	}
@@ -250,6 +250,8 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		case r.restrictToSpawned:
 		case q.label != "": // a label matches few sessions: walk only those
 			d.Index.EachLabeled(q.label, consider)
+		case q.search != "": // so does a search, found by its trigrams
+			d.Index.EachSearch(q.search, consider)
 		default:
 			d.Index.Each(consider)
 		}
@@ -330,22 +332,13 @@ func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int
 	if q.activeMinutes > 0 && e.UpdatedAt < nowMs-int64(q.activeMinutes)*60_000 {
 		return false
 	}
-	if q.search != "" && !matchesSearch(e, q.search) {
+	if q.search != "" && !e.MatchesSearch(q.search) {
 		return false
 	}
 	if q.kinds != nil && !q.kinds[f.kind] {
 		return false
 	}
 	return true
-}
-
-func matchesSearch(e *sessions.Entry, needle string) bool {
-	for _, f := range []string{e.DisplayName, e.Label, e.Subject, e.SessionID, e.Key} {
-		if f != "" && strings.Contains(strings.ToLower(f), needle) {
-			return true
-		}
-	}
-	return false
 }
 
 func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*sessions.Entry, guard rules.Guard) []*listRow {
@@ -384,7 +377,7 @@ func (d *Deps) baseRow(r *requester, e *sessions.Entry, guard rules.Guard) *list
 		Group:          e.Group,
 		DisplayName:    e.DisplayName,
 		UpdatedAt:      e.UpdatedAt,
-		StateVersion:   e.StateVersion,
+		StateVersion:   e.Rares().StateVersion,
 		Model:          e.Model,
 		ContextTokens:  e.ContextTokens,
 		TotalTokens:    e.TotalTokens,
@@ -426,24 +419,29 @@ func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *sessions.Entry, r
 
 // fitBudget keeps the serialized result within 64 KiB: first dropping the
 // enrichment if even the first row does not fit, then keeping the largest
-// prefix of rows that fits. It returns the encoded reply.
+// prefix of rows that fits. It returns the encoded reply. Each row is
+// encoded once (again only if its enrichment is dropped); the candidate
+// replies reuse those bytes.
 func fitBudget(res *listResult, offset int) (json.RawMessage, error) {
-	if b := encode(res); len(b) <= listBudgetBytes {
+	res.Count = len(res.Sessions)
+	if b := appendResult(make([]byte, 0, replySizeHint(res)), res, nil); len(b) <= listBudgetBytes {
 		return b, nil
 	}
+	x := encodeRows(res.Sessions)
 	all := res.Sessions
 	res.Sessions = all[:1]
-	if len(encode(res)) > listBudgetBytes {
+	if len(x.encode(res)) > listBudgetBytes {
 		for _, row := range all {
 			row.Messages, row.DerivedTitle, row.LastMessagePreview = nil, "", ""
 		}
+		x = encodeRows(all)
 		res.EnrichmentOmitted = true
-		if len(encode(res)) > listBudgetBytes {
+		if len(x.encode(res)) > listBudgetBytes {
 			return nil, badRequest(listBudgetError)
 		}
 	}
 	res.Sessions = all
-	if b := encode(res); len(b) <= listBudgetBytes {
+	if b := x.encode(res); len(b) <= listBudgetBytes {
 		return b, nil
 	}
 	keep := sort.Search(len(all)+1, func(n int) bool {
@@ -451,18 +449,62 @@ func fitBudget(res *listResult, offset int) (json.RawMessage, error) {
 			return false
 		}
 		res.Sessions = all[:n]
-		return len(encode(res)) > listBudgetBytes
+		return len(x.encode(res)) > listBudgetBytes
 	}) - 1
 	res.Sessions = all[:keep]
 	res.TruncationReason = "byte-limit"
 	res.HasMore = true
 	next := offset + keep
 	res.NextOffset = &next
-	return encode(res), nil
+	return x.encode(res), nil
 }
 
-func encode(res *listResult) json.RawMessage {
+// replySizeHint is about the encoded size of res, so the reply is written
+// into one buffer without regrowing it.
+func replySizeHint(res *listResult) int {
+	n := 256
+	if res.Visibility != nil {
+		n += len(res.Visibility.Warning)
+	}
+	for _, r := range res.Sessions {
+		n += 280 + len(r.Key) + len(r.SessionID) + len(r.AgentID) + len(r.Label) + len(r.DisplayName) +
+			len(r.DerivedTitle) + len(r.LastMessagePreview) + len(r.ParentSessionKey) + len(r.Model)
+		for _, c := range r.ChildSessions {
+			n += len(c) + 3
+		}
+	}
+	return n
+}
+
+// encodedRows holds each row's JSON, in the order of the rows given.
+type encodedRows struct {
+	rows  [][]byte
+	total int
+}
+
+func encodeRows(rows []*listRow) *encodedRows {
+	buf := make([]byte, 0, 400*len(rows)) // a typical row is 300 bytes
+	ends := make([]int, len(rows))
+	for i, r := range rows {
+		buf = appendRow(buf, r)
+		ends[i] = len(buf)
+	}
+	x := &encodedRows{rows: make([][]byte, len(rows)), total: len(buf)}
+	from := 0
+	for i, end := range ends {
+		x.rows[i] = buf[from:end:end]
+		from = end
+	}
+	return x
+}
+
+// encode is json.Marshal(res) with res.Sessions a prefix of the rows
+// encoded.
+func (x *encodedRows) encode(res *listResult) json.RawMessage {
 	res.Count = len(res.Sessions)
-	b, _ := json.Marshal(res)
-	return b
+	size := 256 + x.total + len(res.Sessions)
+	if res.Visibility != nil {
+		size += len(res.Visibility.Warning) + 16
+	}
+	return appendResult(make([]byte, 0, size), res, x.rows)
 }

@@ -517,8 +517,8 @@ func sessionsSpawn(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 	model := rules.FirstNonEmpty(sp.model, tgtSettings.Model)
 	thinkingRaw := rules.FirstNonEmpty(sp.thinking, tgtSettings.Thinking)
 	if reqEntry != nil {
-		model = rules.FirstNonEmpty(model, reqEntry.ModelOverride, reqEntry.Model)
-		thinkingRaw = rules.FirstNonEmpty(thinkingRaw, reqEntry.ThinkingLevel)
+		model = rules.FirstNonEmpty(model, reqEntry.Rares().ModelOverride, reqEntry.Model)
+		thinkingRaw = rules.FirstNonEmpty(thinkingRaw, reqEntry.Rares().ThinkingLevel)
 	}
 	thinking := ""
 	if thinkingRaw != "" {

@@ -235,8 +235,8 @@ func TestSpawnAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.SpawnedBy != mainKey || e.SpawnDepth == nil || *e.SpawnDepth != 1 || e.SubagentRole != "leaf" || e.SubagentControlScope != "none" ||
-		e.Label != "logs" || e.Model != "gpt-x" || e.ThinkingLevel != "high" || e.SessionID != rec.ChildSessionID {
+	if e.SpawnedBy != mainKey || e.SpawnDepth == nil || *e.SpawnDepth != 1 || e.Rares().SubagentRole != "leaf" || e.Rares().SubagentControlScope != "none" ||
+		e.Label != "logs" || e.Model != "gpt-x" || e.Rares().ThinkingLevel != "high" || e.SessionID != rec.ChildSessionID {
 		t.Fatalf("child entry %+v", e)
 	}
 	rr, _, err := d.Runs.Get(ctx, runID)
@@ -330,7 +330,7 @@ func TestSpawnFanOutAndDepth(t *testing.T) {
 		t.Fatalf("orchestrator spawn: %v", res)
 	}
 	grand, _, _ := s.Worker.Deps.Store.Get(ctx, res["childSessionKey"].(string))
-	if *grand.SpawnDepth != 2 || grand.SubagentRole != "leaf" || grand.SpawnedBy != children[1] {
+	if *grand.SpawnDepth != 2 || grand.Rares().SubagentRole != "leaf" || grand.SpawnedBy != children[1] {
 		t.Fatalf("grandchild %+v", grand)
 	}
 	if err := s.Worker.Deps.Index.Sync(ctx); err != nil {

@@ -29,12 +29,12 @@ func (d *Deps) statusCard(r *requester, e *sessions.Entry, m modelInfo, u usage)
 		hit := u.cacheRead * 100 / (u.cacheRead + u.cacheWrite + u.input)
 		lines = append(lines, fmt.Sprintf("🗄️ Cache: %d%% hit · %s cached, %s new", hit, formatTokens(u.cacheRead), formatTokens(u.cacheWrite)))
 	}
-	if u.total > 0 || e.ContextTokens > 0 || e.CompactionCount > 0 {
+	if u.total > 0 || e.ContextTokens > 0 || e.Rares().CompactionCount > 0 {
 		l := "📚 Context: " + formatTokens(u.total)
 		if e.ContextTokens > 0 {
 			l += "/" + formatTokens(e.ContextTokens) + fmt.Sprintf(" (%d%%)", u.total*100/e.ContextTokens)
 		}
-		lines = append(lines, l+" · 🧹 Compactions: "+strconv.FormatInt(e.CompactionCount, 10))
+		lines = append(lines, l+" · 🧹 Compactions: "+strconv.FormatInt(e.Rares().CompactionCount, 10))
 	}
 	session := "🧵 Session: " + e.Key + " • "
 	if e.UpdatedAt > 0 {
@@ -63,7 +63,7 @@ func (d *Deps) statusCard(r *requester, e *sessions.Entry, m modelInfo, u usage)
 		}
 		lines = append(lines, l)
 	}
-	think := e.ThinkingLevel
+	think := e.Rares().ThinkingLevel
 	if think == "" {
 		think = "off"
 	}

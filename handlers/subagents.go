@@ -193,8 +193,8 @@ func (d *Deps) subagentController(r *requester) subagentController {
 	}
 	ctl.callerIsSubagent = true
 	e := d.Index.Get(r.key)
-	if e != nil && e.SubagentControlScope != "" {
-		ctl.controlScope = e.SubagentControlScope
+	if e != nil && e.Rares().SubagentControlScope != "" {
+		ctl.controlScope = e.Rares().SubagentControlScope
 		return ctl
 	}
 	if d.subagentDepth(r.key, e) >= maxSpawnDepth(d.Config, rules.AgentIDFromKey(r.key)) {
@@ -516,7 +516,7 @@ func modelRef(e *sessions.Entry) string {
 		}
 		return rules.FirstNonEmpty(model, provider)
 	}
-	return rules.FirstNonEmpty(ref(e.Model, e.ModelProvider), ref(e.ModelOverride, e.ProviderOverride))
+	return rules.FirstNonEmpty(ref(e.Model, e.ModelProvider), ref(e.Rares().ModelOverride, e.Rares().ProviderOverride))
 }
 
 // truncateLine cuts at max characters (runes), trims trailing space and

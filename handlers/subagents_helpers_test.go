@@ -95,7 +95,7 @@ func spawn(t *testing.T, s *handlerstest.Stack, c child) *subagents.Record {
 	}
 	if _, err := d.Store.Create(ctx, &sessions.Entry{
 		Key: c.key, AgentID: agent, SessionID: sessions.NewID(), CreatedAt: c.created, UpdatedAt: c.created,
-		Label: c.label, SpawnedBy: c.parent, SpawnDepth: &depth, SubagentRole: role, SubagentControlScope: scope,
+		Label: c.label, SpawnedBy: c.parent, SpawnDepth: &depth, Rare: &sessions.RareFields{SubagentRole: role, SubagentControlScope: scope},
 	}); err != nil {
 		t.Fatalf("child entry %s: %v", c.key, err)
 	}

@@ -23,7 +23,7 @@ type usage struct {
 
 func entryUsage(e *sessions.Entry) usage {
 	return usage{input: e.InputTokens, output: e.OutputTokens, total: e.TotalTokens,
-		cacheRead: e.CacheRead, cacheWrite: e.CacheWrite}
+		cacheRead: e.Rares().CacheRead, cacheWrite: e.Rares().CacheWrite}
 }
 
 // sparse reports missing token counters. Zero cache counters alone do not

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -24,13 +25,25 @@ type Index struct {
 	log    *slog.Logger
 	derive Derive
 
-	mu          sync.RWMutex
-	changed     *sync.Cond
-	byKey       map[string]*Entry
-	order       *btree.BTreeG[orderItem]
-	children    map[string]map[string]struct{}
-	byLabel     map[string]map[string]struct{}
-	bySessionID map[string][]string
+	mu      sync.RWMutex
+	changed *sync.Cond
+	// Every indexed entry has a slot, a small number it keeps until it is
+	// deleted: the lookups below hold 4-byte slots instead of keys or
+	// pointers, which is most of what keeps the index near 1 KiB per
+	// session (issue 17).
+	slots []*Entry // by slot; nil: free
+	free  []uint32
+	byKey map[string]uint32
+	order *btree.BTreeG[uint32] // newest first, then key
+	// children: slots by parent key; byLabel: slots by label.
+	children map[string][]uint32
+	byLabel  map[string][]uint32
+	// bySessionID has the first entry of each sessionId; the rare ids
+	// that several keys share have the others in sharedIDs.
+	bySessionID map[string]uint32
+	sharedIDs   map[string][]uint32
+	search      signatures
+	intern      interner
 	applied     uint64
 	err         error
 
@@ -50,17 +63,12 @@ type Index struct {
 	recovering sync.Mutex
 }
 
-type orderItem struct {
-	updatedAt int64
-	key       string
-}
-
-// newest first, then key, so pages are stable.
-func orderLess(a, b orderItem) bool {
-	if a.updatedAt != b.updatedAt {
-		return a.updatedAt > b.updatedAt
+// newer first, then key, so pages are stable.
+func newer(a, b *Entry) bool {
+	if a.UpdatedAt != b.UpdatedAt {
+		return a.UpdatedAt > b.UpdatedAt
 	}
-	return a.key < b.key
+	return a.Key < b.Key
 }
 
 // Derive computes per-entry facts once, when an entry is indexed, so hot
@@ -96,11 +104,15 @@ func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *
 
 // clear empties the index (mu held or not yet shared).
 func (ix *Index) clear() {
-	ix.byKey = make(map[string]*Entry)
-	ix.order = btree.NewG(32, orderLess)
-	ix.children = make(map[string]map[string]struct{})
-	ix.byLabel = make(map[string]map[string]struct{})
-	ix.bySessionID = make(map[string][]string)
+	ix.slots, ix.free = nil, nil
+	ix.byKey = make(map[string]uint32)
+	ix.order = btree.NewG(32, func(a, b uint32) bool { return newer(ix.slots[a], ix.slots[b]) })
+	ix.children = make(map[string][]uint32)
+	ix.byLabel = make(map[string][]uint32)
+	ix.bySessionID = make(map[string]uint32)
+	ix.sharedIDs = make(map[string][]uint32)
+	ix.search = signatures{}
+	ix.intern = interner{}
 	ix.applied = 0
 	ix.err = nil
 }
@@ -264,18 +276,49 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 			ix.log.Warn("session index: skipping corrupt entry", "key", key, "err", err)
 		} else {
 			e.Key = key
-			if ix.derive != nil {
-				e.Derived = ix.derive(e)
-			}
 		}
+	}
+	var sig signature
+	if e != nil {
+		// Only the watch goroutine applies, so the intern table needs no
+		// lock (recover clears it after that goroutine ended).
+		ix.intern.entry(e)
+		ix.mu.RLock()
+		var prev *Entry
+		if slot, ok := ix.byKey[key]; ok {
+			prev = ix.slots[slot]
+		}
+		ix.mu.RUnlock()
+		pack(e, prev)
+		key = e.Key
+		if ix.derive != nil {
+			e.Derived = ix.derive(e)
+		}
+		sig = entrySignature(e)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if old := ix.byKey[key]; old != nil {
-		ix.unlink(old)
-	}
-	if e != nil {
-		ix.link(e)
+	slot, had := ix.byKey[key]
+	switch {
+	case had && e != nil:
+		old := ix.slots[slot]
+		ix.unlink(slot)
+		if oldSig := entrySignature(old); oldSig != sig {
+			ix.search.set(slot, oldSig, false)
+			ix.search.set(slot, sig, true)
+		}
+		ix.link(slot, e)
+	case had:
+		ix.search.set(slot, entrySignature(ix.slots[slot]), false)
+		ix.unlink(slot)
+		delete(ix.byKey, key)
+		ix.slots[slot] = nil
+		ix.free = append(ix.free, slot)
+	case e != nil:
+		slot = ix.newSlot()
+		ix.byKey[key] = slot
+		ix.search.set(slot, sig, true)
+		ix.link(slot, e)
 	}
 	if ke.Revision() > ix.applied {
 		ix.applied = ke.Revision()
@@ -283,62 +326,70 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	ix.changed.Broadcast()
 }
 
-func (ix *Index) link(e *Entry) {
-	ix.byKey[e.Key] = e
-	ix.order.ReplaceOrInsert(orderItem{e.UpdatedAt, e.Key})
+// newSlot takes a free slot or adds one.
+func (ix *Index) newSlot() uint32 {
+	if n := len(ix.free); n > 0 {
+		slot := ix.free[n-1]
+		ix.free = ix.free[:n-1]
+		return slot
+	}
+	ix.slots = append(ix.slots, nil)
+	ix.search.grow(cap(ix.slots))
+	return uint32(len(ix.slots) - 1)
+}
+
+// link files e under slot in every lookup but byKey and the signatures.
+func (ix *Index) link(slot uint32, e *Entry) {
+	ix.slots[slot] = e
+	ix.order.ReplaceOrInsert(slot)
 	for _, p := range parents(e) {
-		addTo(ix.children, p, e.Key)
+		ix.children[p] = append(ix.children[p], slot)
 	}
 	if e.Label != "" {
-		addTo(ix.byLabel, e.Label, e.Key)
+		ix.byLabel[e.Label] = append(ix.byLabel[e.Label], slot)
 	}
-	if e.SessionID != "" {
-		ix.bySessionID[e.SessionID] = append(ix.bySessionID[e.SessionID], e.Key)
-	}
-}
-
-// addTo and removeFrom keep a map of key sets (children by parent, keys by
-// label).
-func addTo(m map[string]map[string]struct{}, k, v string) {
-	set := m[k]
-	if set == nil {
-		set = make(map[string]struct{})
-		m[k] = set
-	}
-	set[v] = struct{}{}
-}
-
-func removeFrom(m map[string]map[string]struct{}, k, v string) {
-	if set := m[k]; set != nil {
-		delete(set, v)
-		if len(set) == 0 {
-			delete(m, k)
-		}
-	}
-}
-
-func (ix *Index) unlink(e *Entry) {
-	delete(ix.byKey, e.Key)
-	ix.order.Delete(orderItem{e.UpdatedAt, e.Key})
-	for _, p := range parents(e) {
-		removeFrom(ix.children, p, e.Key)
-	}
-	if e.Label != "" {
-		removeFrom(ix.byLabel, e.Label, e.Key)
-	}
-	if e.SessionID != "" {
-		keys := ix.bySessionID[e.SessionID]
-		for i, k := range keys {
-			if k == e.Key {
-				keys = append(keys[:i], keys[i+1:]...)
-				break
-			}
-		}
-		if len(keys) == 0 {
-			delete(ix.bySessionID, e.SessionID)
+	if id := e.SessionID; id != "" {
+		if _, taken := ix.bySessionID[id]; taken {
+			ix.sharedIDs[id] = append(ix.sharedIDs[id], slot)
 		} else {
-			ix.bySessionID[e.SessionID] = keys
+			ix.bySessionID[id] = slot
 		}
+	}
+}
+
+// unlink undoes link for the entry in slot (still there: the order tree
+// finds it by its fields).
+func (ix *Index) unlink(slot uint32) {
+	e := ix.slots[slot]
+	ix.order.Delete(slot)
+	for _, p := range parents(e) {
+		removeSlot(ix.children, p, slot)
+	}
+	if e.Label != "" {
+		removeSlot(ix.byLabel, e.Label, slot)
+	}
+	if id := e.SessionID; id != "" {
+		if ix.bySessionID[id] != slot {
+			removeSlot(ix.sharedIDs, id, slot)
+		} else if more := ix.sharedIDs[id]; len(more) > 0 {
+			ix.bySessionID[id] = more[0]
+			removeSlot(ix.sharedIDs, id, more[0])
+		} else {
+			delete(ix.bySessionID, id)
+		}
+	}
+}
+
+// removeSlot takes slot out of m[k], dropping k once it holds none.
+func removeSlot(m map[string][]uint32, k string, slot uint32) {
+	list := m[k]
+	if i := slices.Index(list, slot); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(m, k)
+	} else {
+		m[k] = list
 	}
 }
 
@@ -398,19 +449,26 @@ func (ix *Index) WaitApplied(ctx context.Context, rev uint64) error {
 func (ix *Index) Get(key string) *Entry {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.byKey[key]
+	if slot, ok := ix.byKey[key]; ok {
+		return ix.slots[slot]
+	}
+	return nil
 }
 
-// BySessionID returns the entries whose sessionId is id.
+// BySessionID returns the entries whose sessionId is id, in the order they
+// were indexed.
 func (ix *Index) BySessionID(id string) []*Entry {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	keys := ix.bySessionID[id]
-	out := make([]*Entry, 0, len(keys))
-	for _, k := range keys {
-		if e := ix.byKey[k]; e != nil {
-			out = append(out, e)
-		}
+	first, ok := ix.bySessionID[id]
+	if !ok {
+		return []*Entry{}
+	}
+	more := ix.sharedIDs[id]
+	out := make([]*Entry, 0, 1+len(more))
+	out = append(out, ix.slots[first])
+	for _, slot := range more {
+		out = append(out, ix.slots[slot])
 	}
 	return out
 }
@@ -419,20 +477,21 @@ func (ix *Index) BySessionID(id string) []*Entry {
 func (ix *Index) IsChild(parent, child string) bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	_, ok := ix.children[parent][child]
-	return ok
+	slot, ok := ix.byKey[child]
+	return ok && slices.Contains(ix.children[parent], slot)
 }
 
 // Children returns the sessions whose spawnedBy or parentSessionKey is parent.
 func (ix *Index) Children(parent string) []*Entry {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	set := ix.children[parent]
-	out := make([]*Entry, 0, len(set))
-	for k := range set {
-		if e := ix.byKey[k]; e != nil {
-			out = append(out, e)
-		}
+	return ix.entries(ix.children[parent])
+}
+
+func (ix *Index) entries(slots []uint32) []*Entry {
+	out := make([]*Entry, len(slots))
+	for i, slot := range slots {
+		out[i] = ix.slots[slot]
 	}
 	return out
 }
@@ -442,8 +501,8 @@ func (ix *Index) Children(parent string) []*Entry {
 func (ix *Index) Each(fn func(*Entry) bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	ix.order.Ascend(func(it orderItem) bool {
-		return fn(ix.byKey[it.key])
+	ix.order.Ascend(func(slot uint32) bool {
+		return fn(ix.slots[slot])
 	})
 }
 
@@ -451,17 +510,17 @@ func (ix *Index) Each(fn func(*Entry) bool) {
 // filtered by label costs its matches, not the whole index.
 func (ix *Index) EachLabeled(label string, fn func(*Entry) bool) {
 	ix.mu.RLock()
-	set := ix.byLabel[label]
-	es := make([]*Entry, 0, len(set))
-	for k := range set {
-		es = append(es, ix.byKey[k])
-	}
+	es := ix.entries(ix.byLabel[label])
 	ix.mu.RUnlock()
+	eachNewest(es, fn)
+}
+
+func eachNewest(es []*Entry, fn func(*Entry) bool) {
 	slices.SortFunc(es, func(a, b *Entry) int {
 		switch {
-		case orderLess(orderItem{a.UpdatedAt, a.Key}, orderItem{b.UpdatedAt, b.Key}):
+		case newer(a, b):
 			return -1
-		case orderLess(orderItem{b.UpdatedAt, b.Key}, orderItem{a.UpdatedAt, a.Key}):
+		case newer(b, a):
 			return 1
 		}
 		return 0
@@ -471,6 +530,57 @@ func (ix *Index) EachLabeled(label string, fn func(*Entry) bool) {
 			return
 		}
 	}
+}
+
+// searchSortMax is the most candidates EachSearch sorts; past it, walking
+// the order and skipping non-candidates is cheaper and stops early.
+var searchSortMax = 4096
+
+// EachSearch is Each over the entries that MatchesSearch(needle), needle a
+// SearchNeedle:
+// the search signatures pick the candidates, so a search matching few
+// sessions costs about its candidates, not the whole index. A needle
+// shorter than three bytes has no trigram to pick by and walks every entry.
+// fn runs under the index read lock and must not call back into the index.
+func (ix *Index) EachSearch(needle string, fn func(*Entry) bool) {
+	q, ok := needleSignature(needle)
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if !ok {
+		ix.order.Ascend(func(slot uint32) bool {
+			e := ix.slots[slot]
+			return !e.MatchesSearch(needle) || fn(e)
+		})
+		return
+	}
+	cands := ix.search.candidates(q)
+	n := 0
+	for _, w := range cands {
+		n += bits.OnesCount64(w)
+	}
+	if n > searchSortMax {
+		ix.order.Ascend(func(slot uint32) bool {
+			if cands[slot>>6]&(1<<(slot&63)) == 0 {
+				return true
+			}
+			e := ix.slots[slot]
+			return !e.MatchesSearch(needle) || fn(e)
+		})
+		return
+	}
+	var es []*Entry
+	for w, word := range cands {
+		for word != 0 {
+			slot := w*64 + bits.TrailingZeros64(word)
+			word &= word - 1
+			if slot < len(ix.slots) {
+				if e := ix.slots[slot]; e != nil && e.MatchesSearch(needle) {
+					es = append(es, e)
+				}
+			}
+		}
+	}
+	eachNewest(es, fn)
 }
 
 // Len is the number of indexed sessions.

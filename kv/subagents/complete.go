@@ -17,20 +17,20 @@ import (
 func ChildEntry(rec *Record) *sessions.Entry {
 	depth := rec.Depth
 	e := &sessions.Entry{
-		Key:                  rec.ChildSessionKey,
-		AgentID:              rec.ChildAgentID,
-		SessionID:            rec.ChildSessionID,
-		CreatedAt:            rec.CreatedAt,
-		UpdatedAt:            rec.CreatedAt,
-		Label:                rec.Label,
-		SpawnedBy:            rec.RequesterSessionKey,
-		SpawnDepth:           &depth,
-		SubagentRole:         rec.SubagentRole,
-		SubagentControlScope: rec.SubagentControlScope,
-		Model:                rec.Model,
-		ModelOverride:        rec.Model,
-		ThinkingLevel:        rec.Thinking,
+		Key:        rec.ChildSessionKey,
+		AgentID:    rec.ChildAgentID,
+		SessionID:  rec.ChildSessionID,
+		CreatedAt:  rec.CreatedAt,
+		UpdatedAt:  rec.CreatedAt,
+		Label:      rec.Label,
+		SpawnedBy:  rec.RequesterSessionKey,
+		SpawnDepth: &depth,
+		Model:      rec.Model,
 	}
+	e.SetRare(func(r *sessions.RareFields) {
+		r.SubagentRole, r.SubagentControlScope = rec.SubagentRole, rec.SubagentControlScope
+		r.ModelOverride, r.ThinkingLevel = rec.Model, rec.Thinking
+	})
 	if e.SessionID == "" { // a record written by hand (tests, imports)
 		e.SessionID = sessions.NewID()
 	}
