@@ -300,6 +300,11 @@ func (g *Gateway) announceCarried(ctx context.Context, req *runqueue.Request) er
 		}
 		a := *r.Announce
 		a.State, a.Error, a.DeliveryRun, a.TargetKey, a.At = subagents.AnnounceDelivered, "", req.RunID, req.SessionKey, now
+		if a.Gateway == "" {
+			// the carrying run was quicker than its claimant's "queued"
+			// mark: the gateway that ran it is the one that delivered
+			a.Gateway = g.id
+		}
 		r.Announce = &a
 		return nil
 	})

@@ -18,6 +18,8 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -35,6 +37,8 @@ type Deps struct {
 	Subagents   *subagents.Registry // the child registry
 	Children    *subagents.Index    // the registry as this worker follows it
 	Claims      *claims.Claims
+	Watchers    *watchers.Store   // watch cursors (sessions_send watch:true)
+	Notices     *notices.Recorder // signal log + notices
 	// Signals is the signal log session_status reads stateVersion and
 	// changesSince from; nil reads as an empty log (stateVersion 0).
 	Signals StateLog

@@ -14,6 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
@@ -55,6 +56,9 @@ type sendResult struct {
 	SessionKey      string        `json:"sessionKey,omitempty"`
 	Delivery        *sendDelivery `json:"delivery,omitempty"`
 	SentBeforeError bool          `json:"sentBeforeError,omitempty"`
+	// Watched answers watch:true: whether the sender now watches the
+	// target (reference §6.6); absent when watch was not asked.
+	Watched *bool `json:"watched,omitempty"`
 }
 
 func sendFail(runID, status, msg, displayKey string) *sendResult {
@@ -65,6 +69,7 @@ type sendParams struct {
 	sessionKey, label, agentID, message, idempotencyKey string
 	hasKey, hasLabel, hasAgent                          bool
 	timeoutSeconds                                      int
+	watch                                               bool
 }
 
 func readSendParams(p rules.Params) (sendParams, error) {
@@ -99,6 +104,9 @@ func readSendParams(p rules.Params) (sendParams, error) {
 		sp.timeoutSeconds = t
 	}
 	if sp.idempotencyKey, _, err = p.String("idempotencyKey"); err != nil {
+		return sp, err
+	}
+	if sp.watch, _, err = p.Bool("watch"); err != nil {
 		return sp, err
 	}
 	if n := len(sp.idempotencyKey); n > sendIdempotencyMaxLength {
@@ -214,7 +222,18 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		return sendFail(runID, "error", err.Error(), res.displayKey), nil
 	}
 	defer q.Stop()
+	out := d.sendOutcome(ctx, q, sp, runID, res.displayKey, skipA2A)
+	if sp.watch {
+		// registered after a successful dispatch only (a failed one
+		// returned above), as in the reference
+		watched := d.watch(ctx, r.key, target)
+		out.Watched = &watched
+	}
+	return out, nil
+}
 
+// sendOutcome waits for the run as asked and states the result.
+func (d *Deps) sendOutcome(ctx context.Context, q *queuedRun, sp sendParams, runID, displayKey string, skipA2A bool) *sendResult {
 	delivery := func(status string) *sendDelivery {
 		if skipA2A {
 			status = "skipped"
@@ -222,26 +241,48 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		return &sendDelivery{Status: status, Mode: deliveryModeAnnounce}
 	}
 	if sp.timeoutSeconds == 0 {
-		return &sendResult{RunID: runID, Status: "accepted", SessionKey: res.displayKey, Delivery: delivery("sent")}, nil
+		return &sendResult{RunID: runID, Status: "accepted", SessionKey: displayKey, Delivery: delivery("sent")}
 	}
 	last, err := q.Wait(ctx, time.Duration(sp.timeoutSeconds)*time.Second)
 	if err != nil {
-		return &sendResult{RunID: runID, Status: "error", Error: err.Error(), SessionKey: res.displayKey, SentBeforeError: true}, nil
+		return &sendResult{RunID: runID, Status: "error", Error: err.Error(), SessionKey: displayKey, SentBeforeError: true}
 	}
 	if last == nil {
 		// soft timeout (PR #76484): the run goes on, a late reply is still
 		// delivered by the A2A flow; or the worker's shutdown cut the wait
 		// short: the run stays queued and completes without this worker.
-		return &sendResult{RunID: runID, Status: "accepted", SessionKey: res.displayKey, Delivery: delivery("accepted")}, nil
+		return &sendResult{RunID: runID, Status: "accepted", SessionKey: displayKey, Delivery: delivery("accepted")}
 	}
 	switch last.Status {
 	case runs.OK:
-		return &sendResult{RunID: runID, Status: "ok", Reply: last.Reply, SessionKey: res.displayKey, Delivery: delivery("delivered")}, nil
+		return &sendResult{RunID: runID, Status: "ok", Reply: last.Reply, SessionKey: displayKey, Delivery: delivery("delivered")}
 	case runs.Timeout:
-		return &sendResult{RunID: runID, Status: "timeout", Error: rules.FirstNonEmpty(last.Error, errSendRunTimeout), SessionKey: res.displayKey, SentBeforeError: true}, nil
+		return &sendResult{RunID: runID, Status: "timeout", Error: rules.FirstNonEmpty(last.Error, errSendRunTimeout), SessionKey: displayKey, SentBeforeError: true}
 	default: // error, killed
-		return &sendResult{RunID: runID, Status: "error", Error: rules.FirstNonEmpty(last.Error, errSendAgentError), SessionKey: res.displayKey, SentBeforeError: true}, nil
+		return &sendResult{RunID: runID, Status: "error", Error: rules.FirstNonEmpty(last.Error, errSendAgentError), SessionKey: displayKey, SentBeforeError: true}
 	}
+}
+
+// watch registers watcher as an explicit watcher of target, seeded at the
+// target's current head so its history never notifies (a re-registration
+// keeps what is pending). Self-watch and keys that cannot watch (not
+// agent-qualified) answer false, as does a store that fails (logged).
+func (d *Deps) watch(ctx context.Context, watcher, target string) bool {
+	if d.Watchers == nil || d.Notices == nil {
+		return false
+	}
+	head, err := d.Notices.Log.StateVersion(ctx, target)
+	if err == nil {
+		_, err = d.Watchers.Seed(ctx, watcher, target, head, watchers.Explicit)
+	}
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, watchers.ErrSelfWatch), errors.Is(err, watchers.ErrNotQualified):
+		return false
+	}
+	d.Log.Warn("sessions_send: registering the watch failed", "watcher", watcher, "target", target, "err", err)
+	return false
 }
 
 // pingPongTurns is session.agentToAgent.maxPingPongTurns clamped to its

@@ -17,7 +17,11 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/streams/events"
+	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
@@ -91,6 +95,19 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 			return fail(fmt.Errorf("follow stream deletions: %w", err))
 		}
 	}
+	siglog, err := signals.Open(ctx, js, names, signals.WithReplicas(cfg.Bus.Replicas), signals.WithLogger(log))
+	if err != nil {
+		return fail(err)
+	}
+	if d.Watchers, err = watchers.Open(ctx, js, names, cfg.Bus.Replicas, 0); err != nil {
+		return fail(err)
+	}
+	evs, err := events.Open(ctx, js, names, cfg.Bus.Replicas, 0)
+	if err != nil {
+		return fail(err)
+	}
+	d.Notices = &notices.Recorder{Log: siglog, Watchers: d.Watchers, Events: evs, Logger: log}
+	d.Signals, d.OnHumanTurn = signalLog{siglog}, humanTurnRecorder(d.Notices)
 	for _, o := range opts {
 		o(d)
 	}
