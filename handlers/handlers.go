@@ -21,6 +21,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
@@ -39,6 +40,7 @@ type Deps struct {
 	Claims      *claims.Claims
 	Watchers    *watchers.Store   // watch cursors (sessions_send watch:true)
 	Notices     *notices.Recorder // signal log + notices
+	Heads       *signals.Heads    // stateVersion per session, for sessions_list rows
 	// Signals is the signal log session_status reads stateVersion and
 	// changesSince from; nil reads as an empty log (stateVersion 0).
 	Signals StateLog

@@ -26,10 +26,6 @@ const (
 // most (reference §6.5).
 const statusChangesLimit = 200
 
-// thinkingLevels are the levels session_status accepts. sessionbus has no
-// model catalog saying which levels a model supports, so every model gets
-// OpenClaw's common set.
-var thinkingLevels = []string{"off", "minimal", "low", "medium", "high"}
 
 // StateLog is what session_status reads of a session's signal log
 // (streams/signals). Events are already in their tool projection
@@ -350,7 +346,7 @@ func (d *Deps) resolveThinking(e *sessions.Entry, provider, model, raw string) (
 	if level == "" || level == "default" {
 		return "", nil
 	}
-	for _, l := range thinkingLevels {
+	for _, l := range ThinkingLevels {
 		if l == level {
 			return level, nil
 		}
@@ -358,7 +354,7 @@ func (d *Deps) resolveThinking(e *sessions.Entry, provider, model, raw string) (
 	probe := &sessions.Entry{Key: e.Key, AgentID: e.AgentID, Model: e.Model, ModelProvider: e.ModelProvider}
 	probe.SetRare(func(r *sessions.RareFields) { r.ProviderOverride, r.ModelOverride = provider, model })
 	m := d.effectiveModel(probe)
-	return "", badRequest(fmt.Sprintf("Thinking level %q is not supported for %s. Use one of: %s.", raw, m.label(), strings.Join(thinkingLevels, ", ")))
+	return "", badRequest(fmt.Sprintf("Thinking level %q is not supported for %s. Use one of: %s.", raw, m.label(), strings.Join(ThinkingLevels, ", ")))
 }
 
 // modelInfo is the model a session runs with and where that came from.

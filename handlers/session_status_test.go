@@ -81,8 +81,8 @@ func TestStatusThrownErrors(t *testing.T) {
 		`{"sessionKey":7}`:                                   "sessionKey must be a string",
 		`{"model":"openai/"}`:                                `Unrecognized model "openai/".`,
 		`{"model":"/gpt-4o"}`:                                `Unrecognized model "/gpt-4o".`,
-		`{"thinkingLevel":"turbo"}`:                          `Thinking level "turbo" is not supported for default. Use one of: off, minimal, low, medium, high.`,
-		`{"thinkingLevel":"turbo","model":"openai/gpt-4.1"}`: `Thinking level "turbo" is not supported for openai/gpt-4.1. Use one of: off, minimal, low, medium, high.`,
+		`{"thinkingLevel":"turbo"}`:                          `Thinking level "turbo" is not supported for default. Use one of: off, minimal, low, medium, high, xhigh.`,
+		`{"thinkingLevel":"turbo","model":"openai/gpt-4.1"}`: `Thinking level "turbo" is not supported for openai/gpt-4.1. Use one of: off, minimal, low, medium, high, xhigh.`,
 	} {
 		statusErr(t, s, me, params, want)
 	}

@@ -377,7 +377,7 @@ func (d *Deps) baseRow(r *requester, e *sessions.Entry, guard rules.Guard) *list
 		Group:          e.Group,
 		DisplayName:    e.DisplayName,
 		UpdatedAt:      e.UpdatedAt,
-		StateVersion:   e.Rares().StateVersion,
+		StateVersion:   max(e.Rares().StateVersion, d.Heads.StateVersion(e.Key)),
 		Model:          e.Model,
 		ContextTokens:  e.ContextTokens,
 		TotalTokens:    e.TotalTokens,

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -351,5 +353,34 @@ func TestListThrownErrors(t *testing.T) {
 	// an empty body is a call without parameters
 	if res, err := s.Call(mainKey, "sessions_list", ``); err != nil || res["sessions"] == nil {
 		t.Errorf("empty body: %v %v", res, err)
+	}
+}
+
+// A row carries the session's stateVersion (its signal-log head) when it
+// is not zero, as the reference's sessions_list does; a session with no
+// events has none.
+func TestListStateVersion(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	now := time.Now().UnixMilli()
+	child := "agent:main:subagent:sv"
+	s.Put(&sessions.Entry{Key: mainKey, AgentID: "main", UpdatedAt: now})
+	s.Put(&sessions.Entry{Key: child, AgentID: "main", SpawnedBy: mainKey, UpdatedAt: now - 1})
+	d := s.Worker.Deps
+	ev, err := d.Notices.Record(bustest.Context(t), signals.Event{
+		DedupeKey: "test:1", SessionKey: child, AgentID: "main", Kind: signals.KindCompacted,
+		ActorType: signals.ActorSystem, Summary: "session compacted",
+	})
+	if err != nil || ev.Sequence == 0 {
+		t.Fatalf("record: %+v %v", ev, err)
+	}
+	bustest.WaitFor(t, 10*time.Second, "the worker sees the new head", func() bool {
+		return d.Heads.StateVersion(child) == ev.Sequence
+	})
+	res := s.MustCall(mainKey, "sessions_list", `{}`)
+	if v := row(t, res, child)["stateVersion"]; v != float64(ev.Sequence) {
+		t.Fatalf("child row stateVersion %v, want %d", v, ev.Sequence)
+	}
+	if v, ok := row(t, res, mainKey)["stateVersion"]; ok {
+		t.Fatalf("a session without events has stateVersion %v, want none", v)
 	}
 }

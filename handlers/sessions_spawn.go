@@ -55,8 +55,10 @@ const (
 	spawnIdempotencyMaxLen  = 256
 )
 
-// ThinkingLevels are the thinking levels a child may be given (OpenClaw's
-// think levels), in the order the error lists them.
+// ThinkingLevels are OpenClaw's think levels, in the order the errors list
+// them: what sessions_spawn may give a child and session_status may set.
+// sessionbus has no model catalog saying which levels a model supports, so
+// every model accepts them all.
 var ThinkingLevels = []string{"off", "minimal", "low", "medium", "high", "xhigh"}
 
 // The reference's literals.

@@ -108,6 +108,9 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	}
 	d.Notices = &notices.Recorder{Log: siglog, Watchers: d.Watchers, Events: evs, Logger: log}
 	d.Signals, d.OnHumanTurn = signalLog{siglog}, humanTurnRecorder(d.Notices)
+	if d.Heads, err = siglog.FollowHeads(ctx); err != nil {
+		return fail(err)
+	}
 	for _, o := range opts {
 		o(d)
 	}
@@ -142,6 +145,9 @@ func (w *Worker) close() {
 	}
 	if w.Deps.Children != nil {
 		w.Deps.Children.Stop()
+	}
+	if w.Deps.Heads != nil {
+		w.Deps.Heads.Stop()
 	}
 	if w.Deps.Transcripts != nil {
 		w.Deps.Transcripts.Close()

@@ -1,0 +1,94 @@
+package signals
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// Heads is every session's stateVersion held in memory and kept current by
+// a watch of the heads bucket: what sessions_list puts on its rows without
+// a read per row. A version can lag an append by the watch's delay.
+type Heads struct {
+	mu sync.RWMutex
+	v  map[string]uint64 // encoded session key -> last sequence
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// FollowHeads loads every head and follows the bucket until Stop.
+func (l *Log) FollowHeads(ctx context.Context) (*Heads, error) {
+	h := &Heads{v: map[string]uint64{}, done: make(chan struct{})}
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := l.heads.KV().WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	h.cancel = cancel
+	ready := make(chan struct{})
+	go h.follow(wctx, w, ready)
+	select {
+	case <-ready:
+		return h, nil
+	case <-ctx.Done():
+		h.Stop()
+		return nil, ctx.Err()
+	}
+}
+
+func (h *Heads) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
+	defer close(h.done)
+	defer func() { _ = w.Stop() }()
+	initial := true
+	for {
+		var e jetstream.KeyValueEntry
+		var ok bool
+		select {
+		case e, ok = <-w.Updates():
+		case <-ctx.Done():
+		}
+		if !ok {
+			break
+		}
+		if e == nil {
+			if initial {
+				initial = false
+				close(ready)
+			}
+			continue
+		}
+		var hd head
+		h.mu.Lock()
+		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &hd) == nil {
+			h.v[e.Key()] = hd.LastSequence
+		} else {
+			delete(h.v, e.Key())
+		}
+		h.mu.Unlock()
+	}
+	if initial {
+		close(ready)
+	}
+}
+
+// StateVersion is the session's head as last seen (0: none).
+func (h *Heads) StateVersion(sessionKey string) uint64 {
+	if h == nil {
+		return 0
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.v[bus.EncodeKey(sessionKey)]
+}
+
+// Stop ends the watch.
+func (h *Heads) Stop() {
+	h.cancel()
+	<-h.done
+}
