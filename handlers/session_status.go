@@ -26,7 +26,6 @@ const (
 // most (reference §6.5).
 const statusChangesLimit = 200
 
-
 // StateLog is what session_status reads of a session's signal log
 // (streams/signals). Events are already in their tool projection
 // (signals.Project), so an adapter over signals.Log is a field copy.
