@@ -201,6 +201,9 @@ func TestNoticeWakesMainParent(t *testing.T) {
 	s := startNotices(t, nil)
 	s.gateway("gw1")
 	child, seed := s.spawn(noticeParent)
+	// the spawn run is over (its run_completed logged) before the human
+	// turn, so the human turn is the child's newest event
+	bustest.WaitFor(t, 20*time.Second, "the announce turn in the parent", func() bool { return len(s.transcript(noticeParent)) >= 2 })
 
 	s.human(child, "are you there?")
 	s.waitIdle(noticeParent, 1)
