@@ -17,6 +17,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"
 )
@@ -372,7 +373,8 @@ func (g *Gateway) afterChildRun(ctx context.Context, req *runqueue.Request, rec 
 	}
 	if req.Notice != nil && rec.TranscriptAt != nil {
 		// the notice is in the watcher's transcript: drained
-		errs = append(errs, g.ackNotice(octx, req.Notice.Watcher, req.Notice.Target))
+		n := req.Notice
+		errs = append(errs, g.ackNotice(octx, notices.Body{Watcher: n.Watcher, Target: n.Target, LastSeenSequence: n.LastSeenSequence}))
 	}
 	return errors.Join(errs...)
 }

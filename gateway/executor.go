@@ -475,7 +475,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		return nil, err
 	}
 	for _, n := range told {
-		if err := g.ackNotice(octx, n.Watcher, n.Target); err != nil {
+		if err := g.ackNotice(octx, n); err != nil {
 			g.log.Warn("gateway: acknowledge a notice (the sweep retries)", "watcher", n.Watcher, "target", n.Target, "err", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/claims"
+	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/streams/events"
 	"github.com/sessionbus/sessionbus/streams/notices"
@@ -29,12 +30,16 @@ import (
 // acknowledged once the turn holding it recorded its prompt, and a
 // follow-up is published if more happened meanwhile.
 
-// noticeLease is how long a claimed notice is its gateway's to deliver.
-const noticeLease = 30 * time.Second
+// noticeLease is how long a claimed notice is its gateway's to deliver:
+// long enough for the few writes between claim and queued run. A holder
+// slower than that is harmless: the run id is the notice id, so a second
+// claimant queues the same run, which runs once.
+const noticeLease = 10 * time.Second
 
 // noticeSweepEvery is how often a gateway re-materializes pending notices
-// (and once at start): what a dead gateway left undelivered.
-const noticeSweepEvery = 30 * time.Second
+// (and once at start): what a dead gateway left undelivered is delivered
+// within a lease and a sweep.
+const noticeSweepEvery = 10 * time.Second
 
 // pendingNotices are sub-agent watchers' notices waiting for their next
 // turn, per watcher and target.
@@ -107,7 +112,7 @@ func (g *Gateway) deliverNotice(ctx context.Context, b notices.Body) error {
 		Message: b.Text, Prompt: b.Text,
 		Provenance: &runqueue.Provenance{Kind: "internal_system"},
 		ChainID:    id, CreatedAt: now,
-		Notice: &runqueue.NoticeRef{Watcher: b.Watcher, Target: b.Target},
+		Notice: &runqueue.NoticeRef{Watcher: b.Watcher, Target: b.Target, LastSeenSequence: b.LastSeenSequence},
 	}
 	if err := g.submitOnce(ctx, req); err != nil {
 		_ = g.claims.Release(ctx, "notice."+id, rev)
@@ -116,11 +121,13 @@ func (g *Gateway) deliverNotice(ctx context.Context, b notices.Body) error {
 	return g.claims.Finish(ctx, "notice."+id, g.id, rev)
 }
 
-// ackNotice acknowledges watcher's notice about target once the turn that
-// held it recorded its prompt, and publishes the follow-up if material
-// events arrived meanwhile.
-func (g *Gateway) ackNotice(ctx context.Context, watcher, target string) error {
-	follow, err := g.watchers.Ack(ctx, watcher, target)
+// ackNotice acknowledges the notice b once the turn that held it recorded
+// its prompt, and publishes the follow-up if material events arrived
+// meanwhile. Only b itself is acknowledged: a repeated acknowledgement
+// (a redelivered run, a sweep racing the run) finds a follow-up pending,
+// not b, and leaves it alone.
+func (g *Gateway) ackNotice(ctx context.Context, b notices.Body) error {
+	follow, err := g.watchers.AckNotice(ctx, watchers.Notice{Watcher: b.Watcher, Target: b.Target, LastSeenSequence: b.LastSeenSequence})
 	if err != nil || follow == nil {
 		return err
 	}
@@ -198,9 +205,13 @@ func (g *Gateway) sweepNotices() {
 		rec, _, err := g.runs.Get(ctx, notices.ID(n))
 		switch {
 		case err == nil && rec.Terminal() && rec.TranscriptAt != nil:
-			err = g.ackNotice(ctx, n.Watcher, n.Target)
+			err = g.ackNotice(ctx, b)
+		case err == nil && rec.Status == runs.Pending:
+			// queued, or its claimant died between the run record and the
+			// queued message: the claim (done, or expired) decides
+			err = g.deliverNotice(ctx, b)
 		case err == nil:
-			continue // queued or running: its run acknowledges it
+			continue // running: its run acknowledges it
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			err = g.deliverNotice(ctx, b)
 		}

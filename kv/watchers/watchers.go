@@ -261,10 +261,23 @@ func (s *Store) MarkMaterial(ctx context.Context, target string, seq uint64, act
 // opened, it opens exactly one follow-up, returned as a non-nil Notice.
 // No cursor, or nothing pending: nil, nil.
 func (s *Store) Ack(ctx context.Context, watcher, target string) (*Notice, error) {
+	return s.ack(ctx, watcher, target, func(*Cursor) bool { return true })
+}
+
+// AckNotice is Ack of exactly the notice n: it acknowledges only while n
+// is the pending one (the cursor's lastSeen is n's). A late or repeated
+// acknowledgement of an older notice (a redelivered run, a sweep that read
+// the cursor before a follow-up opened) must not acknowledge the follow-up,
+// which nobody has seen yet.
+func (s *Store) AckNotice(ctx context.Context, n Notice) (*Notice, error) {
+	return s.ack(ctx, n.Watcher, n.Target, func(c *Cursor) bool { return c.LastSeenSequence == n.LastSeenSequence })
+}
+
+func (s *Store) ack(ctx context.Context, watcher, target string, is func(*Cursor) bool) (*Notice, error) {
 	var follow *Notice
 	_, _, err := s.b.Update(ctx, key(watcher, target), nil, 0, func(c *Cursor) error {
 		follow = nil
-		if !c.Pending() {
+		if !c.Pending() || !is(c) {
 			return record.ErrUnchanged
 		}
 		c.LastSeenSequence = c.NotifiedSequence

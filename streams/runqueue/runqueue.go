@@ -72,6 +72,9 @@ type AnnounceRef struct {
 type NoticeRef struct {
 	Watcher string `json:"watcher"`
 	Target  string `json:"target"`
+	// LastSeenSequence names the notice (its "changesSince"): only that
+	// notice is acknowledged, never a follow-up opened since.
+	LastSeenSequence uint64 `json:"lastSeenSequence,omitempty"`
 }
 
 // Request is the body of a message on <prefix>.runs.<agentId>: one agent
