@@ -90,18 +90,15 @@ func listStep(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	type item struct {
+		Label    string          `json:"label"`
+		Status   string          `json:"status"`
+		Announce json.RawMessage `json:"announce"`
+	}
 	var list struct {
 		Text   string `json:"text"`
-		Active []struct {
-			Label    string          `json:"label"`
-			Status   string          `json:"status"`
-			Announce json.RawMessage `json:"announce"`
-		} `json:"active"`
-		Recent []struct {
-			Label    string          `json:"label"`
-			Status   string          `json:"status"`
-			Announce json.RawMessage `json:"announce"`
-		} `json:"recent"`
+		Active []item `json:"active"`
+		Recent []item `json:"recent"`
 	}
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return fmt.Errorf("subagents list answered %.200s: %w", raw, err)
