@@ -79,7 +79,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := sendScenario(ctx, o, step); err != nil {
 		return err
 	}
-	printTry(w, o)
+	child, err := orchestrateScenario(ctx, o)
+	if err != nil {
+		return err
+	}
+	printTry(w, o, child)
 	return nil
 }
 
@@ -100,7 +104,9 @@ func importSamples(ctx context.Context, o Options) error {
 	return nil
 }
 
-func printTry(w io.Writer, o Options) {
+// printTry prints commands to run against this server; child is one of the
+// sub-agents the scenario spawned.
+func printTry(w io.Writer, o Options, child string) {
 	flags := serverFlag(o.URL) + credsFlag(o.DataDir)
 	srv := ""
 	if o.URL != defaultURL {
@@ -112,11 +118,17 @@ func printTry(w io.Writer, o Options) {
   go run ./cmd/sessionbus call%[1]s sessions_history '{"sessionKey":"main","includeTools":true}'
   go run ./cmd/sessionbus call%[1]s --as agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01 sessions_list '{}'
   go run ./cmd/sessionbus import%[3]s agent:main:notes < transcript.jsonl
+  go run ./cmd/sessionbus chat%[1]s agent:main:main "Summarize the children"
+  go run ./cmd/sessionbus call%[1]s sessions_spawn '{"task":"list the open v2 bugs","label":"bugs"}'
+  go run ./cmd/sessionbus call%[1]s subagents '{"action":"list"}'
+  go run ./cmd/sessionbus call%[1]s session_status '{"sessionKey":"%[5]s","changesSince":0}'
+  go run ./cmd/sessionbus chat%[1]s %[5]s "Please also check the docs PRs"
   # any NATS client, with the stock nats CLI (go install github.com/nats-io/natscli/nats@v0.5.0):
   nats%[2]s req sb.tools.sessions_list '{}' -H "Sessionbus-Token:$(go run ./cmd/sessionbus token%[4]s --as agent:main:main)"
   nats%[2]s micro ls
   nats%[2]s stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main
-`, flags, srv, serverFlag(o.URL), credsFlag(o.DataDir))
+  nats%[2]s sub sb.session.agent.main.main.notice   # the parent's notices, live
+`, flags, srv, serverFlag(o.URL), credsFlag(o.DataDir), child)
 }
 
 const defaultURL = "nats://127.0.0.1:4222"

@@ -139,7 +139,9 @@ func TestCLIContract(t *testing.T) {
 func TestServeDemo(t *testing.T) {
 	addr := freePort(t)
 	p := start(t, "serve", "--demo", "--data", t.TempDir(), "--listen", addr)
-	_, out := p.collect(t, "== try it yourself")
+	// up to the first nats CLI line: the scenario and the sessionbus
+	// commands of "try it yourself"
+	_, out := p.collect(t, "  nats")
 	for _, want := range []string{
 		"ready nats://" + addr,
 		"demo: imported 6 sample sessions",
@@ -156,9 +158,50 @@ func TestServeDemo(t *testing.T) {
 		`"text": "I'll split the work: research and writing."`,
 		`"status": "forbidden"`,
 		"thrown error, code 400: limit must be a positive integer",
+		// sub-agents: spawned in one turn that yields, three announces
+		// delivered, the tree, the summary the human asks for
+		`$ sessionbus chat --channel terminal --from demo-user agent:main:main "Plan the v2 release notes"`,
+		"(the turn yielded: run ",
+		"announces delivered: 3 of 3",
+		"Summary: 3 sub-agents so far.\nactive subagents:\n(none)\n",
+		// notices: a human writes to a child; its parent reconciles
+		"Will do: check the docs PRs.",
+		"sb.session.agent.main.main.notice\nSession \"agent:main:subagent:",
+		`changed (other actor). Reconcile before acting: session_status sessionKey "agent:main:subagent:`,
+		"; follow-up notices: none\nnotices received by agent:main:main: 1\n",
+		"== try it yourself",
+		`sessions_spawn '{"task":"list the open v2 bugs","label":"bugs"}'`,
+		`subagents '{"action":"list"}'`,
+		`session_status '{"sessionKey":"agent:main:subagent:`,
+		`chat --server nats://` + addr,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	for _, c := range []struct {
+		what string
+		n    int
+	}{
+		{"outcome ok, announce delivered to agent:main:main by gateway serve", 3},
+		{`status done, "announce": {"state":"delivered"}`, 3},
+		// the tree and the summary, each listing the three children
+		{"· announce delivered", 6},
+		{") done - collect the merged PRs since v1 · announce delivered\n", 2},
+		{") done - draft the release notes · announce delivered\n", 2},
+		{") done - check the links in the docs · announce delivered\n", 2},
+	} {
+		if got := strings.Count(out, c.what); got != c.n {
+			t.Errorf("demo output has %q %d times, want %d", c.what, got, c.n)
+		}
+	}
+	// the delta the parent read: the child's run and the human's message
+	// since the parent's cursor (the spawn), and no gap
+	_, delta, _ := strings.Cut(out, `"stateChanges": {`)
+	delta, _, _ = strings.Cut(delta, "notices received")
+	for _, want := range []string{`"kind": "run_completed"`, `"kind": "human_direct_message"`, `"actorId": "demo-user"`, `"channel": "terminal"`, `"historyGap": false`} {
+		if !strings.Contains(delta, want) {
+			t.Errorf("the stateChanges block lacks %q:\n%s", want, delta)
 		}
 	}
 	for _, leak := range []string{"sk-demo1234567890abcdefghijklmnop", "<thinking>", "<tool_call>"} {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,9 @@ type scriptRuleConfig struct {
 	DelayMs int               `mapstructure:"delayMs"`
 	Error   string            `mapstructure:"error"`
 	Tool    *scriptToolConfig `mapstructure:"tool"`
+	// Tools is several tool calls, made in order (tool is the one-call
+	// form): what a model does when it spawns three children in one turn.
+	Tools []scriptToolConfig `mapstructure:"tools"`
 	// Yield is the rule form of sessions_yield: call it with this message
 	// ("" for the default) and end the turn without a reply. Reply, when
 	// set, is used only if the yield is refused.
@@ -42,13 +46,17 @@ type scriptRuntime struct {
 }
 
 type scriptRule struct {
-	re      *regexp.Regexp // nil matches everything
-	reply   *template      // nil echoes the message
-	delay   time.Duration
-	errMsg  *template
-	tool    string
-	params  paramsTemplate
-	hasTool bool
+	re     *regexp.Regexp // nil matches everything
+	reply  *template      // nil echoes the message
+	delay  time.Duration
+	errMsg *template
+	calls  []scriptCall // tool, tools or yield, in order
+}
+
+// scriptCall is one tool call of a rule.
+type scriptCall struct {
+	tool   string
+	params paramsTemplate
 }
 
 func newScript(key string, raw map[string]any) (*scriptRuntime, error) {
@@ -85,20 +93,19 @@ func compileRule(rk string, rc scriptRuleConfig) (scriptRule, error) {
 	if rc.Error != "" && rc.Reply != nil {
 		return r, fmt.Errorf("%s: error and reply are exclusive (a failing rule has no reply); remove one", rk)
 	}
+	if rc.Tool != nil && rc.Tools != nil {
+		return r, fmt.Errorf("%s: tool and tools are exclusive (tool is the one-call form of tools); use one", rk)
+	}
+	if rc.Tools != nil && len(rc.Tools) == 0 {
+		return r, fmt.Errorf("%s.tools: empty; list at least one {name, params} or remove it", rk)
+	}
 	var err error
-	if rc.Reply != nil {
-		if r.reply, err = parseTemplate(rk+".reply", *rc.Reply, groups); err != nil {
-			return r, err
-		}
-	}
-	if rc.Error != "" {
-		if r.errMsg, err = parseTemplate(rk+".error", rc.Error, groups); err != nil {
-			return r, err
-		}
-	}
 	if rc.Yield != nil {
 		if rc.Tool != nil {
 			return r, fmt.Errorf("%s: yield and tool are exclusive (yield calls %s itself); remove one", rk, YieldTool)
+		}
+		if rc.Tools != nil {
+			return r, fmt.Errorf("%s: yield and tools are exclusive; end tools with {name: %s} instead", rk, YieldTool)
 		}
 		if rc.Error != "" {
 			return r, fmt.Errorf("%s: yield and error are exclusive (a yielding rule ends its turn without failing); remove one", rk)
@@ -107,29 +114,59 @@ func compileRule(rk string, rc scriptRuleConfig) (scriptRule, error) {
 		if *rc.Yield != "" {
 			params["message"] = *rc.Yield
 		}
-		if r.params, err = compileParams(rk+".yield", params, groups); err != nil {
+		c := scriptCall{tool: YieldTool}
+		if c.params, err = compileParams(rk+".yield", params, groups); err != nil {
 			return r, err
 		}
-		r.tool, r.hasTool = YieldTool, true
+		r.calls = append(r.calls, c)
 	}
 	if rc.Tool != nil {
-		name := strings.TrimSpace(rc.Tool.Name)
-		if name == "" {
-			return r, fmt.Errorf("%s.tool.name: required (one of %s)", rk, toolNames())
-		}
-		if _, ok := toolSpec(name); !ok {
-			return r, fmt.Errorf("%s.tool.name: %s is not a session tool; use one of %s", rk, quoteShort(name), toolNames())
-		}
-		params := map[string]any{}
-		if rc.Tool.Params != nil {
-			params = canonicalParams(rc.Tool.Params).(map[string]any)
-		}
-		if r.params, err = compileParams(rk+".tool.params", params, groups); err != nil {
+		c, err := compileCall(rk+".tool", *rc.Tool, groups)
+		if err != nil {
 			return r, err
 		}
-		r.tool, r.hasTool = name, true
+		r.calls = append(r.calls, c)
+	}
+	for i, tc := range rc.Tools {
+		c, err := compileCall(fmt.Sprintf("%s.tools[%d]", rk, i), tc, groups)
+		if err != nil {
+			return r, err
+		}
+		r.calls = append(r.calls, c)
+	}
+	// {{result}} is the last call's result: only a rule that calls a tool
+	// has one.
+	tmpl := tmplScope{groups: groups, result: len(r.calls) > 0}
+	if rc.Reply != nil {
+		if r.reply, err = parseTemplate(rk+".reply", *rc.Reply, tmpl); err != nil {
+			return r, err
+		}
+	}
+	if rc.Error != "" {
+		if r.errMsg, err = parseTemplate(rk+".error", rc.Error, tmpl); err != nil {
+			return r, err
+		}
 	}
 	return r, nil
+}
+
+func compileCall(key string, tc scriptToolConfig, groups int) (scriptCall, error) {
+	name := strings.TrimSpace(tc.Name)
+	if name == "" {
+		return scriptCall{}, fmt.Errorf("%s.name: required (one of %s)", key, toolNames())
+	}
+	if _, ok := toolSpec(name); !ok {
+		return scriptCall{}, fmt.Errorf("%s.name: %s is not a session tool; use one of %s", key, quoteShort(name), toolNames())
+	}
+	params := map[string]any{}
+	if tc.Params != nil {
+		params = canonicalParams(tc.Params).(map[string]any)
+	}
+	pt, err := compileParams(key+".params", params, groups)
+	if err != nil {
+		return scriptCall{}, err
+	}
+	return scriptCall{tool: name, params: pt}, nil
 }
 
 // unprefix drops Go's "error parsing regexp: " so the key's own prefix reads
@@ -138,10 +175,10 @@ func unprefix(err error) string {
 	return strings.TrimPrefix(err.Error(), "error parsing regexp: ")
 }
 
-// Run applies the first matching rule: wait, call the tool, then fail or
+// Run applies the first matching rule: wait, call the tools, then fail or
 // reply, in that order, so a rule can model "slow tool-using agent". A
 // tool call that yields (sessions_yield accepted) ends the turn there,
-// without a reply.
+// without a reply and without the calls after it.
 func (s *scriptRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, error) {
 	for _, r := range s.rules {
 		var groups []string
@@ -166,77 +203,114 @@ func (r *scriptRule) run(ctx context.Context, t Turn, groups []string, tools Too
 		}
 	}
 	res := &Result{}
-	if r.hasTool {
-		if tools == nil {
-			return nil, runErrorf("script: rule calls %s but the gateway gave this turn no tools", r.tool)
-		}
-		params := r.params.expand(t.Message, groups)
-		out, err := tools.Call(ctx, r.tool, params)
-		call := ToolCall{Name: r.tool, Params: params, Result: out}
+	v := tmplVars{message: t.Message, groups: groups}
+	if len(r.calls) > 0 && tools == nil {
+		return nil, runErrorf("script: rule calls %s but the gateway gave this turn no tools", r.calls[0].tool)
+	}
+	for _, c := range r.calls {
+		params := c.params.expand(v)
+		out, err := tools.Call(ctx, c.tool, params)
+		call := ToolCall{Name: c.tool, Params: params, Result: out}
+		v.result, v.resultErr = out, ""
 		if err != nil {
 			call.Err = err.Error()
+			v.resultErr = call.Err
 		}
 		res.ToolCalls = append(res.ToolCalls, call)
 		// A thrown tool error is the agent's to live with, as it would be for
 		// a model; only a cancelled turn stops here.
 		if ctx.Err() != nil {
-			return res, fmt.Errorf("script: %s interrupted: %w", r.tool, ctx.Err())
+			return res, fmt.Errorf("script: %s interrupted: %w", c.tool, ctx.Err())
 		}
-		if err == nil && Yielded(r.tool, out) {
+		if err == nil && Yielded(c.tool, out) {
 			res.Yielded = true
 			return res, nil
 		}
 	}
 	if r.errMsg != nil {
-		return res, &RunError{Message: r.errMsg.expand(t.Message, groups)}
+		return res, &RunError{Message: r.errMsg.expand(v)}
 	}
 	if r.reply == nil {
 		res.Reply = t.Message
 	} else {
-		res.Reply = r.reply.expand(t.Message, groups)
+		res.Reply = r.reply.expand(v)
 	}
 	return res, nil
 }
 
-// template is a reply, error or parameter string with {{message}} and {{N}}
-// placeholders, split once at startup so expanding costs one pass, and so a
-// message that itself contains "{{1}}" is inserted literally, never expanded.
+// template is a reply, error or parameter string with {{message}}, {{N}}
+// and (reply and error only) {{result}} placeholders, split once at startup
+// so expanding costs one pass, and so a message that itself contains "{{1}}"
+// is inserted literally, never expanded.
 type template struct {
 	parts []tmplPart
 }
 
 type tmplPart struct {
 	lit   string
-	group int // -1: literal, -2: message, N >= 0: capture group N
+	group int    // partLit, partMessage, partResult, or N >= 0: capture group N
+	field string // partResult: the result's top-level field ("": all of it)
 }
 
-var placeholderRe = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_]+)\s*\}\}`)
+const (
+	partLit     = -1
+	partMessage = -2
+	partResult  = -3
+)
 
-func parseTemplate(key, s string, groups int) (*template, error) {
+// tmplScope is what a template may refer to.
+type tmplScope struct {
+	groups int  // capture groups of match
+	result bool // the rule calls a tool: {{result}} is its last result
+	params bool // a tool parameter, expanded before the call: no result
+}
+
+// tmplVars is what a template is expanded with.
+type tmplVars struct {
+	message   string
+	groups    []string
+	result    json.RawMessage // the last tool call's result
+	resultErr string          // or its thrown error
+}
+
+// resultField names a top-level field of the result: {{result.text}}.
+const resultField = `result\.[A-Za-z0-9_]+`
+
+var placeholderRe = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_]+|` + resultField + `)\s*\}\}`)
+
+func parseTemplate(key, s string, scope tmplScope) (*template, error) {
 	t := &template{}
 	last := 0
 	for _, m := range placeholderRe.FindAllStringSubmatchIndex(s, -1) {
 		name := s[m[2]:m[3]]
-		var g int
+		p := tmplPart{}
 		switch n, err := strconv.Atoi(name); {
 		case name == "message":
-			g = -2
-		case err == nil:
-			if n > groups {
-				return nil, fmt.Errorf("%s: uses {{%d}} but match has %s", key, n, groupCount(groups))
+			p.group = partMessage
+		case name == "result" || strings.HasPrefix(name, "result."):
+			if scope.params {
+				return nil, fmt.Errorf("%s: uses {{%s}}, which tool params cannot: {{result}} is the result of the rule's last tool call, for reply and error only", key, name)
 			}
-			g = n
+			if !scope.result {
+				return nil, fmt.Errorf("%s: uses {{%s}} but the rule calls no tool; {{result}} is the result of the rule's last tool call, in reply and error only", key, name)
+			}
+			p.group, p.field = partResult, strings.TrimPrefix(strings.TrimPrefix(name, "result"), ".")
+		case err == nil:
+			if n > scope.groups {
+				return nil, fmt.Errorf("%s: uses {{%d}} but match has %s", key, n, groupCount(scope.groups))
+			}
+			p.group = n
 		default:
-			return nil, fmt.Errorf("%s: unknown placeholder {{%s}}; use {{message}} or {{N}} (a capture group of match)", key, name)
+			return nil, fmt.Errorf("%s: unknown placeholder {{%s}}; use {{message}} or {{N}} (a capture group of match), or in reply and error {{result}} / {{result.FIELD}}", key, name)
 		}
 		if m[0] > last {
-			t.parts = append(t.parts, tmplPart{lit: s[last:m[0]], group: -1})
+			t.parts = append(t.parts, tmplPart{lit: s[last:m[0]], group: partLit})
 		}
-		t.parts = append(t.parts, tmplPart{group: g})
+		t.parts = append(t.parts, p)
 		last = m[1]
 	}
 	if last < len(s) {
-		t.parts = append(t.parts, tmplPart{lit: s[last:], group: -1})
+		t.parts = append(t.parts, tmplPart{lit: s[last:], group: partLit})
 	}
 	return t, nil
 }
@@ -252,27 +326,59 @@ func groupCount(n int) string {
 }
 
 func (t *template) constant() bool {
-	return len(t.parts) == 0 || (len(t.parts) == 1 && t.parts[0].group == -1)
+	return len(t.parts) == 0 || (len(t.parts) == 1 && t.parts[0].group == partLit)
 }
 
-func (t *template) expand(message string, groups []string) string {
-	if len(t.parts) == 1 && t.parts[0].group == -1 {
+func (t *template) expand(v tmplVars) string {
+	if len(t.parts) == 1 && t.parts[0].group == partLit {
 		return t.parts[0].lit
 	}
 	var b strings.Builder
 	for _, p := range t.parts {
 		switch {
-		case p.group == -1:
+		case p.group == partLit:
 			b.WriteString(p.lit)
-		case p.group == -2:
-			b.WriteString(message)
-		case p.group < len(groups):
-			b.WriteString(groups[p.group])
+		case p.group == partMessage:
+			b.WriteString(v.message)
+		case p.group == partResult:
+			b.WriteString(v.resultText(p.field))
+		case p.group < len(v.groups):
+			b.WriteString(v.groups[p.group])
 		case p.group == 0:
 			// A rule without match has no groups; {{0}} is then the message,
 			// which is what ".*" would have matched.
-			b.WriteString(message)
+			b.WriteString(v.message)
 		}
+	}
+	return b.String()
+}
+
+// resultText is {{result}}: the last call's result as compact JSON (its
+// thrown error's text when it threw), or with a field, that top-level
+// field: a string as it is, any other value as compact JSON, "" when the
+// result has no such field.
+func (v tmplVars) resultText(field string) string {
+	if v.resultErr != "" {
+		if field == "" {
+			return v.resultErr
+		}
+		return ""
+	}
+	raw := v.result
+	if field != "" {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(v.result, &obj) != nil {
+			return ""
+		}
+		raw = obj[field]
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
 	}
 	return b.String()
 }
@@ -292,7 +398,7 @@ func compileParams(key string, params map[string]any, groups int) (paramsTemplat
 	walk = func(k string, v any) (any, error) {
 		switch v := v.(type) {
 		case string:
-			t, err := parseTemplate(k, v, groups)
+			t, err := parseTemplate(k, v, tmplScope{groups: groups, params: true})
 			if err != nil {
 				return nil, err
 			}
@@ -347,29 +453,29 @@ func compileParams(key string, params map[string]any, groups int) (paramsTemplat
 	return paramsTemplate{tree: tree}, nil
 }
 
-func stripLeaves(v any) any { return fill(v, "", nil) }
+func stripLeaves(v any) any { return fill(v, tmplVars{}) }
 
-func (p paramsTemplate) expand(message string, groups []string) json.RawMessage {
+func (p paramsTemplate) expand(vars tmplVars) json.RawMessage {
 	if p.fixed != nil {
 		return p.fixed
 	}
-	return mustJSON(fill(p.tree, message, groups))
+	return mustJSON(fill(p.tree, vars))
 }
 
-func fill(v any, message string, groups []string) any {
+func fill(v any, vars tmplVars) any {
 	switch v := v.(type) {
 	case paramsLeaf:
-		return v.t.expand(message, groups)
+		return v.t.expand(vars)
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, x := range v {
-			out[k] = fill(x, message, groups)
+			out[k] = fill(x, vars)
 		}
 		return out
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = fill(x, message, groups)
+			out[i] = fill(x, vars)
 		}
 		return out
 	}

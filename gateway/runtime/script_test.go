@@ -283,7 +283,7 @@ func TestScriptConfigErrors(t *testing.T) {
 		{"tool params not a mapping", config.Agent{ID: "main", Script: rules(map[string]any{"tool": map[string]any{"name": "sessions_list", "params": "limit=1"}})},
 			"agents.list[main].script.rules[0].tool.params: "},
 		{"unknown rule key", config.Agent{ID: "main", Script: rules(map[string]any{"match": "x", "delay": 5})},
-			"agents.list[main].script.rules[0]: unknown key(s) delay (known: match, reply, delayMs, error, tool, yield)"},
+			"agents.list[main].script.rules[0]: unknown key(s) delay (known: match, reply, delayMs, error, tool, tools, yield)"},
 		{"unknown section key", config.Agent{ID: "main", Script: map[string]any{"rule": []any{}}},
 			"agents.list[main].script: unknown key(s) rule (known: rules)"},
 		{"rules not a list", config.Agent{ID: "main", Script: map[string]any{"rules": map[string]any{"match": "x"}}},
