@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
-	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
@@ -56,18 +54,8 @@ const (
 // are redelivered to the survivor after that.
 func TestGatewayKill(t *testing.T) {
 	start0 := time.Now()
-	s := bustest.Server(t)
-	nc, _ := bustest.Connect(t, s)
-	dir := t.TempDir()
-	cfg, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", gatewayKillConfig)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := filepath.Join(dir, "operator.creds")
-	if err := op.WriteCreds(creds); err != nil {
-		t.Fatal(err)
-	}
+	dep := newDeployment(t, gatewayKillConfig)
+	s, nc, cfg, cfgPath, op, creds := dep.s, dep.nc, dep.cfg, dep.cfgPath, dep.op, dep.creds
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
-	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -65,18 +63,8 @@ var noticeLine = regexp.MustCompile(`^Session "([^"]+)" changed \(other actor\)\
 // the child's last human message (every material event covered).
 func TestNoticesExactlyOnceAcrossGateways(t *testing.T) {
 	start0 := time.Now()
-	s := bustest.Server(t)
-	nc, _ := bustest.Connect(t, s)
-	dir := t.TempDir()
-	cfg, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", noticesConfig)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := filepath.Join(dir, "operator.creds")
-	if err := op.WriteCreds(creds); err != nil {
-		t.Fatal(err)
-	}
+	dep := newDeployment(t, noticesConfig)
+	s, nc, cfg, cfgPath, op, creds := dep.s, dep.nc, dep.cfg, dep.cfgPath, dep.op, dep.creds
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil)
 	cancel()

@@ -3,7 +3,6 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"syscall"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
-	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -64,19 +62,11 @@ type subagentBus struct {
 }
 
 func newSubagentBus(t *testing.T) *subagentBus {
-	s := bustest.Server(t)
-	nc, js := bustest.Connect(t, s)
-	dir := t.TempDir()
-	cfg, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", subagentConfig)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds := filepath.Join(dir, "operator.creds")
-	if err := op.WriteCreds(creds); err != nil {
-		t.Fatal(err)
-	}
+	dep := newDeployment(t, subagentConfig)
+	s, nc, cfg, cfgPath, creds := dep.s, dep.nc, dep.cfg, dep.cfgPath, dep.creds
+	js := dep.js
 	ctx := bustest.Context(t)
+	var err error
 	names := bus.NewNames(cfg.Bus.Prefix)
 	b := &subagentBus{url: s.URL(), cfgPath: cfgPath, creds: creds, js: js}
 	if b.stores.Registry, err = subagents.Open(ctx, js, names, 1, 0); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // Index is a worker's in-memory view of the sessions bucket, kept current by
@@ -229,32 +230,7 @@ func (ix *Index) stopWatch() {
 
 func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher, ready, done chan struct{}) {
 	defer close(done)
-	defer func() { _ = w.Stop() }()
-	initial := true
-	for {
-		// ctx too: a watch of a bucket deleted meanwhile may never close
-		// its channel
-		var ke jetstream.KeyValueEntry
-		var ok bool
-		select {
-		case ke, ok = <-w.Updates():
-		case <-ctx.Done():
-		}
-		if !ok {
-			break
-		}
-		if ke == nil {
-			if initial {
-				initial = false
-				close(ready)
-			}
-			continue
-		}
-		ix.apply(ke)
-	}
-	if initial {
-		close(ready)
-	}
+	record.Follow(ctx, w, ready, ix.apply)
 	ix.mu.Lock()
 	if ix.err == nil {
 		ix.err = errors.New("session index stopped")

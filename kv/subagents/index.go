@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // Index is the registry held in memory and kept current by a watch: what
@@ -60,30 +61,7 @@ func StartIndex(ctx context.Context, reg *Registry, log *slog.Logger) (*Index, e
 
 func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
 	defer close(ix.done)
-	defer func() { _ = w.Stop() }()
-	initial := true
-	for {
-		var ke jetstream.KeyValueEntry
-		var ok bool
-		select {
-		case ke, ok = <-w.Updates():
-		case <-ctx.Done():
-		}
-		if !ok {
-			break
-		}
-		if ke == nil {
-			if initial {
-				initial = false
-				close(ready)
-			}
-			continue
-		}
-		ix.apply(ke)
-	}
-	if initial {
-		close(ready)
-	}
+	record.Follow(ctx, w, ready, ix.apply)
 	ix.mu.Lock()
 	if ix.err == nil {
 		ix.err = errors.New("sub-agent index stopped")

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // Heads is every session's stateVersion held in memory and kept current by
@@ -44,37 +45,16 @@ func (l *Log) FollowHeads(ctx context.Context) (*Heads, error) {
 
 func (h *Heads) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
 	defer close(h.done)
-	defer func() { _ = w.Stop() }()
-	initial := true
-	for {
-		var e jetstream.KeyValueEntry
-		var ok bool
-		select {
-		case e, ok = <-w.Updates():
-		case <-ctx.Done():
-		}
-		if !ok {
-			break
-		}
-		if e == nil {
-			if initial {
-				initial = false
-				close(ready)
-			}
-			continue
-		}
+	record.Follow(ctx, w, ready, func(e jetstream.KeyValueEntry) {
 		var hd head
 		h.mu.Lock()
+		defer h.mu.Unlock()
 		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &hd) == nil {
 			h.v[e.Key()] = hd.LastSequence
 		} else {
 			delete(h.v, e.Key())
 		}
-		h.mu.Unlock()
-	}
-	if initial {
-		close(ready)
-	}
+	})
 }
 
 // StateVersion is the session's head as last seen (0: none).
