@@ -330,7 +330,7 @@ func (r *run) startChild(ctx context.Context) error {
 	defer cancel()
 	c := g.childOf(octx, r.req.SessionKey, r.req.RunID)
 	if c == nil {
-		return nil
+		return g.spawnRegistered(octx, r.req)
 	}
 	c, err := g.childStarted(octx, c)
 	if err != nil {
@@ -353,6 +353,29 @@ func (r *run) startChild(ctx context.Context) error {
 	}
 	return nil
 }
+
+// spawnRegistered refuses a spawn's run whose child has no registry
+// record. sessions_spawn sends the record, the entry, the run record and
+// the run request in one wave; if the server refused the record (the
+// commit point), the rest may have landed, and the worker ends the run
+// before anyone takes it, but a gateway can be faster. Such a run must not
+// go ahead without its child record (nothing would finalize or announce
+// it): the error retries it later (the record may only be a moment behind,
+// being written to another stream) and after MaxRunFailures attempts it is
+// recorded failed, never run. A steered child (a record with another run
+// id) is no spawn's first run and runs as an ordinary run, as before.
+func (g *Gateway) spawnRegistered(ctx context.Context, req *runqueue.Request) error {
+	if !rules.IsSubagentKey(req.SessionKey) || req.Provenance == nil || req.Provenance.SourceTool != spawnTool {
+		return nil
+	}
+	if _, _, err := g.reg.Get(ctx, req.SessionKey); !errors.Is(err, subagents.ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf("sub-agent run %s of %s has no registry record: its spawn was not registered", req.RunID, req.SessionKey)
+}
+
+// spawnTool is the tool whose runs are a child's first run.
+const spawnTool = "sessions_spawn"
 
 // afterChildRun is what a finished run means for sub-agents: a run that
 // carried an announce marks it delivered, a child's run finalizes its

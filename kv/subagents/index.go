@@ -107,6 +107,13 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	ix.put(key, rec)
+	ix.applied = ke.Revision()
+	ix.changed.Broadcast()
+}
+
+// put makes rec (nil: none) the record of key; ix.mu is held.
+func (ix *Index) put(key string, rec *Record) {
 	if old := ix.byKey[key]; old != nil {
 		for _, c := range controllers(old) {
 			if set := ix.byController[c]; set != nil {
@@ -129,8 +136,20 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 			set[key] = struct{}{}
 		}
 	}
-	ix.applied = ke.Revision()
-	ix.changed.Broadcast()
+}
+
+// Note applies rec, just written at revision rev by this process, ahead of
+// the watch: a spawn's next fan-out check on this worker counts the child
+// without waiting for the watch to deliver its own write. The watch then
+// applies the same revision (and later ones) as usual; a revision it has
+// already applied is not noted again, so no newer state is overwritten.
+func (ix *Index) Note(rec *Record, rev uint64) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.applied >= rev {
+		return
+	}
+	ix.put(rec.ChildSessionKey, rec)
 }
 
 // controllers are the keys a record is listed under: its controller and,
