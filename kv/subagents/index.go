@@ -2,7 +2,9 @@ package subagents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -15,7 +17,8 @@ import (
 // Index is the registry held in memory and kept current by a watch: what
 // `subagents list`, the fan-out limit and the gateways' sweeps read, none
 // of which may cost a bucket scan per call. Its records are shared: never
-// modify one.
+// modify one. They carry no run request (Request is nil; Complete reads
+// the stored record for it).
 type Index struct {
 	reg *Registry
 	log *slog.Logger
@@ -26,8 +29,11 @@ type Index struct {
 	// byController maps a controller (or requester) session key to the
 	// child keys it controls.
 	byController map[string]map[string]struct{}
-	applied      uint64 // last revision applied
-	err          error
+	// active counts the records whose run has not ended, by requester:
+	// the fan-out check of every spawn reads it.
+	active  map[string]int
+	applied uint64 // last revision applied
+	err     error
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -38,7 +44,7 @@ func StartIndex(ctx context.Context, reg *Registry, log *slog.Logger) (*Index, e
 	if log == nil {
 		log = slog.Default()
 	}
-	ix := &Index{reg: reg, log: log, byKey: map[string]*Record{}, byController: map[string]map[string]struct{}{}}
+	ix := &Index{reg: reg, log: log, byKey: map[string]*Record{}, byController: map[string]map[string]struct{}{}, active: map[string]int{}}
 	ix.changed = sync.NewCond(&ix.mu)
 	wctx, cancel := context.WithCancel(context.Background())
 	w, err := reg.KV().WatchAll(wctx)
@@ -100,7 +106,7 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	}
 	var rec *Record
 	if ke.Operation() == jetstream.KeyValuePut {
-		if rec, err = ix.reg.b.Decode(ke.Value()); err != nil {
+		if rec, err = decodeIndexed(ke.Value()); err != nil {
 			ix.log.Warn("sub-agent index: skipping a corrupt record", "key", key, "err", err)
 			rec = nil
 		}
@@ -124,9 +130,17 @@ func (ix *Index) put(key string, rec *Record) {
 			}
 		}
 		delete(ix.byKey, key)
+		if old.Active() {
+			if ix.active[old.RequesterSessionKey]--; ix.active[old.RequesterSessionKey] <= 0 {
+				delete(ix.active, old.RequesterSessionKey)
+			}
+		}
 	}
 	if rec != nil {
 		ix.byKey[key] = rec
+		if rec.Active() {
+			ix.active[rec.RequesterSessionKey]++
+		}
 		for _, c := range controllers(rec) {
 			set := ix.byController[c]
 			if set == nil {
@@ -149,8 +163,31 @@ func (ix *Index) Note(rec *Record, rev uint64) {
 	if ix.applied >= rev {
 		return
 	}
-	ix.put(rec.ChildSessionKey, rec)
+	c := *rec
+	c.Request = nil // as decodeIndexed leaves it
+	ix.put(c.ChildSessionKey, &c)
 }
+
+// decodeIndexed decodes a stored record without its run request (about
+// two thirds of its bytes): every replica's index decodes every write of
+// the registry, and only subagents.Complete, on the rare half-done spawn,
+// needs the request; it reads the record.
+func decodeIndexed(data []byte) (*Record, error) {
+	var v struct {
+		*Record
+		Request skipped `json:"request"` // shallower than Record.Request: wins
+	}
+	v.Record = &Record{}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("corrupt sub-agent record: %w", err)
+	}
+	return v.Record, nil
+}
+
+// skipped is a JSON value checked but not kept.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // controllers are the keys a record is listed under: its controller and,
 // when different, its requester (the reference falls back to it).
@@ -230,13 +267,7 @@ func (ix *Index) Controlled(key string) []*Record {
 func (ix *Index) ActiveChildren(requester string) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	n := 0
-	for k := range ix.byController[requester] {
-		if r := ix.byKey[k]; r.RequesterSessionKey == requester && r.Active() {
-			n++
-		}
-	}
-	return n
+	return ix.active[requester]
 }
 
 // Each calls fn for every record until fn returns false (order undefined).
