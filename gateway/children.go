@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -149,15 +150,23 @@ func (g *Gateway) childEnded(ctx context.Context, childKey string, rec *runs.Rec
 		return nil // steered: the old run announces nothing
 	}
 	if c.EndedAt == 0 {
-		entry, _, err := g.store.Get(ctx, childKey)
-		if err != nil && !errors.Is(err, sessions.ErrNotFound) {
-			return err
+		// the child's entry (token counts) and its result (silent?) are
+		// read side by side: the announce waits on both
+		var entry *sessions.Entry
+		var silent bool
+		var entryErr, resErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { entry, _, entryErr = g.store.Get(ctx, childKey) })
+		wg.Go(func() { _, silent, resErr = g.childResult(ctx, childKey) })
+		wg.Wait()
+		if entryErr != nil && !errors.Is(entryErr, sessions.ErrNotFound) {
+			return entryErr
 		}
-		_, silent, err := g.childResult(ctx, childKey)
-		if err != nil {
-			return err
+		if resErr != nil {
+			return resErr
 		}
 		now := time.Now().UnixMilli()
+		var err error
 		c, err = g.reg.Update(ctx, childKey, func(r *subagents.Record) error {
 			if r.RunID != rec.RunID || r.EndedAt != 0 {
 				return record.ErrUnchanged
@@ -189,7 +198,9 @@ func (g *Gateway) childEnded(ctx context.Context, childKey string, rec *runs.Rec
 		if c.RunID != rec.RunID {
 			return nil
 		}
-		g.runEnded(ctx, c)
+		// log only, so after the announce is on its way: the signal log
+		// append is a write of its own that the requester need not wait for
+		defer g.runEnded(ctx, c)
 	}
 	if c.Announce == nil {
 		return nil
