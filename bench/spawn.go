@@ -15,9 +15,9 @@ import (
 // each with its own token (verified once, then cached, as a requester's
 // run token is): every requester keeps all its children active, so the
 // bench config lifts maxChildrenPerAgent. Critical path, measured against
-// raw_js_publish: the tool request, then wave 1 (the registry record, the
-// commit point) and wave 2 (the child's entry ∥ the pending run record and
-// the run request, pipelined): four JetStream writes in two waves.
+// raw_js_publish: the tool request, then one wave of four JetStream writes
+// pipelined on one connection (the registry record, the commit point; the
+// child's entry; the pending run record; the run request).
 //
 // The children it leaves behind would be run by any gateway a later
 // benchmark starts: their run requests, run records and registry records

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -182,12 +183,15 @@ func (g *Gateway) announceTarget(ctx context.Context, c *subagents.Record) (stri
 
 // announceRun builds the run that carries c's announce into its target.
 func (g *Gateway) announceRun(ctx context.Context, c *subagents.Record) (string, *runqueue.Request, error) {
-	target, entry, err := g.announceTarget(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
-	result, _, err := g.childResult(ctx, c.ChildSessionKey)
-	if err != nil {
+	// the target and the child's result are independent reads: side by side
+	var target, result string
+	var entry *sessions.Entry
+	var targetErr, resErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { target, entry, targetErr = g.announceTarget(ctx, c) })
+	wg.Go(func() { result, _, resErr = g.childResult(ctx, c.ChildSessionKey) })
+	wg.Wait()
+	if err := errors.Join(targetErr, resErr); err != nil {
 		return "", nil, err
 	}
 	sid := c.ChildSessionID

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -150,15 +151,23 @@ func (g *Gateway) childEnded(ctx context.Context, childKey string, rec *runs.Rec
 		return nil // steered: the old run announces nothing
 	}
 	if c.EndedAt == 0 {
-		entry, _, err := g.store.Get(ctx, childKey)
-		if err != nil && !errors.Is(err, sessions.ErrNotFound) {
-			return err
+		// the child's entry (token counts) and its result (silent?) are
+		// read side by side: the announce waits on both
+		var entry *sessions.Entry
+		var silent bool
+		var entryErr, resErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { entry, _, entryErr = g.store.Get(ctx, childKey) })
+		wg.Go(func() { _, silent, resErr = g.childResult(ctx, childKey) })
+		wg.Wait()
+		if entryErr != nil && !errors.Is(entryErr, sessions.ErrNotFound) {
+			return entryErr
 		}
-		_, silent, err := g.childResult(ctx, childKey)
-		if err != nil {
-			return err
+		if resErr != nil {
+			return resErr
 		}
 		now := time.Now().UnixMilli()
+		var err error
 		c, err = g.reg.Update(ctx, childKey, func(r *subagents.Record) error {
 			if r.RunID != rec.RunID || r.EndedAt != 0 {
 				return record.ErrUnchanged
@@ -190,7 +199,9 @@ func (g *Gateway) childEnded(ctx context.Context, childKey string, rec *runs.Rec
 		if c.RunID != rec.RunID {
 			return nil
 		}
-		g.runEnded(ctx, c)
+		// log only, so after the announce is on its way: the signal log
+		// append is a write of its own that the requester need not wait for
+		defer g.runEnded(ctx, c)
 	}
 	if c.Announce == nil {
 		return nil
@@ -331,7 +342,7 @@ func (r *run) startChild(ctx context.Context) error {
 	defer cancel()
 	c := g.childOf(octx, r.req.SessionKey, r.req.RunID)
 	if c == nil {
-		return nil
+		return g.spawnRegistered(octx, r.req)
 	}
 	c, err := g.childStarted(octx, c)
 	if err != nil {
@@ -354,6 +365,29 @@ func (r *run) startChild(ctx context.Context) error {
 	}
 	return nil
 }
+
+// spawnRegistered refuses a spawn's run whose child has no registry
+// record. sessions_spawn sends the record, the entry, the run record and
+// the run request in one wave; if the server refused the record (the
+// commit point), the rest may have landed, and the worker ends the run
+// before anyone takes it, but a gateway can be faster. Such a run must not
+// go ahead without its child record (nothing would finalize or announce
+// it): the error retries it later (the record may only be a moment behind,
+// being written to another stream) and after MaxRunFailures attempts it is
+// recorded failed, never run. A steered child (a record with another run
+// id) is no spawn's first run and runs as an ordinary run, as before.
+func (g *Gateway) spawnRegistered(ctx context.Context, req *runqueue.Request) error {
+	if !rules.IsSubagentKey(req.SessionKey) || req.Provenance == nil || req.Provenance.SourceTool != spawnTool {
+		return nil
+	}
+	if _, _, err := g.reg.Get(ctx, req.SessionKey); !errors.Is(err, subagents.ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf("sub-agent run %s of %s has no registry record: its spawn was not registered", req.RunID, req.SessionKey)
+}
+
+// spawnTool is the tool whose runs are a child's first run.
+const spawnTool = "sessions_spawn"
 
 // afterChildRun is what a finished run means for sub-agents: a run that
 // carried an announce marks it delivered, a child's run finalizes its

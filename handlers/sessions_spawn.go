@@ -13,12 +13,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+	"time"
 	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -656,68 +660,32 @@ func sessionsSpawn(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 			return spawnFail("error", "sessions_spawn: write the child's transcript: "+err.Error()), nil
 		}
 	}
-	// Wave 1: the registry record, the commit point.
-	if err := hook(SpawnStepRegistry); err != nil {
-		return nil, err
+	// One wave: the registry record (the commit point), the child's entry,
+	// the pending run record and the run request, sent back to back on
+	// this worker's connection, then every acknowledgement awaited. The
+	// server reads a connection in order, so a crash of this process drops
+	// a suffix of the four: whatever landed is a prefix that starts with
+	// the registry record, which subagents.Complete finishes. A rejected
+	// registry write is handled below (spawnRejected).
+	w, hookErr := d.sendSpawn(rec, hook)
+	if w.reg == nil {
+		if hookErr != nil {
+			return nil, hookErr
+		}
+		return spawnFail("error", "Failed to register subagent run: "+w.regErr.Error()), nil
 	}
-	rev, err := d.Subagents.Create(ctx, rec)
-	if errors.Is(err, subagents.ErrExists) && sp.idempotencyKey != "" {
-		first, _, gerr := d.Subagents.Get(ctx, childKey)
-		if gerr != nil {
-			return spawnFail("error", "sessions_spawn: read the child registry: "+gerr.Error()), nil
+	w.wait(ctx)
+	if w.regErr != nil {
+		if hookErr != nil {
+			return nil, hookErr
 		}
-		return idempotentSpawn(first, sp.idempotencyKey, accepted)
+		return d.spawnRejected(ctx, rec, w, accepted)
 	}
-	if err != nil {
-		return spawnFail("error", "Failed to register subagent run: "+err.Error()), nil
-	}
-	// Wave 2, pipelined: the child's entry ∥ the pending run record and
-	// the run request (one connection, in order).
-	var wg sync.WaitGroup
-	var entryErr, runErr, hookErr error
-	var hookMu sync.Mutex
-	crashed := func(err error) {
-		hookMu.Lock()
-		hookErr = errors.Join(hookErr, err)
-		hookMu.Unlock()
-	}
-	wg.Go(func() {
-		if err := hook(SpawnStepEntry); err != nil {
-			crashed(err)
-			return
-		}
-		if _, err := d.Store.Create(ctx, subagents.ChildEntry(rec)); err != nil && !errors.Is(err, sessions.ErrExists) {
-			entryErr = err
-		}
-	})
-	wg.Go(func() { _ = d.Children.WaitApplied(ctx, rev) }) // so this worker's next fan-out check counts the child
-	func() {
-		if err := hook(SpawnStepRunRecord); err != nil {
-			crashed(err)
-			return
-		}
-		created, err := d.Runs.CreateAsync(subagents.RunRecord(rec))
-		if err != nil {
-			runErr = err
-			return
-		}
-		if err := hook(SpawnStepPublish); err != nil {
-			crashed(err)
-			return
-		}
-		runErr = d.Queue.Publish(ctx, req)
-		select {
-		case <-created.Ok():
-		case err := <-created.Err():
-			runErr = errors.Join(runErr, err)
-		case <-ctx.Done():
-		}
-	}()
-	wg.Wait()
+	d.Children.Note(rec, w.regRev) // this worker's next fan-out check counts the child
 	if hookErr != nil {
 		return nil, hookErr
 	}
-	if err := errors.Join(entryErr, runErr); err != nil {
+	if err := errors.Join(w.entryErr, w.runRecErr, w.pubErr); err != nil {
 		// Registered, so it will run: complete it now, or leave it to the
 		// sweep, which does the same.
 		if cerr := subagents.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
@@ -727,6 +695,118 @@ func sessionsSpawn(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 		}
 	}
 	return accepted(rec), nil
+}
+
+// spawnWave is the one write wave of a spawn: the futures of its four
+// writes, in the order they were sent, and their outcomes once awaited.
+type spawnWave struct {
+	reg, entry, runRec, pub             jetstream.PubAckFuture
+	regRev, entryRev                    uint64
+	regErr, entryErr, runRecErr, pubErr error
+}
+
+// sendSpawn puts the spawn's four writes on the connection, registry
+// record first, without waiting for any acknowledgement. A hook error at
+// the registry step stops everything (a crash before the commit point);
+// at a later step it drops that write only and is returned: the state a
+// lost or refused write leaves, which subagents.Complete must finish.
+func (d *Deps) sendSpawn(rec *subagents.Record, hook func(string) error) (*spawnWave, error) {
+	w := &spawnWave{}
+	if err := hook(SpawnStepRegistry); err != nil {
+		w.regErr = err
+		return w, err
+	}
+	if w.reg, w.regErr = d.Subagents.CreateAsync(rec); w.regErr != nil {
+		return w, nil // nothing sent
+	}
+	var crashed error
+	send := func(step string, write func() (jetstream.PubAckFuture, error)) (jetstream.PubAckFuture, error) {
+		if err := hook(step); err != nil {
+			crashed = errors.Join(crashed, err)
+			return nil, nil
+		}
+		return write()
+	}
+	w.entry, w.entryErr = send(SpawnStepEntry, func() (jetstream.PubAckFuture, error) {
+		return d.Store.CreateAsync(subagents.ChildEntry(rec))
+	})
+	w.runRec, w.runRecErr = send(SpawnStepRunRecord, func() (jetstream.PubAckFuture, error) {
+		return d.Runs.CreateAsync(subagents.RunRecord(rec))
+	})
+	w.pub, w.pubErr = send(SpawnStepPublish, func() (jetstream.PubAckFuture, error) {
+		return d.Queue.PublishAsync(rec.Request)
+	})
+	return w, crashed
+}
+
+// wait collects the acknowledgements. An entry that exists already is no
+// error (a retry's, identical); a run record that exists is (Complete then
+// decides whether its run was queued).
+func (w *spawnWave) wait(ctx context.Context) {
+	ack := func(f jetstream.PubAckFuture, rev *uint64, err *error) {
+		if f == nil || *err != nil {
+			return
+		}
+		select {
+		case a := <-f.Ok():
+			if rev != nil {
+				*rev = a.Sequence
+			}
+		case *err = <-f.Err():
+		case <-ctx.Done():
+			*err = ctx.Err()
+		}
+	}
+	ack(w.reg, &w.regRev, &w.regErr)
+	ack(w.entry, &w.entryRev, &w.entryErr)
+	ack(w.runRec, nil, &w.runRecErr)
+	ack(w.pub, nil, &w.pubErr)
+	if bus.IsWrongLastSeq(w.entryErr) {
+		w.entryErr = nil
+		w.entry = nil // not this call's entry
+	}
+}
+
+// spawnRejected answers a spawn whose registry record the server refused,
+// after its other writes were already sent behind it. If the record is
+// there with this spawn's run id, a concurrent retry with the same
+// idempotencyKey committed first: this call's writes were repeats of its
+// own (same ids: the creates were refused, the run request's message id
+// was dropped by SB_RUNS's dedupe) and its answer is the first call's.
+// Otherwise nothing committed, and what landed behind the refused record
+// is undone: the run is ended before any gateway runs it (its record made
+// terminal; a gateway that took it already finds no registry record and
+// refuses it, see gateway.startChild) and the entry this call created is
+// deleted, so no run goes ahead without a child record.
+func (d *Deps) spawnRejected(ctx context.Context, rec *subagents.Record, w *spawnWave, accepted func(*subagents.Record) *spawnResult) (any, error) {
+	if bus.IsWrongLastSeq(w.regErr) {
+		first, _, err := d.Subagents.Get(ctx, rec.ChildSessionKey)
+		if err == nil && first.RunID == rec.RunID {
+			return idempotentSpawn(first, rec.IdempotencyKey, accepted)
+		}
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	reason := "the spawn that queued this run was never registered: " + w.regErr.Error()
+	ended := subagents.RunRecord(rec)
+	ended.Status, ended.Error, ended.EndedAt = runs.Error, reason, d.Now().UnixMilli()
+	err := d.Runs.Create(uctx, ended)
+	if errors.Is(err, runs.ErrExists) {
+		_, err = d.Runs.Update(uctx, rec.RunID, func(r *runs.Record) error {
+			if r.Status != runs.Pending {
+				return record.ErrUnchanged
+			}
+			r.Status, r.Error, r.EndedAt = ended.Status, ended.Error, ended.EndedAt
+			return nil
+		})
+	}
+	if w.entry != nil && w.entryErr == nil {
+		err = errors.Join(err, d.Store.KV().Delete(uctx, bus.EncodeKey(rec.ChildSessionKey), jetstream.LastRevision(w.entryRev)))
+	}
+	if err != nil {
+		d.Log.Warn("sessions_spawn: undo a spawn whose registration failed (a gateway refuses its run)", "child", rec.ChildSessionKey, "run", rec.RunID, "err", err)
+	}
+	return spawnFail("error", "Failed to register subagent run: "+w.regErr.Error()), nil
 }
 
 // idempotentSpawn answers a retried spawn with the first call's ids.

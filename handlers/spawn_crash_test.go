@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -123,5 +124,36 @@ func TestSpawnCrashBetweenSteps(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The four creation writes go out in one wave, so when the server refuses
+// the registry record (here: its key holds a delete marker, which a plain
+// create does not write over) the entry, run record and run request behind
+// it may land. The spawn then answers an error and undoes them: the run is
+// ended before anyone takes it and the entry it created is gone, so no run
+// goes ahead without a child record.
+func TestSpawnRegistryRefusedUndoesTheWave(t *testing.T) {
+	s := spawnStack(t, nil)
+	d := s.Worker.Deps
+	ctx := bustestCtx(t)
+	childKey := "agent:main:subagent:" + bus.DerivedUUID("sessionbus/sessions_spawn/child", mainKey, "refused")
+	runID := bus.DerivedUUID("sessionbus/sessions_spawn/run", mainKey, "refused")
+	if _, err := d.Subagents.Create(ctx, &subagents.Record{RunID: "old", ChildSessionKey: childKey, RequesterSessionKey: mainKey}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Subagents.Delete(ctx, childKey); err != nil {
+		t.Fatal(err)
+	}
+	res := s.MustCall(mainKey, "sessions_spawn", `{"task":"x","idempotencyKey":"refused"}`)
+	if res["status"] != "error" || !strings.HasPrefix(res["error"].(string), "Failed to register subagent run: ") {
+		t.Fatalf("spawn over a refused registry write: %v", res)
+	}
+	rr, _, err := d.Runs.Get(ctx, runID)
+	if err != nil || rr.Status != runs.Error || !strings.Contains(rr.Error, "never registered") {
+		t.Fatalf("the run behind the refused record: %+v %v", rr, err)
+	}
+	if _, _, err := d.Store.Get(ctx, childKey); !errors.Is(err, sessions.ErrNotFound) {
+		t.Fatalf("the entry behind the refused record stays: %v", err)
 	}
 }

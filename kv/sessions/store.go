@@ -86,6 +86,14 @@ func (s *Store) Create(ctx context.Context, e *Entry) (uint64, error) {
 	return rev, err
 }
 
+// CreateAsync puts the Create of e on the connection without waiting for
+// its acknowledgement (a spawn pipelines it behind its registry record);
+// the future's error is jetstream.ErrKeyExists-like (bus.IsWrongLastSeq)
+// when the key is taken.
+func (s *Store) CreateAsync(e *Entry) (jetstream.PubAckFuture, error) {
+	return s.b.CreateAsync(bus.EncodeKey(e.Key), e)
+}
+
 // Update applies fn to the current entry and writes it back with
 // compare-and-set, retrying on a concurrent write, so two workers never lose
 // each other's change. fn returning an error aborts without writing.

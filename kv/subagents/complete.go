@@ -63,6 +63,16 @@ func RunRecord(rec *Record) *runs.Record {
 // Callers: a gateway's sweep of records that are Active, not Queued and
 // older than a grace (docs/subagents.md, "Creation design").
 func Complete(ctx context.Context, reg *Registry, store *sessions.Store, recs *runs.Records, q *runqueue.Queue, rec *Record) error {
+	if rec.Request == nil { // an index copy: read the stored record
+		stored, _, err := reg.Get(ctx, rec.ChildSessionKey)
+		if err != nil {
+			return fmt.Errorf("complete spawn %s: read the registry record: %w", rec.ChildSessionKey, err)
+		}
+		if stored.RunID != rec.RunID {
+			return nil // steered meanwhile: the steer queued its own run
+		}
+		rec = stored
+	}
 	if rec.Request == nil {
 		return fmt.Errorf("complete spawn %s: the registry record has no run request", rec.ChildSessionKey)
 	}

@@ -2,7 +2,9 @@ package subagents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -16,7 +18,8 @@ import (
 // Index is the registry held in memory and kept current by a watch: what
 // `subagents list`, the fan-out limit and the gateways' sweeps read, none
 // of which may cost a bucket scan per call. Its records are shared: never
-// modify one.
+// modify one. They carry no run request (Request is nil; Complete reads
+// the stored record for it).
 type Index struct {
 	reg *Registry
 	log *slog.Logger
@@ -27,8 +30,11 @@ type Index struct {
 	// byController maps a controller (or requester) session key to the
 	// child keys it controls.
 	byController map[string]map[string]struct{}
-	applied      uint64 // last revision applied
-	err          error
+	// active counts the records whose run has not ended, by requester:
+	// the fan-out check of every spawn reads it.
+	active  map[string]int
+	applied uint64 // last revision applied
+	err     error
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -39,7 +45,7 @@ func StartIndex(ctx context.Context, reg *Registry, log *slog.Logger) (*Index, e
 	if log == nil {
 		log = slog.Default()
 	}
-	ix := &Index{reg: reg, log: log, byKey: map[string]*Record{}, byController: map[string]map[string]struct{}{}}
+	ix := &Index{reg: reg, log: log, byKey: map[string]*Record{}, byController: map[string]map[string]struct{}{}, active: map[string]int{}}
 	ix.changed = sync.NewCond(&ix.mu)
 	wctx, cancel := context.WithCancel(context.Background())
 	w, err := reg.KV().WatchAll(wctx)
@@ -78,13 +84,20 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	}
 	var rec *Record
 	if ke.Operation() == jetstream.KeyValuePut {
-		if rec, err = ix.reg.b.Decode(ke.Value()); err != nil {
+		if rec, err = decodeIndexed(ke.Value()); err != nil {
 			ix.log.Warn("sub-agent index: skipping a corrupt record", "key", key, "err", err)
 			rec = nil
 		}
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	ix.put(key, rec)
+	ix.applied = ke.Revision()
+	ix.changed.Broadcast()
+}
+
+// put makes rec (nil: none) the record of key; ix.mu is held.
+func (ix *Index) put(key string, rec *Record) {
 	if old := ix.byKey[key]; old != nil {
 		for _, c := range controllers(old) {
 			if set := ix.byController[c]; set != nil {
@@ -95,9 +108,17 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 			}
 		}
 		delete(ix.byKey, key)
+		if old.Active() {
+			if ix.active[old.RequesterSessionKey]--; ix.active[old.RequesterSessionKey] <= 0 {
+				delete(ix.active, old.RequesterSessionKey)
+			}
+		}
 	}
 	if rec != nil {
 		ix.byKey[key] = rec
+		if rec.Active() {
+			ix.active[rec.RequesterSessionKey]++
+		}
 		for _, c := range controllers(rec) {
 			set := ix.byController[c]
 			if set == nil {
@@ -107,9 +128,44 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 			set[key] = struct{}{}
 		}
 	}
-	ix.applied = ke.Revision()
-	ix.changed.Broadcast()
 }
+
+// Note applies rec, just written at revision rev by this process, ahead of
+// the watch: a spawn's next fan-out check on this worker counts the child
+// without waiting for the watch to deliver its own write. The watch then
+// applies the same revision (and later ones) as usual; a revision it has
+// already applied is not noted again, so no newer state is overwritten.
+func (ix *Index) Note(rec *Record, rev uint64) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.applied >= rev {
+		return
+	}
+	c := *rec
+	c.Request = nil // as decodeIndexed leaves it
+	ix.put(c.ChildSessionKey, &c)
+}
+
+// decodeIndexed decodes a stored record without its run request (about
+// two thirds of its bytes): every replica's index decodes every write of
+// the registry, and only subagents.Complete, on the rare half-done spawn,
+// needs the request; it reads the record.
+func decodeIndexed(data []byte) (*Record, error) {
+	var v struct {
+		*Record
+		Request skipped `json:"request"` // shallower than Record.Request: wins
+	}
+	v.Record = &Record{}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("corrupt sub-agent record: %w", err)
+	}
+	return v.Record, nil
+}
+
+// skipped is a JSON value checked but not kept.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // controllers are the keys a record is listed under: its controller and,
 // when different, its requester (the reference falls back to it).
@@ -189,13 +245,7 @@ func (ix *Index) Controlled(key string) []*Record {
 func (ix *Index) ActiveChildren(requester string) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	n := 0
-	for k := range ix.byController[requester] {
-		if r := ix.byKey[k]; r.RequesterSessionKey == requester && r.Active() {
-			n++
-		}
-	}
-	return n
+	return ix.active[requester]
 }
 
 // Each calls fn for every record until fn returns false (order undefined).

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -277,20 +278,45 @@ func (q *Queue) markUnqueued(ctx context.Context, recs *runs.Records, runID stri
 // Publish queues a run request (also used for A2A continuation steps,
 // whose message id is runId + step).
 func (q *Queue) Publish(ctx context.Context, req *Request) error {
-	body, err := bus.Marshal(req) // carries whole messages: no HTML escaping
+	msg, id, err := q.message(req)
 	if err != nil {
 		return err
-	}
-	msg := nats.NewMsg(q.names.Runs(req.AgentID))
-	msg.Data = body
-	msg.Header.Set(HeaderChainID, req.ChainID)
-	msg.Header.Set(HeaderHop, fmt.Sprint(req.Hop))
-	id := req.RunID
-	if req.Step != "" {
-		id = req.ParentRun + ":" + req.Step
 	}
 	if _, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
 		return fmt.Errorf("queue run %s: %w", id, err)
 	}
 	return nil
+}
+
+// PublishAsync is Publish without waiting for the acknowledgement: the
+// request is on the connection, behind what the caller wrote before it
+// (the server reads a connection in order), when it returns.
+func (q *Queue) PublishAsync(req *Request) (jetstream.PubAckFuture, error) {
+	msg, id, err := q.message(req)
+	if err != nil {
+		return nil, err
+	}
+	f, err := q.js.PublishMsgAsync(msg, jetstream.WithMsgID(id))
+	if err != nil {
+		return nil, fmt.Errorf("queue run %s: %w", id, err)
+	}
+	return f, nil
+}
+
+// message is req as published, and its message id (the run id, or runId
+// + step): SB_RUNS drops a repeat within its dedupe window.
+func (q *Queue) message(req *Request) (*nats.Msg, string, error) {
+	body, err := bus.Marshal(req) // carries whole messages: no HTML escaping
+	if err != nil {
+		return nil, "", err
+	}
+	msg := nats.NewMsg(q.names.Runs(req.AgentID))
+	msg.Data = body
+	msg.Header.Set(HeaderChainID, req.ChainID)
+	msg.Header.Set(HeaderHop, strconv.Itoa(req.Hop))
+	id := req.RunID
+	if req.Step != "" {
+		id = req.ParentRun + ":" + req.Step
+	}
+	return msg, id, nil
 }
