@@ -16,7 +16,7 @@ import (
 // a read per row. A version can lag an append by the watch's delay.
 type Heads struct {
 	mu sync.RWMutex
-	v  map[string]uint64 // encoded session key -> last sequence
+	v  map[string]uint64 // session key -> last sequence
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -46,13 +46,19 @@ func (l *Log) FollowHeads(ctx context.Context) (*Heads, error) {
 func (h *Heads) follow(ctx context.Context, w jetstream.KeyWatcher, ready chan struct{}) {
 	defer close(h.done)
 	record.Follow(ctx, w, ready, func(e jetstream.KeyValueEntry) {
+		// by session key as the tools know it: a lookup per listed row
+		// then costs no encoding
+		key, err := bus.DecodeKey(e.Key())
+		if err != nil {
+			return
+		}
 		var hd head
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &hd) == nil {
-			h.v[e.Key()] = hd.LastSequence
+			h.v[key] = hd.LastSequence
 		} else {
-			delete(h.v, e.Key())
+			delete(h.v, key)
 		}
 	})
 }
@@ -64,7 +70,7 @@ func (h *Heads) StateVersion(sessionKey string) uint64 {
 	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.v[bus.EncodeKey(sessionKey)]
+	return h.v[sessionKey]
 }
 
 // Stop ends the watch.
