@@ -163,7 +163,7 @@ func TestOpenAIToolCallThenAnswer(t *testing.T) {
 		}
 		names = append(names, fn["name"].(string))
 	}
-	want := []string{"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status"}
+	want := []string{"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "agents_list"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}

@@ -103,6 +103,11 @@ var toolSpecs = []ToolSpec{
 			"changesSince":  integer(0, "Include state changes after this stateVersion."),
 		}),
 	},
+	{
+		Name:        "agents_list",
+		Description: "List OpenClaw agent ids you can target with `sessions_spawn` when `runtime=\"subagent\"` (based on subagent allowlists).",
+		Parameters:  object(nil, props{}),
+	},
 }
 
 // ToolSpecs returns the session tools' table (a copy).
