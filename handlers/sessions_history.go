@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
 )
@@ -60,12 +59,11 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 	if f != nil {
 		return f, nil
 	}
-	entries, total, err := d.Transcripts.Tail(ctx, bus.EncodeKey(res.key), limit, uint64(offset))
+	view, read, total, err := d.historyTail(ctx, res.key, limit, uint64(offset), includeTools, paged)
 	if err != nil {
 		return nil, err
 	}
-	view := d.historyViews(entries, includeTools, paged)
-	return historyPage(res.displayKey, view, len(entries), total, offset, paged).encode()
+	return historyPage(res.displayKey, view, read, total, offset, paged).encode()
 }
 
 // historyPage builds the reply from the page's views: the 80 KiB cap, the

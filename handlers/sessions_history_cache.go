@@ -1,10 +1,13 @@
 package handlers
 
 import (
+	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
 	"unsafe"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
@@ -33,6 +36,7 @@ const historyCacheMaxBytes = 32 << 20
 const viewNodeOverhead = int(unsafe.Sizeof(viewNode{})) + 48
 
 type viewKey struct {
+	gen     uint64 // the transcript stream's generation (transcripts.Store.Generation)
 	seq     uint64 // stream sequence of the entry
 	withSeq bool   // the view carries __openclaw.seq (paginated reads)
 }
@@ -95,9 +99,11 @@ func (c *viewCache) pushFront(n *viewNode) {
 
 // lookup fills views[i] for each entry held under fingerprint fp, sums[i]
 // with every entry's hash, and returns the indices it could not fill.
-func (c *viewCache) lookup(fp string, entries []transcripts.Entry, withSeq bool, views []entryView, sums []uint64) []int {
+func (c *viewCache) lookup(fp string, gen uint64, entries []transcripts.Entry, withSeq bool, views []entryView, sums []uint64) []int {
 	for i, e := range entries {
-		sums[i] = maphash.Bytes(c.seed, e.Data)
+		if e.Data != nil {
+			sums[i] = maphash.Bytes(c.seed, e.Data)
+		}
 	}
 	var missing []int
 	c.mu.Lock()
@@ -106,8 +112,10 @@ func (c *viewCache) lookup(fp string, entries []transcripts.Entry, withSeq bool,
 		c.resetLocked(fp)
 	}
 	for i, e := range entries {
-		n, ok := c.m[viewKey{e.Seq, withSeq}]
-		if !ok || n.n != e.N || n.size != len(e.Data) || n.sum != sums[i] {
+		n, ok := c.m[viewKey{gen, e.Seq, withSeq}]
+		// an entry not fetched (no Data: the read trusted has) is checked
+		// by its number only; a fetched one by its bytes too
+		if !ok || n.n != e.N || (e.Data != nil && (n.size != len(e.Data) || n.sum != sums[i])) {
 			missing = append(missing, i)
 			continue
 		}
@@ -123,7 +131,7 @@ func (c *viewCache) lookup(fp string, entries []transcripts.Entry, withSeq bool,
 // store keeps the views at the indices given, made under fingerprint fp,
 // evicting the least recently used views to stay within the bound. A view
 // over an eighth of the bound is not kept: it would flush too much.
-func (c *viewCache) store(fp string, entries []transcripts.Entry, withSeq bool, views []entryView, sums []uint64, idx []int) {
+func (c *viewCache) store(fp string, gen uint64, entries []transcripts.Entry, withSeq bool, views []entryView, sums []uint64, idx []int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if fp != c.fp {
@@ -135,7 +143,7 @@ func (c *viewCache) store(fp string, entries []transcripts.Entry, withSeq bool, 
 		if cost > c.max/8 {
 			continue
 		}
-		k := viewKey{e.Seq, withSeq}
+		k := viewKey{gen, e.Seq, withSeq}
 		if old, ok := c.m[k]; ok { // a concurrent call, or a stale view
 			c.unlink(old)
 			c.bytes -= old.cost
@@ -162,23 +170,63 @@ func (c *viewCache) snapshot() HistoryCacheStats {
 	return s
 }
 
-// historyViews is sanitizeEntries through the worker's view cache: the same
-// messages, byte for byte, with only the entries not seen before projected.
-func (d *Deps) historyViews(entries []transcripts.Entry, includeTools, withSeq bool) []viewMessage {
+// has reports whether the cache holds the view of entry n at seq under the
+// current redaction config: what lets a read skip fetching it.
+func (c *viewCache) has(fp string, gen, seq, n uint64, withSeq bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[viewKey{gen, seq, withSeq}]
+	return ok && fp == c.fp && v.n == n
+}
+
+// historyTail reads a page for sessions_history. With the view cache, the
+// entries whose views it holds are not fetched at all (a transcript entry
+// never changes, and a sequence names the same entry within one stream
+// generation): a warm page costs the index reads only. Should a view be
+// evicted between that check and its use, the page is read again whole.
+func (d *Deps) historyTail(ctx context.Context, key string, limit int, offset uint64, includeTools, withSeq bool) ([]viewMessage, int, uint64, error) {
+	enc := bus.EncodeKey(key)
 	c := d.views
 	if c == nil {
-		return d.sanitizeEntries(entries, includeTools, withSeq)
+		entries, total, err := d.Transcripts.Tail(ctx, enc, limit, offset)
+		return d.sanitizeEntries(entries, includeTools, withSeq), len(entries), total, err
 	}
+	fp, gen := d.Redactor.Fingerprint(), d.Transcripts.Generation()
+	cached := func(seq, n uint64) bool { return c.has(fp, gen, seq, n, withSeq) }
+	for range 2 {
+		entries, total, err := d.Transcripts.TailCached(ctx, enc, limit, offset, cached)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if views, ok := d.historyViews(entries, gen, includeTools, withSeq); ok {
+			return views, len(entries), total, nil
+		}
+		cached = nil // a view went missing meanwhile: fetch everything
+	}
+	return nil, 0, 0, errors.New("sessions_history: the view cache lost entries it held twice in a row")
+}
+
+// historyViews is sanitizeEntries through the worker's view cache: the same
+// messages, byte for byte, with only the entries not seen before projected.
+// ok is false when an entry that was not fetched (no Data) has no view
+// any more.
+func (d *Deps) historyViews(entries []transcripts.Entry, gen uint64, includeTools, withSeq bool) ([]viewMessage, bool) {
+	c := d.views
 	fp := d.Redactor.Fingerprint()
 	views := make([]entryView, len(entries))
 	sums := make([]uint64, len(entries))
-	missing := c.lookup(fp, entries, withSeq, views, sums)
+	missing := c.lookup(fp, gen, entries, withSeq, views, sums)
+	for _, i := range missing {
+		if entries[i].Data == nil {
+			return nil, false
+		}
+	}
 	for _, i := range missing {
 		// project tool messages too, so the view serves either includeTools
 		views[i] = d.viewEntry(entries[i], withSeq, false)
 	}
 	if len(missing) > 0 {
-		c.store(fp, entries, withSeq, views, sums, missing)
+		c.store(fp, gen, entries, withSeq, views, sums, missing)
 	}
 	out := make([]viewMessage, 0, len(entries))
 	for _, v := range views {
@@ -186,7 +234,7 @@ func (d *Deps) historyViews(entries []transcripts.Entry, includeTools, withSeq b
 			out = append(out, v.msg)
 		}
 	}
-	return out
+	return out, true
 }
 
 // HistoryCacheStats reports the sessions_history view cache (zero when the

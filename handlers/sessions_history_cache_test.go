@@ -89,7 +89,7 @@ func TestHistoryRepliesSameCachedOrNot(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, pass := range []string{"first", "second"} {
-						got, err := historyPage("agent:main:main", d.historyViews(window, includeTools, paged), len(window), uint64(len(all)), offset, paged).encode()
+						got, err := historyPage("agent:main:main", d.viewsOf(window, includeTools, paged), len(window), uint64(len(all)), offset, paged).encode()
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -136,17 +136,17 @@ func TestHistoryEncodeMatchesMarshal(t *testing.T) {
 func TestViewCacheHitsAndMisses(t *testing.T) {
 	all := variedTranscript()
 	d := testDeps(t, historyCacheMaxBytes)
-	d.historyViews(all, false, false)
+	d.viewsOf(all, false, false)
 	if st := d.HistoryCacheStats(); st.Misses != uint64(len(all)) || st.Hits != 0 || st.Entries != len(all) {
 		t.Fatalf("first call: %+v, want %d misses", st, len(all))
 	}
 	// includeTools is applied per call: the same views serve it
-	d.historyViews(all, true, false)
+	d.viewsOf(all, true, false)
 	if st := d.HistoryCacheStats(); st.Hits != uint64(len(all)) || st.Misses != uint64(len(all)) {
 		t.Fatalf("includeTools call: %+v, want every entry a hit", st)
 	}
 	// the seq-tagged views of a paginated read are other views
-	d.historyViews(all[:3], false, true)
+	d.viewsOf(all[:3], false, true)
 	if st := d.HistoryCacheStats(); st.Misses != uint64(len(all)+3) || st.Entries != len(all)+3 {
 		t.Fatalf("paged call: %+v, want 3 more misses and views", st)
 	}
@@ -157,7 +157,7 @@ func TestViewCacheHitsAndMisses(t *testing.T) {
 	if st := d.HistoryCacheStats(); st.Entries != 0 || st.Bytes != 0 {
 		t.Fatalf("after reset: %+v", st)
 	}
-	d.historyViews(all[:1], false, false)
+	d.viewsOf(all[:1], false, false)
 	if st := d.HistoryCacheStats(); st.Misses != uint64(len(all)+4) {
 		t.Fatalf("after reset: %+v, want a miss", st)
 	}
@@ -177,12 +177,12 @@ func TestViewCacheStaysWithinItsBound(t *testing.T) {
 	one := len(`{"content":"message 000","role":"user"}`) + viewNodeOverhead
 	d := testDeps(t, 10*one) // room for ten views
 	for i := range all {
-		d.historyViews(all[i:i+1], false, false)
+		d.viewsOf(all[i:i+1], false, false)
 		if st := d.HistoryCacheStats(); st.Bytes > st.MaxBytes {
 			t.Fatalf("after %d entries: %d bytes over the bound %d", i+1, st.Bytes, st.MaxBytes)
 		}
 		if i == 5 {
-			d.historyViews(all[:1], false, false) // entry 0 is now recently used
+			d.viewsOf(all[:1], false, false) // entry 0 is now recently used
 		}
 	}
 	st := d.HistoryCacheStats()
@@ -192,12 +192,12 @@ func TestViewCacheStaysWithinItsBound(t *testing.T) {
 	// the newest are held, the oldest gone; entry 0, touched after entry 5,
 	// went before entry 6
 	before := st.Hits
-	d.historyViews(all[30:], false, false)
+	d.viewsOf(all[30:], false, false)
 	if st := d.HistoryCacheStats(); st.Hits != before+10 {
 		t.Fatalf("newest ten: %d hits, want 10", st.Hits-before)
 	}
 	before = d.HistoryCacheStats().Misses
-	d.historyViews(all[:1], false, false)
+	d.viewsOf(all[:1], false, false)
 	if st := d.HistoryCacheStats(); st.Misses != before+1 {
 		t.Fatal("entry 0 was not evicted")
 	}
@@ -206,7 +206,7 @@ func TestViewCacheStaysWithinItsBound(t *testing.T) {
 func TestViewCacheSkipsViewsOverAnEighthOfItsBound(t *testing.T) {
 	big := transcripts.Entry{N: 0, Seq: 1, Data: fmt.Appendf(nil, `{"role":"user","content":%q}`, strings.Repeat("z", 3000))}
 	d := testDeps(t, 8*1024)
-	v := d.historyViews([]transcripts.Entry{big}, false, false)
+	v := d.viewsOf([]transcripts.Entry{big}, false, false)
 	if len(v) != 1 || len(v[0].raw) < 3000 {
 		t.Fatalf("view: %v", v)
 	}
@@ -218,7 +218,7 @@ func TestViewCacheSkipsViewsOverAnEighthOfItsBound(t *testing.T) {
 func TestViewCacheRedactionChangeEmptiesIt(t *testing.T) {
 	e := transcripts.Entry{N: 0, Seq: 1, Data: []byte(`{"role":"user","content":"the word is swordfish-0123456789abcdef"}`)}
 	d := testDeps(t, historyCacheMaxBytes)
-	plain := d.historyViews([]transcripts.Entry{e}, false, false)
+	plain := d.viewsOf([]transcripts.Entry{e}, false, false)
 	if !bytes.Contains(plain[0].raw, []byte("swordfish-0123456789abcdef")) || plain[0].redacted {
 		t.Fatalf("default redactor changed it: %s", plain[0].raw)
 	}
@@ -227,7 +227,7 @@ func TestViewCacheRedactionChangeEmptiesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Redactor = red
-	masked := d.historyViews([]transcripts.Entry{e}, false, false)
+	masked := d.viewsOf([]transcripts.Entry{e}, false, false)
 	if bytes.Contains(masked[0].raw, []byte("swordfish-0123456789abcdef")) || !masked[0].redacted {
 		t.Fatalf("the cached view survived a redaction change: %s", masked[0].raw)
 	}
@@ -240,7 +240,7 @@ func TestViewCacheRedactionChangeEmptiesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Redactor = same
-	d.historyViews([]transcripts.Entry{e}, false, false)
+	d.viewsOf([]transcripts.Entry{e}, false, false)
 	if st := d.HistoryCacheStats(); st.Hits != 1 {
 		t.Fatalf("%+v, want a hit under an equal config", st)
 	}
@@ -252,14 +252,14 @@ func TestViewCacheRedactionChangeEmptiesIt(t *testing.T) {
 func TestViewCacheChecksTheEntry(t *testing.T) {
 	d := testDeps(t, historyCacheMaxBytes)
 	first := transcripts.Entry{N: 0, Seq: 1, Data: []byte(`{"role":"user","content":"first"}`)}
-	d.historyViews([]transcripts.Entry{first}, false, true)
+	d.viewsOf([]transcripts.Entry{first}, false, true)
 	for _, e := range []transcripts.Entry{
 		{N: 0, Seq: 1, Data: []byte(`{"role":"user","content":"other"}`)},
 		{N: 0, Seq: 1, Data: []byte(`{"role":"user","content":"other!"}`)},
 		{N: 4, Seq: 1, Data: first.Data},
 	} {
 		want := d.sanitizeEntries([]transcripts.Entry{e}, false, true)
-		got := d.historyViews([]transcripts.Entry{e}, false, true)
+		got := d.viewsOf([]transcripts.Entry{e}, false, true)
 		if len(got) != 1 || !bytes.Equal(got[0].raw, want[0].raw) || got[0].seq != want[0].seq {
 			t.Fatalf("entry %d %s: got %s, want %s", e.N, e.Data, got[0].raw, want[0].raw)
 		}
@@ -285,7 +285,7 @@ func TestViewCacheConcurrentCalls(t *testing.T) {
 			for i := 0; i < 60; i++ {
 				w := all[(g*7+i)%40 : (g*7+i)%40+25]
 				paged := i%2 == 0
-				got := d.historyViews(w, g%2 == 0, paged)
+				got := d.viewsOf(w, g%2 == 0, paged)
 				want := ref.sanitizeEntries(w, g%2 == 0, paged)
 				if len(got) != len(want) {
 					errs <- fmt.Errorf("goroutine %d call %d: %d views, want %d", g, i, len(got), len(want))
@@ -307,5 +307,44 @@ func TestViewCacheConcurrentCalls(t *testing.T) {
 	}
 	if st := d.HistoryCacheStats(); st.Bytes > st.MaxBytes || st.Hits == 0 || st.Evictions == 0 {
 		t.Fatalf("%+v, want hits, evictions and the bound held", st)
+	}
+}
+
+// viewsOf is historyViews for fetched entries in stream generation 0.
+func (d *Deps) viewsOf(entries []transcripts.Entry, includeTools, withSeq bool) []viewMessage {
+	v, ok := d.historyViews(entries, 0, includeTools, withSeq)
+	if !ok {
+		panic("a fetched entry cannot miss its view")
+	}
+	return v
+}
+
+// An entry the read did not fetch (no Data) is served from its view; when
+// that view is gone (evicted after the read trusted it), historyViews says
+// so and the page must be read again; a view of another stream generation
+// never serves.
+func TestViewCacheUnfetchedEntries(t *testing.T) {
+	all := variedTranscript()
+	d := testDeps(t, historyCacheMaxBytes)
+	want := d.viewsOf(all, true, false)
+	bare := make([]transcripts.Entry, len(all))
+	for i, e := range all {
+		bare[i] = transcripts.Entry{N: e.N, Seq: e.Seq}
+	}
+	got, ok := d.historyViews(bare, 0, true, false)
+	if !ok || len(got) != len(want) {
+		t.Fatalf("unfetched entries with views: ok=%v, %d messages, want %d", ok, len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].raw, want[i].raw) {
+			t.Fatalf("message %d: %s, want %s", i, got[i].raw, want[i].raw)
+		}
+	}
+	if _, ok := d.historyViews(bare, 1, true, false); ok {
+		t.Fatal("a view of generation 0 served generation 1")
+	}
+	d.ResetHistoryCache()
+	if _, ok := d.historyViews(bare, 0, true, false); ok {
+		t.Fatal("an unfetched entry without a view was served")
 	}
 }

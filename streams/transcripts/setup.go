@@ -154,6 +154,7 @@ func (t *Store) Streams() []string {
 // keeping it would serve other sessions' messages.
 func (t *Store) Recreate(ctx context.Context, deleted string) error {
 	if deleted == t.names.TranscriptsStream() {
+		t.gen.Add(1) // its sequences start again: they name other messages now
 		if _, err := ensureTranscriptStream(ctx, t.js, t.names, t.opts.replicas); err != nil {
 			return err
 		}

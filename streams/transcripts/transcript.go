@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,7 +68,21 @@ type Store struct {
 	mu     sync.Mutex
 	pipes  []*pipe
 	closed bool
+
+	// gen counts the recreations of SB_TRANSCRIPTS this store went
+	// through: a sequence names the same immutable message only within
+	// one generation (see Generation).
+	gen atomic.Uint64
 }
+
+// Generation is how many times this store recreated SB_TRANSCRIPTS after
+// an operator deleted it. An entry's stream sequence names the same bytes
+// for as long as the generation stays the same, so a caller may keep what
+// it made of an entry under (generation, sequence) and skip fetching it
+// again (TailCached). The count moves when this process's guard recreates
+// the stream: within bus.DeletionGrace of the server's advisory, or at
+// the guard's next check (bus.CheckEvery) if the advisory was missed.
+func (t *Store) Generation() uint64 { return t.gen.Load() }
 
 // Entry is one transcript entry.
 type Entry struct {
@@ -563,7 +578,7 @@ func (t *Store) Read(ctx context.Context, encKey string, from, to uint64) ([]Ent
 	if from >= to {
 		return nil, nil
 	}
-	es, err := t.fetch(ctx, p, encKey, h, from, to, newest)
+	es, err := t.fetch(ctx, p, encKey, h, from, to, newest, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read %s [%d,%d): %w", encKey, from, to, err)
 	}
@@ -574,6 +589,16 @@ func (t *Store) Read(ctx context.Context, encKey string, from, to uint64) ([]Ent
 // ones, oldest first, and the transcript's length. offset 0 is the tail;
 // an offset at or past the length gives no entries.
 func (t *Store) Tail(ctx context.Context, encKey string, limit int, offset uint64) ([]Entry, uint64, error) {
+	return t.TailCached(ctx, encKey, limit, offset, nil)
+}
+
+// TailCached is Tail for a caller that keeps what it made of entries it
+// read before: entries for which cached(seq, n) is true are not fetched
+// and come back with their N and Seq but no Data (nor Time). The index
+// still decides which entries the page holds; only the direct gets of
+// known, immutable messages are skipped (within one Generation). nil
+// cached fetches everything.
+func (t *Store) TailCached(ctx context.Context, encKey string, limit int, offset uint64, cached func(seq, n uint64) bool) ([]Entry, uint64, error) {
 	ctx, cancel, p, err := t.begin(ctx, encKey)
 	if err != nil {
 		return nil, 0, err
@@ -590,7 +615,7 @@ func (t *Store) Tail(ctx context.Context, encKey string, limit int, offset uint6
 	}
 	to := total - offset
 	from := to - min(uint64(limit), to)
-	es, err := t.fetch(ctx, p, encKey, h, from, to, newest)
+	es, err := t.fetch(ctx, p, encKey, h, from, to, newest, cached)
 	if err != nil {
 		return nil, total, fmt.Errorf("tail %s [%d,%d): %w", encKey, from, to, err)
 	}
@@ -600,51 +625,66 @@ func (t *Store) Tail(ctx context.Context, encKey string, limit int, offset uint6
 // fetch reads entries [from, to) (to ≤ h.Count): the sequences come from the
 // head and the sealed chunks the range spans (one pipelined wave), the
 // messages from pipelined direct gets by sequence (a second wave). newest,
-// when set, is entry h.Count-1 already fetched by the probe.
-func (t *Store) fetch(ctx context.Context, p *pipe, encKey string, h *head, from, to uint64, newest *rawEntry) ([]Entry, error) {
+// when set, is entry h.Count-1 already fetched by the probe. Entries for
+// which cached(seq, n) is true are not fetched (no Data).
+func (t *Store) fetch(ctx context.Context, p *pipe, encKey string, h *head, from, to uint64, newest *rawEntry, cached func(seq, n uint64) bool) ([]Entry, error) {
 	seqs, err := t.lookup(ctx, p, encKey, h, from, to)
 	if err != nil {
 		return nil, err
 	}
-	n := len(seqs)
-	if newest != nil && to == h.Count && newest.seq == seqs[n-1] {
-		n--
+	out := make([]Entry, len(seqs))
+	var reqs []*nats.Msg
+	var want []int // the indices of seqs fetched, in request order
+	for i, seq := range seqs {
+		n := from + uint64(i)
+		out[i] = Entry{N: n, Seq: seq}
+		switch {
+		case newest != nil && to == h.Count && i == len(seqs)-1 && newest.seq == seq:
+			if err := t.check(encKey, *newest, n, seq); err != nil {
+				return nil, err
+			}
+			out[i] = Entry{N: newest.n, Seq: newest.seq, Data: newest.data, Time: newest.time}
+		case cached != nil && cached(seq, n):
+		default:
+			reqs = append(reqs, t.seqReq(seq))
+			want = append(want, i)
+		}
 	}
-	reqs := make([]*nats.Msg, n)
-	for i := range reqs {
-		reqs[i] = t.seqReq(seqs[i])
+	if len(reqs) == 0 {
+		return out, nil
 	}
 	res, err := p.roundTrip(ctx, reqs)
 	if err != nil {
 		return nil, err
 	}
-	subject := t.names.Transcript(encKey)
-	out := make([]Entry, len(seqs))
-	for i := range seqs {
-		var e rawEntry
-		if i < n {
-			var found bool
-			if e, found, err = parseEntryMsg(res[i]); err != nil {
+	for j, i := range want {
+		e, found, err := parseEntryMsg(res[j])
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			if e, found, err = t.leaderGet(ctx, seqs[i], ""); err != nil {
 				return nil, err
 			}
 			if !found {
-				if e, found, err = t.leaderGet(ctx, seqs[i], ""); err != nil {
-					return nil, err
-				}
-				if !found {
-					return nil, fmt.Errorf("%w: session %s entry %d (seq %d)", ErrEntryMissing, encKey, from+uint64(i), seqs[i])
-				}
+				return nil, fmt.Errorf("%w: session %s entry %d (seq %d)", ErrEntryMissing, encKey, from+uint64(i), seqs[i])
 			}
-		} else {
-			e = *newest
 		}
-		want := from + uint64(i)
-		if e.subject != subject || e.n != want || e.seq != seqs[i] {
-			return nil, fmt.Errorf("%w: session %s entry %d: index says seq %d, which holds %s entry %d", ErrIndexCorrupt, encKey, want, seqs[i], e.subject, e.n)
+		if err := t.check(encKey, e, from+uint64(i), seqs[i]); err != nil {
+			return nil, err
 		}
 		out[i] = Entry{N: e.n, Seq: e.seq, Data: e.data, Time: e.time}
 	}
 	return out, nil
+}
+
+// check verifies that the message fetched for entry n of encKey, by the
+// index's sequence seq, is that entry.
+func (t *Store) check(encKey string, e rawEntry, n, seq uint64) error {
+	if subject := t.names.Transcript(encKey); e.subject != subject || e.n != n || e.seq != seq {
+		return fmt.Errorf("%w: session %s entry %d: index says seq %d, which holds %s entry %d", ErrIndexCorrupt, encKey, n, seq, e.subject, e.n)
+	}
+	return nil
 }
 
 // lookup returns the stream sequences of entries [from, to).

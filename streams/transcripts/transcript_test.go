@@ -1,6 +1,7 @@
 package transcripts
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -793,5 +794,56 @@ func TestCloseAndDeleteIdempotent(t *testing.T) {
 	f.tr.Close()
 	if _, err := f.tr.Count(ctx(t), "agent.main.main"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("count after close: %v", err)
+	}
+}
+
+// TailCached skips the direct gets of the entries the caller holds: they
+// come back with their number and sequence only, every other entry as Tail
+// returns it, across a sealed chunk and the head's tail, with the newest
+// entry (read by the probe) included.
+func TestTailCachedSkipsHeldEntries(t *testing.T) {
+	f := newFixture(t)
+	key := "agent.main.cached"
+	f.appendN(key, 0, 150)
+	full, total, err := f.tr.Tail(ctx(t), key, 100, 3)
+	if err != nil || total != 150 || len(full) != 100 {
+		t.Fatalf("tail: %d entries of %d, %v", len(full), total, err)
+	}
+	held := map[uint64]uint64{} // seq -> n: every third entry
+	for i, e := range full {
+		if i%3 == 0 {
+			held[e.Seq] = e.N
+		}
+	}
+	asked := 0
+	got, total2, err := f.tr.TailCached(ctx(t), key, 100, 3, func(seq, n uint64) bool {
+		asked++
+		hn, ok := held[seq]
+		return ok && hn == n
+	})
+	if err != nil || total2 != total || len(got) != len(full) || asked == 0 {
+		t.Fatalf("tail cached: %d entries of %d (asked %d), %v", len(got), total2, asked, err)
+	}
+	for i, e := range got {
+		if e.N != full[i].N || e.Seq != full[i].Seq {
+			t.Fatalf("entry %d: n %d seq %d, want n %d seq %d", i, e.N, e.Seq, full[i].N, full[i].Seq)
+		}
+		if _, isHeld := held[e.Seq]; isHeld != (e.Data == nil) {
+			t.Fatalf("entry %d (held %v) came back with %d bytes", i, isHeld, len(e.Data))
+		}
+		if e.Data != nil && !bytes.Equal(e.Data, full[i].Data) {
+			t.Fatalf("entry %d: %s, want %s", i, e.Data, full[i].Data)
+		}
+	}
+	if g := f.tr.Generation(); g != 0 {
+		t.Fatalf("generation %d before any recreation", g)
+	}
+	// recreating the stream (after an operator deleted it) starts a new
+	// generation: what was kept under the old sequences must not serve
+	if err := f.tr.Recreate(ctx(t), bus.NewNames("").TranscriptsStream()); err != nil {
+		t.Fatal(err)
+	}
+	if g := f.tr.Generation(); g != 1 {
+		t.Fatalf("generation %d after a recreation, want 1", g)
 	}
 }
