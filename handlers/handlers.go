@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/rules"
@@ -50,7 +52,8 @@ type Deps struct {
 	// accepts (the signal log's human_direct_message); see WithHumanTurnHook.
 	OnHumanTurn HumanTurnHook
 
-	views *viewCache // sessions_history's entry views, set by Tools
+	views     *viewCache                      // sessions_history's entry views, set by Tools
+	usageSeen *lru.Cache[usageKey, usageSeen] // session_status's usage parse per entry, set by Tools
 
 	// SpawnHook, when set, is called before each step of a spawn's
 	// creation (SpawnStep*); an error stops the spawn there, as a crash
@@ -71,6 +74,9 @@ func Tools(d *Deps) map[string]bus.Handler {
 	}
 	if d.views == nil {
 		d.views = newViewCache(historyCacheMaxBytes)
+	}
+	if d.usageSeen == nil {
+		d.usageSeen, _ = lru.New[usageKey, usageSeen](usageCacheEntries) // errors only for a size <= 0
 	}
 	all := map[string]tool{
 		"sessions_list":    sessionsList,

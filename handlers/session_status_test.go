@@ -454,3 +454,29 @@ func TestStatusWithoutSignalLog(t *testing.T) {
 		t.Fatalf("no log: %v", res)
 	}
 }
+
+// The worker remembers what each transcript entry said about usage, so a
+// repeated card reads only the transcript's end; a newer entry is still
+// read and wins.
+func TestStatusUsageBackfillFollowsNewEntries(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	s.Import(handlers.ImportOptions{SessionKey: mainKey},
+		`{"role":"user","content":"hi"}`,
+		`{"type":"message","message":{"role":"assistant","content":"one","usage":{"input":100,"output":20,"totalTokens":120}}}`,
+	)
+	for range 2 {
+		if lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`)); !hasLine(lines, "🧮 Tokens: 100 in / 20 out") {
+			t.Fatalf("first usage: %s", strings.Join(lines, "\n"))
+		}
+	}
+	if _, err := s.Worker.Deps.Transcripts.Append(bustest.Context(t), bus.EncodeKey(mainKey),
+		[]byte(`{"type":"message","message":{"role":"assistant","content":"two","usage":{"input":300,"output":40,"totalTokens":340}}}`),
+		[]byte(`{"role":"user","content":"and?"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`)); !hasLine(lines, "🧮 Tokens: 300 in / 40 out") {
+			t.Fatalf("newer usage: %s", strings.Join(lines, "\n"))
+		}
+	}
+}

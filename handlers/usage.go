@@ -54,7 +54,42 @@ func (u usage) backfill(l usage) usage {
 // latestUsage reads the newest usage record among the transcript's last
 // entries; zero when there is none or the read fails (the card then shows
 // what the entry has).
+//
+// What an entry holds never changes, so the worker remembers what each one
+// it parsed said (by stream generation and sequence, like the history
+// views): a repeated status card reads the transcript's index and newest
+// entry only, not the twenty entries again.
 func (d *Deps) latestUsage(ctx context.Context, key string) usage {
+	gen := d.Transcripts.Generation()
+	known := func(seq, _ uint64) bool { return d.usageSeen != nil && d.usageSeen.Contains(usageKey{gen, seq}) }
+	es, _, err := d.Transcripts.TailCached(ctx, bus.EncodeKey(key), usageTailEntries, 0, known)
+	if err != nil {
+		d.Log.Warn("session_status: transcript usage", "session", key, "err", err)
+		return usage{}
+	}
+	for i := len(es) - 1; i >= 0; i-- {
+		var u usageSeen
+		if es[i].Data == nil {
+			var ok bool
+			if u, ok = d.usageSeen.Get(usageKey{gen, es[i].Seq}); !ok {
+				// evicted since the read trusted it: read it all again
+				return d.latestUsageUncached(ctx, key)
+			}
+		} else {
+			u.u, u.ok = parseUsage(es[i].Data)
+			if d.usageSeen != nil {
+				d.usageSeen.Add(usageKey{gen, es[i].Seq}, u)
+			}
+		}
+		if u.ok {
+			return u.u
+		}
+	}
+	return usage{}
+}
+
+// latestUsageUncached is latestUsage fetching every entry.
+func (d *Deps) latestUsageUncached(ctx context.Context, key string) usage {
 	es, _, err := d.Transcripts.Tail(ctx, bus.EncodeKey(key), usageTailEntries, 0)
 	if err != nil {
 		d.Log.Warn("session_status: transcript usage", "session", key, "err", err)
@@ -67,6 +102,19 @@ func (d *Deps) latestUsage(ctx context.Context, key string) usage {
 	}
 	return usage{}
 }
+
+// usageKey names one transcript entry: stream generation and sequence.
+type usageKey struct{ gen, seq uint64 }
+
+// usageSeen is what one entry said about usage.
+type usageSeen struct {
+	u  usage
+	ok bool
+}
+
+// usageCacheEntries bounds the entries whose usage parse a worker keeps
+// (about 100 bytes each).
+const usageCacheEntries = 64 << 10
 
 // parseUsage reads a transcript line's usage: OpenClaw's own line shape
 // ({"type":"message","message":{…,"usage":{…}}}) or a bare message, with the
