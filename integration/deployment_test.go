@@ -1,13 +1,17 @@
 package integration
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus/embedded"
+	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
@@ -43,4 +47,34 @@ func newDeployment(t *testing.T, configYAML string) *deployment {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// startWorker runs a tool worker in the test process against the
+// deployment, stopped when the test ends.
+func (d *deployment) startWorker(t *testing.T) *handlers.Worker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := handlers.StartWorker(ctx, d.nc, d.cfg, bus.NewVerifier(d.op.PublicKey()), nil)
+	if err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// transcriptEntries reads the whole transcript of session.
+func transcriptEntries(t *testing.T, tr *transcripts.Store, session string) []transcripts.Entry {
+	t.Helper()
+	ctx := bustest.Context(t)
+	enc := bus.EncodeKey(session)
+	n, err := tr.Count(ctx, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := tr.Read(ctx, enc, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
-	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
@@ -55,21 +54,14 @@ const (
 func TestGatewayKill(t *testing.T) {
 	start0 := time.Now()
 	dep := newDeployment(t, gatewayKillConfig)
-	s, nc, cfg, cfgPath, op, creds := dep.s, dep.nc, dep.cfg, dep.cfgPath, dep.op, dep.creds
+	s, nc, cfgPath, op, creds := dep.s, dep.nc, dep.cfgPath, dep.op, dep.creds
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil)
-	cancel()
-	if err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-	d := w.Deps
+	d := dep.startWorker(t).Deps
 
 	// the caller spawned every target, so sessions_send skips the A2A flow
 	const caller = "agent:main:main"
 	targets := make([]string, gatewayKillSessions)
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	var lastRev uint64
 	for i := range targets {
 		targets[i] = fmt.Sprintf("agent:main:subagent:gk%03d", i)
@@ -266,15 +258,7 @@ func TestGatewayKill(t *testing.T) {
 		sessions[r.target] = true
 	}
 	for target := range sessions {
-		enc := bus.EncodeKey(target)
-		n, err := d.Transcripts.Count(ctx, enc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries, err := d.Transcripts.Read(ctx, enc, 0, n)
-		if err != nil {
-			t.Fatal(err)
-		}
+		entries := transcriptEntries(t, d.Transcripts, target)
 		counts := map[part]int{}
 		for _, e := range entries {
 			var m struct {

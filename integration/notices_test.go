@@ -64,15 +64,8 @@ var noticeLine = regexp.MustCompile(`^Session "([^"]+)" changed \(other actor\)\
 func TestNoticesExactlyOnceAcrossGateways(t *testing.T) {
 	start0 := time.Now()
 	dep := newDeployment(t, noticesConfig)
-	s, nc, cfg, cfgPath, op, creds := dep.s, dep.nc, dep.cfg, dep.cfgPath, dep.op, dep.creds
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil)
-	cancel()
-	if err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
-	d := w.Deps
+	s, nc, cfgPath, op, creds := dep.s, dep.nc, dep.cfgPath, dep.op, dep.creds
+	d := dep.startWorker(t).Deps
 
 	gws := map[string]*proc{}
 	for _, id := range []string{"gw-a", "gw-b", "gw-c"} {
@@ -333,16 +326,7 @@ type transcriptEntry struct {
 
 func transcriptOf(t *testing.T, d *handlers.Deps, session string) []transcriptEntry {
 	t.Helper()
-	ctx := bustest.Context(t)
-	enc := bus.EncodeKey(session)
-	n, err := d.Transcripts.Count(ctx, enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := d.Transcripts.Read(ctx, enc, 0, n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := transcriptEntries(t, d.Transcripts, session)
 	out := make([]transcriptEntry, len(entries))
 	for i, e := range entries {
 		if err := json.Unmarshal(e.Data, &out[i]); err != nil {

@@ -138,16 +138,7 @@ var sessionKeyLine = regexp.MustCompile(`(?m)^session_key: (.+)$`)
 // announcesIn counts the completion announces in session's transcript per
 // child session key, and checks every (run, part) appears once.
 func (b *subagentBus) announcesIn(t *testing.T, session string) (map[string]int, map[string]string) {
-	ctx := bustest.Context(t)
-	enc := bus.EncodeKey(session)
-	n, err := b.tr.Count(ctx, enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := b.tr.Read(ctx, enc, 0, n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := transcriptEntries(t, b.tr, session)
 	perChild, text := map[string]int{}, map[string]string{}
 	parts := map[string]int{}
 	for _, e := range entries {
