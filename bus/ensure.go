@@ -59,3 +59,47 @@ func IsWrongLastSeq(err error) bool {
 	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
+
+// KVConfig is a bucket as it was opened, embedded by the stores whose
+// bucket a Guard brings back after an operator deleted it: it recreates
+// the bucket with the config it was opened with.
+type KVConfig struct {
+	js  jetstream.JetStream
+	cfg jetstream.KeyValueConfig
+}
+
+// OpenKV is EnsureKV that also returns what Recreate needs.
+func OpenKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, KVConfig, error) {
+	kv, err := EnsureKV(ctx, js, cfg)
+	return kv, KVConfig{js: js, cfg: cfg}, err
+}
+
+// Streams is the bucket's stream (see Guard).
+func (k KVConfig) Streams() []string { return []string{KVStream(k.cfg.Bucket)} }
+
+// Recreate creates the bucket again (see Guard).
+func (k KVConfig) Recreate(ctx context.Context, _ string) error {
+	_, err := EnsureKV(ctx, k.js, k.cfg)
+	return err
+}
+
+// StreamConfig is a stream as it was opened, the KVConfig of streams.
+type StreamConfig struct {
+	js  jetstream.JetStream
+	cfg jetstream.StreamConfig
+}
+
+// OpenStream is EnsureStream that also returns what Recreate needs.
+func OpenStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, StreamConfig, error) {
+	st, err := EnsureStream(ctx, js, cfg)
+	return st, StreamConfig{js: js, cfg: cfg}, err
+}
+
+// Streams is the stream (see Guard).
+func (s StreamConfig) Streams() []string { return []string{s.cfg.Name} }
+
+// Recreate creates the stream again (see Guard).
+func (s StreamConfig) Recreate(ctx context.Context, _ string) error {
+	_, err := EnsureStream(ctx, s.js, s.cfg)
+	return err
+}

@@ -29,9 +29,8 @@ type State struct {
 
 // Store is the a2a bucket.
 type Store struct {
-	b   record.Bucket[State]
-	js  jetstream.JetStream
-	cfg jetstream.KeyValueConfig
+	bus.KVConfig // recreated by bus.Guard
+	b            record.Bucket[State]
 }
 
 // Open creates the bucket if absent; a flow's state outlives its last write
@@ -45,20 +44,11 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 		Replicas:    max(replicas, 1),
 		TTL:         maxAge,
 	}
-	kv, err := bus.EnsureKV(ctx, js, cfg)
+	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{b: record.New[State](kv, js, "a2a flow"), js: js, cfg: cfg}, nil
-}
-
-// Streams is the bucket's stream (see bus.Guard).
-func (s *Store) Streams() []string { return []string{bus.KVStream(s.cfg.Bucket)} }
-
-// Recreate creates the bucket again after it was deleted (see bus.Guard).
-func (s *Store) Recreate(ctx context.Context, _ string) error {
-	_, err := bus.EnsureKV(ctx, s.js, s.cfg)
-	return err
+	return &Store{KVConfig: opened, b: record.New[State](kv, js, "a2a flow")}, nil
 }
 
 // Start records a flow's first state unless the flow has one (a

@@ -32,9 +32,8 @@ type Claim struct {
 
 // Claims is the bucket.
 type Claims struct {
-	kv  jetstream.KeyValue
-	js  jetstream.JetStream
-	cfg jetstream.KeyValueConfig
+	bus.KVConfig // recreated by bus.Guard
+	kv           jetstream.KeyValue
 }
 
 // Open creates the bucket if absent (per-key TTLs need nats-server 2.11).
@@ -48,20 +47,11 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 		TTL:            MaxAge,
 		LimitMarkerTTL: time.Minute,
 	}
-	kv, err := bus.EnsureKV(ctx, js, cfg)
+	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("claims bucket (needs nats-server 2.11 or later): %w", err)
 	}
-	return &Claims{kv: kv, js: js, cfg: cfg}, nil
-}
-
-// Streams is the bucket's stream (see bus.Guard).
-func (c *Claims) Streams() []string { return []string{bus.KVStream(c.cfg.Bucket)} }
-
-// Recreate creates the bucket again after it was deleted (see bus.Guard).
-func (c *Claims) Recreate(ctx context.Context, _ string) error {
-	_, err := bus.EnsureKV(ctx, c.js, c.cfg)
-	return err
+	return &Claims{KVConfig: opened, kv: kv}, nil
 }
 
 // ErrTaken is returned by Take when another holder has the claim (or it

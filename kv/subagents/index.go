@@ -178,7 +178,7 @@ func controllers(r *Record) []string {
 
 // Sync waits until every write made before the call is applied.
 func (ix *Index) Sync(ctx context.Context) error {
-	st, err := ix.reg.js.Stream(ctx, bus.KVStream(ix.reg.cfg.Bucket))
+	st, err := ix.reg.js.Stream(ctx, bus.KVStream(ix.reg.KV().Bucket()))
 	if err != nil {
 		return err
 	}

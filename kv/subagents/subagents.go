@@ -131,9 +131,9 @@ var ErrExists = errors.New("sub-agent already registered")
 
 // Registry is the subagents bucket.
 type Registry struct {
-	b   record.Bucket[Record]
-	js  jetstream.JetStream
-	cfg jetstream.KeyValueConfig
+	bus.KVConfig // recreated by bus.Guard
+	b            record.Bucket[Record]
+	js           jetstream.JetStream
 }
 
 // DefaultMaxAge is how long a record outlives its last write: the
@@ -154,20 +154,11 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 		Replicas:    max(replicas, 1),
 		TTL:         maxAge,
 	}
-	kv, err := bus.EnsureKV(ctx, js, cfg)
+	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{b: record.New[Record](kv, js, "sub-agent"), js: js, cfg: cfg}, nil
-}
-
-// Streams is the bucket's stream (see bus.Guard).
-func (r *Registry) Streams() []string { return []string{bus.KVStream(r.cfg.Bucket)} }
-
-// Recreate creates the bucket again after it was deleted (see bus.Guard).
-func (r *Registry) Recreate(ctx context.Context, _ string) error {
-	_, err := bus.EnsureKV(ctx, r.js, r.cfg)
-	return err
+	return &Registry{KVConfig: opened, b: record.New[Record](kv, js, "sub-agent"), js: js}, nil
 }
 
 // KV is the underlying bucket.

@@ -32,10 +32,10 @@ type Delivery struct {
 
 // Stream publishes deliveries.
 type Stream struct {
-	js    jetstream.JetStream
-	names bus.Names
-	st    jetstream.Stream
-	cfg   jetstream.StreamConfig
+	bus.StreamConfig // recreated by bus.Guard
+	js               jetstream.JetStream
+	names            bus.Names
+	st               jetstream.Stream
 }
 
 // Open creates SB_DELIVER if absent, keeping each delivery for maxAge
@@ -50,20 +50,11 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 		Duplicates:  min(DedupeWindow, maxAge),
 		MaxAge:      maxAge,
 	}
-	st, err := bus.EnsureStream(ctx, js, cfg)
+	st, opened, err := bus.OpenStream(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{js: js, names: names, st: st, cfg: cfg}, nil
-}
-
-// Streams is SB_DELIVER (see bus.Guard).
-func (s *Stream) Streams() []string { return []string{s.cfg.Name} }
-
-// Recreate creates the stream again after it was deleted (see bus.Guard).
-func (s *Stream) Recreate(ctx context.Context, _ string) error {
-	_, err := bus.EnsureStream(ctx, s.js, s.cfg)
-	return err
+	return &Stream{StreamConfig: opened, js: js, names: names, st: st}, nil
 }
 
 // Publish captures d on its channel's subject; msgID dedupes a re-publish.

@@ -45,9 +45,10 @@ type Event struct {
 
 // Stream is SB_EVENTS.
 type Stream struct {
-	js    jetstream.JetStream
-	names bus.Names
-	cfg   jetstream.StreamConfig
+	bus.StreamConfig // recreated by bus.Guard
+	js               jetstream.JetStream
+	names            bus.Names
+	name             string
 }
 
 // Open creates SB_EVENTS if absent.
@@ -66,19 +67,11 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 		Duplicates:  DedupeWindow,
 		AllowDirect: true,
 	}
-	if _, err := bus.EnsureStream(ctx, js, cfg); err != nil {
+	_, opened, err := bus.OpenStream(ctx, js, cfg)
+	if err != nil {
 		return nil, err
 	}
-	return &Stream{js: js, names: names, cfg: cfg}, nil
-}
-
-// Streams is SB_EVENTS (see bus.Guard).
-func (s *Stream) Streams() []string { return []string{s.cfg.Name} }
-
-// Recreate creates the stream again after it was deleted (see bus.Guard).
-func (s *Stream) Recreate(ctx context.Context, _ string) error {
-	_, err := bus.EnsureStream(ctx, s.js, s.cfg)
-	return err
+	return &Stream{StreamConfig: opened, js: js, names: names, name: cfg.Name}, nil
 }
 
 // Publish appends ev to its session's subject with Nats-Msg-Id = ev.ID, so
@@ -110,9 +103,9 @@ func (s *Stream) Follow(ctx context.Context, log *slog.Logger, fn func(*Event), 
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 		FilterSubjects: []string{s.names.SessionEvents()},
 	}
-	cons, err := s.js.OrderedConsumer(ctx, s.cfg.Name, cfg)
+	cons, err := s.js.OrderedConsumer(ctx, s.name, cfg)
 	if err != nil {
-		return fmt.Errorf("follow %s: %w", s.cfg.Name, err)
+		return fmt.Errorf("follow %s: %w", s.name, err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var ev Event
@@ -126,7 +119,7 @@ func (s *Stream) Follow(ctx context.Context, log *slog.Logger, fn func(*Event), 
 		fn(&ev)
 	})
 	if err != nil {
-		return fmt.Errorf("follow %s: %w", s.cfg.Name, err)
+		return fmt.Errorf("follow %s: %w", s.name, err)
 	}
 	context.AfterFunc(ctx, cc.Stop)
 	return nil
