@@ -551,7 +551,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		}
 		g.cursors.put(r.enc, r.cur)
 	})
-	wg.Go(func() { g.touchSession(octx, req, r.enc, r.sess, r.sessRev) })
+	wg.Go(func() { g.touchSession(octx, req, r.sess, r.sessRev) })
 	wg.Go(release)
 	rec, _, err := g.runs.UpdateFrom(octx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {
@@ -684,7 +684,7 @@ func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request, chil
 // touchSession bumps the session's updatedAt after a turn, from the entry
 // read when the run started (nil: created by createSession, read it). A
 // failure only leaves updatedAt older; the turn is recorded regardless.
-func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, enc string, cur *sessions.Entry, rev uint64) {
+func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64) {
 	now := time.Now().UnixMilli()
 	_, _, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
 		e.UpdatedAt = max(e.UpdatedAt, now)

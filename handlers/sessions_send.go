@@ -22,7 +22,6 @@ import (
 const (
 	sendDefaultTimeoutSeconds = 30
 	sendLabelMaxLength        = 512
-	sendIdempotencyMaxLength  = 256
 	sendDefaultAnnounceMs     = 30_000
 	sendLane                  = "nested"
 	deliveryModeAnnounce      = "announce"
@@ -103,16 +102,29 @@ func readSendParams(p rules.Params) (sendParams, error) {
 	if hasT {
 		sp.timeoutSeconds = t
 	}
-	if sp.idempotencyKey, _, err = p.String("idempotencyKey"); err != nil {
+	if sp.idempotencyKey, err = readIdempotencyKey(p); err != nil {
 		return sp, err
 	}
 	if sp.watch, _, err = p.Bool("watch"); err != nil {
 		return sp, err
 	}
-	if n := len(sp.idempotencyKey); n > sendIdempotencyMaxLength {
-		return sp, badRequest(fmt.Sprintf("idempotencyKey must be at most %d bytes (got %d)", sendIdempotencyMaxLength, n))
-	}
 	return sp, nil
+}
+
+// idempotencyKeyMaxBytes bounds the idempotencyKey of sessions_send and
+// sessions_spawn: it is hashed into ids, never stored whole in a subject.
+const idempotencyKeyMaxBytes = 256
+
+// readIdempotencyKey reads the optional idempotencyKey parameter.
+func readIdempotencyKey(p rules.Params) (string, error) {
+	key, _, err := p.String("idempotencyKey")
+	if err != nil {
+		return "", err
+	}
+	if n := len(key); n > idempotencyKeyMaxBytes {
+		return "", badRequest(fmt.Sprintf("idempotencyKey must be at most %d bytes (got %d)", idempotencyKeyMaxBytes, n))
+	}
+	return key, nil
 }
 
 func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (any, error) {

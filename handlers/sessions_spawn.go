@@ -56,7 +56,6 @@ const (
 	maxAttachmentFileBytes  = 256 << 10 // decoded bytes of one file
 	maxAttachmentTotalBytes = 512 << 10 // decoded bytes of all files
 	maxAttachmentNameBytes  = 255
-	spawnIdempotencyMaxLen  = 256
 )
 
 // ThinkingLevels are OpenClaw's think levels, in the order the errors list
@@ -289,11 +288,8 @@ func readSpawnParams(p rules.Params) (spawnParams, error) {
 	if sp.mountPath, err = readMountPath(p); err != nil {
 		return sp, err
 	}
-	if sp.idempotencyKey, _, err = p.String("idempotencyKey"); err != nil {
+	if sp.idempotencyKey, err = readIdempotencyKey(p); err != nil {
 		return sp, err
-	}
-	if n := len(sp.idempotencyKey); n > spawnIdempotencyMaxLen {
-		return sp, badRequest(fmt.Sprintf("idempotencyKey must be at most %d bytes (got %d)", spawnIdempotencyMaxLen, n))
 	}
 	return sp, nil
 }

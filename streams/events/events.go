@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -113,7 +114,7 @@ func (s *Stream) Follow(ctx context.Context, log *slog.Logger, fn func(*Event), 
 			log.Warn("events: skipping a malformed event", "subject", m.Subject(), "err", err)
 			return
 		}
-		if len(kinds) > 0 && !contains(kinds, ev.Kind) {
+		if len(kinds) > 0 && !slices.Contains(kinds, ev.Kind) {
 			return
 		}
 		fn(&ev)
@@ -123,13 +124,4 @@ func (s *Stream) Follow(ctx context.Context, log *slog.Logger, fn func(*Event), 
 	}
 	context.AfterFunc(ctx, cc.Stop)
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
