@@ -106,6 +106,14 @@ func (n Names) SignalHeadsBucket() string { return n.Bucket("sigheads") }
 // notices.
 func (n Names) WatchersBucket() string { return n.Bucket("watchers") }
 
+// ArchivesBucket is the object store of archived transcripts (zstd
+// JSONL of deleted, reset and archived sessions).
+func (n Names) ArchivesBucket() string { return n.Bucket("archives") }
+
+// SessionOp is the request subject of a session lifecycle operation
+// (delete, reset) for ops and channel adapters.
+func (n Names) SessionOp(op string) string { return n.p() + ".ops.session." + op }
+
 // Inbound is the request subject a channel adapter brings a human turn in on.
 func (n Names) Inbound() string { return n.p() + ".inbound" }
 

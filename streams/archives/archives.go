@@ -1,0 +1,423 @@
+// Package archives is the `archives` object store: the transcripts of
+// deleted, reset and archived sessions, kept as zstd-compressed JSONL (one
+// transcript entry per line, exactly the bytes the transcript holds, each
+// followed by "\n"; the lines `sessionbus import` reads) with the facts ops
+// and sessions_list need in the object's metadata.
+//
+// An archive is written and read back (its digest compared) before the
+// lifecycle operation that wrote it removes anything; its State says
+// whether that operation finished (done) or must still be finished by a
+// sweep (pending).
+package archives
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// Reasons an archive was written.
+const (
+	ReasonDeleted  = "deleted"  // sessionbus session delete, sub-agent cleanup "delete"
+	ReasonReset    = "reset"    // sessionbus session reset
+	ReasonArchived = "archived" // archiveAfterMinutes
+)
+
+// States of the lifecycle operation an archive belongs to.
+const (
+	StatePending = "pending" // written and verified; the session is not yet (all) removed
+	StateDone    = "done"    // the operation finished
+)
+
+// ContentEncoding is recorded in every archive's metadata: the object's
+// bytes are one zstd frame of the JSONL.
+const ContentEncoding = "zstd"
+
+// ErrNotFound means no archive has that id or session key.
+var ErrNotFound = errors.New("archive not found")
+
+// ErrCorrupt means an archive's bytes no longer decode to what was written.
+var ErrCorrupt = errors.New("archive is corrupt")
+
+// Meta is what an archive records about the session it holds.
+type Meta struct {
+	ID         string `json:"id"` // object name
+	Key        string `json:"key"`
+	SessionID  string `json:"sessionId,omitempty"`
+	AgentID    string `json:"agentId,omitempty"`
+	Reason     string `json:"reason"`
+	State      string `json:"state"`
+	Entries    int    `json:"entries"`
+	Bytes      int64  `json:"bytes"`      // JSONL, uncompressed
+	Compressed int64  `json:"compressed"` // object size
+	At         int64  `json:"at"`         // when written, unix ms
+	Digest     string `json:"digest"`     // sha256 of the JSONL, hex
+	// LastSeq is the SB_TRANSCRIPTS sequence of the last entry archived
+	// (0: empty transcript), so a sweep finishing the operation can tell
+	// whether the transcript grew since.
+	LastSeq uint64 `json:"lastSeq,omitempty"`
+	// Entry is the session entry as it was (its JSON), for sessions_list
+	// archived:true and restore.
+	Entry json.RawMessage `json:"entry,omitempty"`
+}
+
+// Ratio is the JSONL size over the archive's.
+func (m *Meta) Ratio() float64 {
+	if m.Compressed == 0 {
+		return 0
+	}
+	return float64(m.Bytes) / float64(m.Compressed)
+}
+
+// Store is the archives object store.
+type Store struct {
+	obs    jetstream.ObjectStore
+	js     jetstream.JetStream
+	bucket string
+}
+
+// Options of a new object store.
+type Options struct {
+	Replicas int
+}
+
+// Open opens the object store, creating it if absent (an existing one
+// keeps its settings).
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, o Options) (*Store, error) {
+	bucket := names.ArchivesBucket()
+	obs, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket:      bucket,
+			Description: "sessionbus archived transcripts (zstd JSONL)",
+			Storage:     jetstream.FileStorage,
+			Replicas:    max(o.Replicas, 1),
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			obs, err = js.ObjectStore(ctx, bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open object store %s: %w", bucket, err)
+	}
+	return &Store{obs: obs, js: js, bucket: bucket}, nil
+}
+
+// Bucket is the object store's name (for `nats obj ls BUCKET`).
+func (s *Store) Bucket() string { return s.bucket }
+
+// Lines produces a transcript's entries, in order, by calling emit for
+// each; an error from emit must be returned.
+type Lines func(emit func(entry []byte) error) error
+
+// Progress is told how many entries were written so far (may be nil).
+type Progress func(entries int)
+
+// Write stores the entries lines produces as the archive m.ID (replacing
+// one of that name), then reads it back and compares its digest and count
+// with what was written: only a verified archive returns nil. m's Entries,
+// Bytes, Compressed, Digest and At are filled in.
+func (s *Store) Write(ctx context.Context, m *Meta, lines Lines, progress Progress) error {
+	if m.ID == "" || m.Key == "" {
+		return errors.New("archive: id and key are required")
+	}
+	pr, pw := io.Pipe()
+	h := sha256.New()
+	var n int
+	var size int64
+	go func() {
+		enc, err := zstd.NewWriter(pw, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		bw := bufio.NewWriterSize(io.MultiWriter(enc, h), 64<<10)
+		err = lines(func(entry []byte) error {
+			if slices.Contains(entry, '\n') {
+				return fmt.Errorf("entry %d holds a newline: not one JSONL line", n)
+			}
+			if _, err := bw.Write(entry); err != nil {
+				return err
+			}
+			if err := bw.WriteByte('\n'); err != nil {
+				return err
+			}
+			n++
+			size += int64(len(entry)) + 1
+			if progress != nil && n%1000 == 0 {
+				progress(n)
+			}
+			return nil
+		})
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err == nil {
+			err = enc.Close()
+		} else {
+			enc.Close()
+		}
+		pw.CloseWithError(err) // nil: EOF
+	}()
+	// The digest and count are known only once the body is read; the
+	// metadata goes first as "pending" and is completed right after.
+	m.At = time.Now().UnixMilli()
+	if m.State == "" {
+		m.State = StatePending
+	}
+	info, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: m.ID, Description: describe(m), Metadata: m.metadata()}, pr)
+	pr.CloseWithError(err)
+	if err != nil {
+		return fmt.Errorf("write archive %s of %s: %w", m.ID, m.Key, err)
+	}
+	m.Entries, m.Bytes, m.Compressed, m.Digest = n, size, int64(info.Size), hex.EncodeToString(h.Sum(nil))
+	if err := s.obs.UpdateMeta(ctx, m.ID, jetstream.ObjectMeta{Name: m.ID, Description: describe(m), Metadata: m.metadata()}); err != nil {
+		return fmt.Errorf("write archive %s of %s: record its digest: %w", m.ID, m.Key, err)
+	}
+	if progress != nil {
+		progress(n)
+	}
+	got, err := s.Read(ctx, m.ID, io.Discard)
+	if err != nil {
+		return fmt.Errorf("verify archive %s of %s: %w", m.ID, m.Key, err)
+	}
+	if got.Entries != n || got.Digest != m.Digest {
+		return fmt.Errorf("verify archive %s of %s: %w: read back %d entries, wrote %d", m.ID, m.Key, ErrCorrupt, got.Entries, n)
+	}
+	return nil
+}
+
+func describe(m *Meta) string {
+	return fmt.Sprintf("%s %s (%s)", m.Reason, m.Key, m.SessionID)
+}
+
+// SetState records the state of the archive's lifecycle operation.
+func (s *Store) SetState(ctx context.Context, id, state string) error {
+	m, err := s.Info(ctx, id)
+	if err != nil {
+		return err
+	}
+	if m.State == state {
+		return nil
+	}
+	m.State = state
+	if err := s.obs.UpdateMeta(ctx, id, jetstream.ObjectMeta{Name: id, Description: describe(m), Metadata: m.metadata()}); err != nil {
+		return fmt.Errorf("archive %s: record state %s: %w", id, state, err)
+	}
+	return nil
+}
+
+// Info reads an archive's metadata.
+func (s *Store) Info(ctx context.Context, id string) (*Meta, error) {
+	info, err := s.obs.GetInfo(ctx, id)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("%w: no archive %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read archive %s: %w", id, err)
+	}
+	return metaOf(info)
+}
+
+// Read writes the archive's JSONL, decompressed, to w, checking it against
+// the digest recorded when it was written. A corrupt or truncated object
+// is an error wrapping ErrCorrupt; w may then have received a prefix.
+func (s *Store) Read(ctx context.Context, id string, w io.Writer) (*Meta, error) {
+	m, err := s.Info(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if m.Digest == "" {
+		return nil, fmt.Errorf("%w: archive %s of %s was never completed (written by an operation that stopped; the next sweep rewrites or removes it)", ErrCorrupt, id, m.Key)
+	}
+	obj, err := s.obs.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read archive %s: %w", id, err)
+	}
+	defer obj.Close()
+	dec, err := zstd.NewReader(obj, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	h := sha256.New()
+	cw := &countWriter{}
+	if _, err := io.Copy(io.MultiWriter(w, h, cw), dec); err != nil {
+		return nil, fmt.Errorf("%w: archive %s of %s does not decode (%v): copy it with `nats obj get %s %s` before removing it", ErrCorrupt, id, m.Key, err, s.bucket, id)
+	}
+	got := *m
+	got.Digest, got.Entries = hex.EncodeToString(h.Sum(nil)), cw.lines
+	if got.Digest != m.Digest || int64(cw.n) != m.Bytes {
+		return nil, fmt.Errorf("%w: archive %s of %s decodes to %d bytes with digest %.12s…, it was written as %d bytes with digest %.12s…",
+			ErrCorrupt, id, m.Key, cw.n, got.Digest, m.Bytes, m.Digest)
+	}
+	return &got, nil
+}
+
+type countWriter struct {
+	n     int
+	lines int
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n += len(p)
+	for _, b := range p {
+		if b == '\n' {
+			c.lines++
+		}
+	}
+	return len(p), nil
+}
+
+// List returns every archive's metadata, oldest first. Objects that are
+// not archives (someone put them there by hand) are skipped.
+func (s *Store) List(ctx context.Context) ([]*Meta, error) {
+	infos, err := s.obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list archives: %w", err)
+	}
+	out := make([]*Meta, 0, len(infos))
+	for _, info := range infos {
+		if m, err := metaOf(info); err == nil {
+			out = append(out, m)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *Meta) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// Find resolves an archive id, or a session key (its newest archive).
+func (s *Store) Find(ctx context.Context, keyOrID string) (*Meta, error) {
+	if m, err := s.Info(ctx, keyOrID); err == nil {
+		return m, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	all, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Key == keyOrID {
+			return all[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no archive has id or session key %q (list them with `sessionbus archive ls`)", ErrNotFound, keyOrID)
+}
+
+// Delete removes an archive.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	err := s.obs.Delete(ctx, id)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil
+	}
+	return err
+}
+
+// Usage is what the archives hold.
+type Usage struct {
+	Archives   int   `json:"archives"`
+	Pending    int   `json:"pending"`
+	Entries    int64 `json:"entries"`
+	Bytes      int64 `json:"bytes"`      // JSONL, uncompressed
+	Compressed int64 `json:"compressed"` // sum of the objects' sizes
+	// StoreBytes is what the object store's stream holds on disk
+	// (chunks, metadata and the tombstones of deleted archives).
+	StoreBytes uint64 `json:"storeBytes"`
+}
+
+// Usage sums the archives (for `sessionbus archive budget` and inspect).
+func (s *Store) Usage(ctx context.Context) (Usage, []*Meta, error) {
+	all, err := s.List(ctx)
+	if err != nil {
+		return Usage{}, nil, err
+	}
+	var u Usage
+	for _, m := range all {
+		u.Archives++
+		u.Entries += int64(m.Entries)
+		u.Bytes += m.Bytes
+		u.Compressed += m.Compressed
+		if m.State == StatePending {
+			u.Pending++
+		}
+	}
+	st, err := s.obs.Status(ctx)
+	if err != nil {
+		return u, all, fmt.Errorf("archives status: %w", err)
+	}
+	u.StoreBytes = st.Size()
+	return u, all, nil
+}
+
+// metadata keys; flat, so `nats obj info archives ID` shows them.
+const (
+	mdKey, mdSessionID, mdAgentID, mdReason, mdState = "key", "sessionId", "agentId", "reason", "state"
+	mdEntries, mdBytes, mdAt, mdDigest, mdLastSeq    = "entries", "bytes", "at", "digest", "lastSeq"
+	mdEntry, mdEncoding                              = "entry", "content-encoding"
+)
+
+func (m *Meta) metadata() map[string]string {
+	md := map[string]string{
+		mdKey: m.Key, mdReason: m.Reason, mdState: m.State, mdEncoding: ContentEncoding,
+		mdAt: strconv.FormatInt(m.At, 10),
+	}
+	set := func(k, v string) {
+		if v != "" {
+			md[k] = v
+		}
+	}
+	set(mdSessionID, m.SessionID)
+	set(mdAgentID, m.AgentID)
+	set(mdDigest, m.Digest)
+	if m.Digest != "" {
+		md[mdEntries] = strconv.Itoa(m.Entries)
+		md[mdBytes] = strconv.FormatInt(m.Bytes, 10)
+	}
+	if m.LastSeq > 0 {
+		md[mdLastSeq] = strconv.FormatUint(m.LastSeq, 10)
+	}
+	if len(m.Entry) > 0 {
+		md[mdEntry] = string(m.Entry)
+	}
+	return md
+}
+
+func metaOf(info *jetstream.ObjectInfo) (*Meta, error) {
+	md := info.Metadata
+	if md[mdKey] == "" || md[mdEncoding] != ContentEncoding {
+		return nil, fmt.Errorf("object %s is not an archive", info.Name)
+	}
+	m := &Meta{
+		ID: info.Name, Key: md[mdKey], SessionID: md[mdSessionID], AgentID: md[mdAgentID],
+		Reason: md[mdReason], State: md[mdState], Digest: md[mdDigest], Compressed: int64(info.Size),
+	}
+	m.Entries, _ = strconv.Atoi(md[mdEntries])
+	m.Bytes, _ = strconv.ParseInt(md[mdBytes], 10, 64)
+	m.At, _ = strconv.ParseInt(md[mdAt], 10, 64)
+	m.LastSeq, _ = strconv.ParseUint(md[mdLastSeq], 10, 64)
+	if e := md[mdEntry]; e != "" && json.Valid([]byte(e)) {
+		m.Entry = json.RawMessage(e)
+	}
+	return m, nil
+}
