@@ -48,7 +48,7 @@ func SampleEntries(n int, seed uint64) [][]byte {
 			m = map[string]any{"role": "assistant", "content": []any{
 				map[string]any{"type": "text", "text": text(20 + r.IntN(120))},
 				map[string]any{"type": "toolCall", "id": "call_" + text(1) + "_" + string(rune('a'+r.IntN(26))),
-					"name": []string{"read", "exec", "edit", "sessions_send"}[r.IntN(4)],
+					"name":      []string{"read", "exec", "edit", "sessions_send"}[r.IntN(4)],
 					"arguments": map[string]any{"path": "/work/" + text(1) + "/" + text(1) + ".go"}},
 			}, "timestamp": ts, "model": "gpt-5.2", "stopReason": "toolUse",
 				"usage": map[string]any{"input": 1000 + r.IntN(90_000), "output": 20 + r.IntN(2000), "cacheRead": r.IntN(80_000)}}
