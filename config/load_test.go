@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +75,6 @@ func TestInvalidVisibilityFallsBack(t *testing.T) {
 func TestMalformedValuesRefuse(t *testing.T) {
 	for body, want := range map[string]string{
 		"session: {agentToAgent: {maxPingPongTurns: lots}}\n": "maxpingpongturns",
-		"session: {maintenance: {maxDiskBytes: huge}}\n":      "session.maintenance.maxDiskBytes",
 		"agents: {list: [{id: 'bad id'}]}\n":                  "agents.list[0].id",
 		"session: {sendPolicy: {default: maybe}}\n":           "session.sendPolicy.default",
 		"logging: {redactSensitive: sometimes}\n":             "logging.redactSensitive",
@@ -84,6 +85,32 @@ func TestMalformedValuesRefuse(t *testing.T) {
 		_, err := Load(write(t, "c.yaml", body), nil)
 		if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {
 			t.Errorf("%q: err = %v, want mention of %s", body, err, want)
+		}
+	}
+}
+
+// TestMalformedDiskBudgetDisables: a malformed maxDiskBytes starts with a
+// warning and no budget, never the 2gb default (seed 000).
+func TestMalformedDiskBudgetDisables(t *testing.T) {
+	var logs bytes.Buffer
+	c, err := Load(write(t, "c.yaml", "session: {maintenance: {maxDiskBytes: huge}}\n"), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := c.DiskBudget(); ok || n != 0 {
+		t.Fatalf("budget %d %v, want disabled", n, ok)
+	}
+	if !strings.Contains(logs.String(), "session.maintenance.maxDiskBytes") || !strings.Contains(logs.String(), "DISABLED") {
+		t.Fatalf("no start-up warning: %s", logs.String())
+	}
+	for in, want := range map[string]int64{"": 2 << 30, "500mb": 500 << 20, "2gb": 2 << 30, "1024": 1024} {
+		body := "{}\n"
+		if in != "" {
+			body = "session: {maintenance: {maxDiskBytes: " + in + "}}\n"
+		}
+		c, err := Load(write(t, "c.yaml", body), nil)
+		if n, ok := c.DiskBudget(); err != nil || !ok || n != want {
+			t.Fatalf("%q: budget %d %v %v, want %d", in, n, ok, err, want)
 		}
 	}
 }

@@ -99,8 +99,12 @@ func (c *Config) Validate(log *slog.Logger) error {
 			return err
 		}
 	}
-	if _, err := ParseBytes(c.Session.Maintenance.MaxDiskBytes); err != nil {
-		return fmt.Errorf("session.maintenance.maxDiskBytes %q: %v", c.Session.Maintenance.MaxDiskBytes, err)
+	if _, ok := c.DiskBudget(); !ok {
+		// Seed 000: a malformed budget must not fall back on the 2gb
+		// default the user never chose (it would evict archives they
+		// meant to keep): no budget at all, said loudly.
+		log.Warn("session.maintenance.maxDiskBytes is malformed: the disk budget is DISABLED, no archive or session is evicted; "+
+			"set a size such as 2gb or 500mb", "key", "session.maintenance.maxDiskBytes", "value", c.Session.Maintenance.MaxDiskBytes)
 	}
 	switch strings.ToLower(c.Logging.RedactSensitive) {
 	case "", "off", "tools":
@@ -147,7 +151,15 @@ func (p *SendPolicy) validate() error {
 	return nil
 }
 
-// ParseBytes reads sizes such as "2gb", "512mb", "1048576".
+// DiskBudget is session.maintenance.maxDiskBytes in bytes, and false when
+// the value is malformed (the budget is then disabled, not defaulted).
+func (c *Config) DiskBudget() (int64, bool) {
+	n, err := ParseBytes(c.Session.Maintenance.MaxDiskBytes)
+	return n, err == nil
+}
+
+// ParseBytes reads sizes such as "2gb", "512mb", "1048576" (kb, mb, gb
+// and tb are powers of 1024).
 func ParseBytes(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	if t == "" {
