@@ -306,7 +306,8 @@ func (s *Store) List(ctx context.Context) ([]*Meta, error) {
 	return out, nil
 }
 
-// Find resolves an archive id, or a session key (its newest archive).
+// Find resolves an archive id, or a session key or sessionId (its newest
+// archive).
 func (s *Store) Find(ctx context.Context, keyOrID string) (*Meta, error) {
 	if m, err := s.Info(ctx, keyOrID); err == nil {
 		return m, nil
@@ -318,11 +319,11 @@ func (s *Store) Find(ctx context.Context, keyOrID string) (*Meta, error) {
 		return nil, err
 	}
 	for i := len(all) - 1; i >= 0; i-- {
-		if all[i].Key == keyOrID {
+		if all[i].Key == keyOrID || all[i].SessionID == keyOrID {
 			return all[i], nil
 		}
 	}
-	return nil, fmt.Errorf("%w: no archive has id or session key %q (list them with `sessionbus archive ls`)", ErrNotFound, keyOrID)
+	return nil, fmt.Errorf("%w: no archive has id, session key or sessionId %q (list them with `sessionbus archive ls`)", ErrNotFound, keyOrID)
 }
 
 // Delete removes an archive.
