@@ -23,6 +23,12 @@ func Inbound(ctx context.Context, nc *nats.Conn, names Names, token string, body
 	return request(ctx, nc, names.Inbound(), token, body)
 }
 
+// SessionOp sends a session lifecycle operation (delete, reset) with an
+// adapter token.
+func SessionOp(ctx context.Context, nc *nats.Conn, names Names, op, token string, body []byte) ([]byte, error) {
+	return request(ctx, nc, names.SessionOp(op), token, body)
+}
+
 // request is one request to a worker endpoint on subject.
 func request(ctx context.Context, nc *nats.Conn, subject, token string, params []byte) ([]byte, error) {
 	if len(params) == 0 {

@@ -81,6 +81,11 @@ type ServiceOptions struct {
 	// session tokens. It is no tool: `nats micro info|stats` list the tools
 	// only, one endpoint each.
 	Inbound Handler
+	// Ops, when set, answers Names.SessionOp(name) for each name (session
+	// lifecycle operations: delete, reset). Like Inbound they take only
+	// adapter tokens (ops mint one for '*'); the handler checks the
+	// channel.
+	Ops map[string]Handler
 }
 
 // InboundEndpoint names the inbound endpoint (Request.Tool of its calls).
@@ -162,6 +167,13 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 	if o.Inbound != nil {
 		s.inbound = &endpoint{name: InboundEndpoint, subject: o.Names.Inbound(), h: o.Inbound}
 		if err := s.subscribe(s.inbound.subject, s.onInbound); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	for name, h := range o.Ops {
+		ep := &endpoint{name: "session." + name, subject: o.Names.SessionOp(name), h: h}
+		if err := s.subscribe(ep.subject, func(m *nats.Msg) { s.dispatch(ep, m, time.Now(), true) }); err != nil {
 			s.Stop()
 			return nil, err
 		}

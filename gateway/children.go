@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/streams/archives"
 	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"
@@ -274,27 +275,13 @@ func AnnounceRunID(childRunID string) string { return childRunID + ".announce" }
 func announceClaim(childRunID string) string { return "announce." + childRunID }
 
 // cleanupChild removes a child spawned with cleanup "delete" once its
-// announce is delivered (or skipped): its session entry and transcript go,
-// the registry record stays (marked Deleted) so `subagents list` still
-// shows the outcome.
+// announce is delivered (or skipped): its transcript is archived, then its
+// session goes (removeChild); the registry record stays, marked Deleted.
 func (g *Gateway) cleanupChild(ctx context.Context, c *subagents.Record) error {
 	if c.Cleanup != "delete" || c.Deleted {
 		return nil
 	}
-	if err := g.store.Delete(ctx, c.ChildSessionKey); err != nil {
-		return fmt.Errorf("delete sub-agent session %s: %w", c.ChildSessionKey, err)
-	}
-	if err := g.tr.Delete(ctx, bus.EncodeKey(c.ChildSessionKey)); err != nil {
-		return fmt.Errorf("delete sub-agent transcript %s: %w", c.ChildSessionKey, err)
-	}
-	_, err := g.reg.Update(ctx, c.ChildSessionKey, func(r *subagents.Record) error {
-		if r.Deleted || r.RunID != c.RunID {
-			return record.ErrUnchanged
-		}
-		r.Deleted = true
-		return nil
-	})
-	return err
+	return g.removeChild(ctx, c, archives.ReasonDeleted)
 }
 
 // announceCarried marks the child's announce delivered: the run carrying

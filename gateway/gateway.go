@@ -26,6 +26,8 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/lifecycle"
+	"github.com/sessionbus/sessionbus/streams/archives"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/events"
 	"github.com/sessionbus/sessionbus/streams/notices"
@@ -115,6 +117,9 @@ type Gateway struct {
 	recorder *notices.Recorder
 	watchers *watchers.Store
 	pending  pendingNotices
+	// life deletes, resets and archives sessions (sub-agent cleanup,
+	// archiveAfterMinutes) and keeps the disk budget
+	life *lifecycle.Ops
 	// sweepEvery paces the sweeps of the registry (timers, stuck
 	// spawns and announces); announceRetries bounds an announce's
 	// delivery attempts before it is recorded failed
@@ -214,6 +219,11 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		return fail(err)
 	}
 	g.recorder = &notices.Recorder{Log: siglog, Watchers: g.watchers, Events: g.events, Logger: g.log}
+	arch, err := archives.Open(ctx, js, names, archives.Options{Replicas: replicas})
+	if err != nil {
+		return fail(err)
+	}
+	g.life = &lifecycle.Ops{Sessions: g.store, Transcripts: g.tr, Archives: arch, Signals: siglog, Watchers: g.watchers, JS: js, Log: g.log}
 	if g.children, err = subagents.StartIndex(ctx, g.reg, g.log); err != nil {
 		return fail(err)
 	}
@@ -271,7 +281,8 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		iter.Stop()
 		return fail(err)
 	}
-	g.wg.Add(4)
+	g.wg.Add(5)
+	go g.lifecycleLoop()
 	go g.dispatch()
 	go g.trimLoop()
 	go g.sweepLoop()

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/streams/archives"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
@@ -80,6 +81,9 @@ func (g *Gateway) sweepWants(c *subagents.Record, now time.Time) bool {
 		}
 		return false
 	}
+	if archiveDue(c, g.archiveAfter(c), now) {
+		return true
+	}
 	if c.Announce == nil {
 		return false
 	}
@@ -94,6 +98,9 @@ func (g *Gateway) sweepWants(c *subagents.Record, now time.Time) bool {
 }
 
 func (g *Gateway) sweepOne(ctx context.Context, c *subagents.Record, now time.Time) error {
+	if archiveDue(c, g.archiveAfter(c), now) {
+		return g.removeChild(ctx, c, archives.ReasonArchived)
+	}
 	if !c.Active() {
 		switch c.Announce.State {
 		case subagents.AnnouncePending:

@@ -21,6 +21,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"
@@ -51,6 +52,9 @@ type Deps struct {
 	// OnHumanTurn, when set, is told of each human turn the ingress
 	// accepts (the signal log's human_direct_message); see WithHumanTurnHook.
 	OnHumanTurn HumanTurnHook
+	// Lifecycle deletes, resets and lists archived sessions (nil: the
+	// session ops and sessions_list archived:true are unavailable).
+	Lifecycle *lifecycle.Ops
 
 	views     *viewCache                      // sessions_history's entry views, set by Tools
 	usageSeen *lru.Cache[usageKey, usageSeen] // session_status's usage parse per entry, set by Tools

@@ -18,6 +18,8 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/lifecycle"
+	"github.com/sessionbus/sessionbus/streams/archives"
 	"github.com/sessionbus/sessionbus/streams/events"
 	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -111,10 +113,15 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if d.Heads, err = siglog.FollowHeads(ctx); err != nil {
 		return fail(err)
 	}
+	arch, err := archives.Open(ctx, js, names, archives.Options{Replicas: cfg.Bus.Replicas})
+	if err != nil {
+		return fail(err)
+	}
+	d.Lifecycle = &lifecycle.Ops{Sessions: d.Store, Transcripts: d.Transcripts, Archives: arch, Signals: siglog, Watchers: d.Watchers, JS: js, Log: log}
 	for _, o := range opts {
 		o(d)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log, Inbound: d.Inbound()}); err != nil {
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log, Inbound: d.Inbound(), Ops: d.SessionOps()}); err != nil {
 		return fail(err)
 	}
 	return w, nil

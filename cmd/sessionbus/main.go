@@ -19,6 +19,8 @@ commands:
   chat      play a human on a channel: send one message into a session, print the reply
   import    load a JSONL transcript (stdin) into a session
   bench     run the benchmark suite
+  session   delete|reset a session (its transcript archived first)
+  archive   ls|get|restore|budget: archived transcripts and the disk budget
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -41,6 +43,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"bench":   cmdBench,
 		"gateway": cmdGateway,
 		"chat":    cmdChat,
+		"session": cmdSession,
+		"archive": cmdArchive,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

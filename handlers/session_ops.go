@@ -1,0 +1,74 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/archives"
+)
+
+// SessionOps are the session lifecycle operations on
+// <prefix>.ops.session.<op> (docs/ops.md): ops and channel adapters delete
+// or reset a session, {"sessionKey": KEY}; the transcript is archived
+// first (package lifecycle). They are no agent tools. An adapter token
+// for one channel may act only on that channel's sessions; ops mint one
+// for '*'.
+func (d *Deps) SessionOps() map[string]bus.Handler {
+	if d.Lifecycle == nil {
+		return nil
+	}
+	op := func(run func(ctx context.Context, key string) (any, error)) bus.Handler {
+		return bus.HandlerFunc(func(ctx context.Context, req *bus.Request) (any, error) {
+			p, err := rules.ParseParams(req.Body)
+			if err != nil {
+				return nil, thrown(err)
+			}
+			key, err := p.RequiredString("sessionKey")
+			if err != nil {
+				return nil, thrown(err)
+			}
+			if err := rules.ValidateSessionKeyInput(key); err != nil {
+				return nil, thrown(err)
+			}
+			if req.Caller.Adapter != bus.AnyChannel {
+				e, _, err := d.Store.Get(ctx, key)
+				if errors.Is(err, sessions.ErrNotFound) {
+					return run(ctx, key) // refused there, with the one message
+				}
+				if err != nil {
+					return nil, err
+				}
+				if ch := sessionChannel(e); !req.Caller.AllowsChannel(ch) {
+					return nil, bus.Errorf(bus.CodeForbidden,
+						"this adapter token is for channel %q and session %s is on channel %q: only that channel's adapter, or an ops token (`sessionbus token --adapter '*'`), may change it",
+						req.Caller.Adapter, key, ch)
+				}
+			}
+			return run(ctx, key)
+		})
+	}
+	return map[string]bus.Handler{
+		"delete": op(func(ctx context.Context, key string) (any, error) {
+			return d.Lifecycle.Delete(ctx, key, archives.ReasonDeleted, nil)
+		}),
+		"reset": op(func(ctx context.Context, key string) (any, error) {
+			return d.Lifecycle.Reset(ctx, key, nil)
+		}),
+	}
+}
+
+// sessionChannel is the channel a session talks on, as its entry records it.
+func sessionChannel(e *sessions.Entry) string {
+	switch {
+	case e.DeliveryContext != nil && e.DeliveryContext.Channel != "":
+		return e.DeliveryContext.Channel
+	case e.LastChannel != "":
+		return e.LastChannel
+	case e.Origin != nil && e.Origin.Provider != "":
+		return e.Origin.Provider
+	}
+	return e.Channel
+}
