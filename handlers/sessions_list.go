@@ -82,6 +82,9 @@ type listQuery struct {
 	excludeSubagents bool
 	derivedTitles    bool
 	lastMessage      bool
+	// fromArchive marks the rows made from archive metadata (archived:
+	// true or "all"): not enriched from the live transcripts
+	fromArchive map[*sessions.Entry]bool
 }
 
 func parseListQuery(p rules.Params) (*listQuery, error) {
@@ -222,13 +225,7 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	nowMs := d.Now().UnixMilli()
 	var picked []*sessions.Entry
 	skipped, hasMore := 0, false
-	consider := func(e *sessions.Entry) bool {
-		if !d.listable(r, q, e, nowMs) {
-			return true
-		}
-		if ok, _, _ := guard.CheckAgent(e.Key, r.facts(e).agentID); !ok {
-			return true
-		}
+	take := func(e *sessions.Entry) bool {
 		if skipped < q.offset {
 			skipped++
 			return true
@@ -239,6 +236,15 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		}
 		picked = append(picked, e)
 		return true
+	}
+	consider := func(e *sessions.Entry) bool {
+		if !d.listable(r, q, e, nowMs) {
+			return true
+		}
+		if ok, _, _ := guard.CheckAgent(e.Key, r.facts(e).agentID); !ok {
+			return true
+		}
+		return take(e)
 	}
 	for _, e := range d.listCandidates(r) {
 		if !consider(e) {
@@ -254,6 +260,11 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 			d.Index.EachSearch(q.search, consider)
 		default:
 			d.Index.Each(consider)
+		}
+	}
+	if q.archived != "false" && !hasMore {
+		if err := d.eachArchived(ctx, r, q, guard, take); err != nil {
+			return nil, err
 		}
 	}
 	rows := d.buildRows(ctx, r, q, picked, guard)
@@ -352,6 +363,9 @@ func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*
 	sem := make(chan struct{}, listEnrichParallel)
 	var wg sync.WaitGroup
 	for i, e := range es {
+		if q.fromArchive[e] {
+			continue // its transcript is in its archive, not under its key
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
