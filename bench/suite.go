@@ -128,6 +128,8 @@ var registry = []spec{
 	{name: "history_offset_1m", baseline: "raw_direct_get_50", run: runHistoryOffset1M},
 	{name: "history_tail_interleaved", baseline: "raw_direct_get_50", run: runHistoryTailInterleaved},
 	{name: "spawn_accept", baseline: "raw_js_publish", run: runSpawnAccept},
+	{name: "archive_10k", baseline: "raw_direct_get_50", run: runArchive10k},
+	{name: "archive_read_10k", baseline: "raw_direct_get_50", run: runArchiveRead10k},
 	{name: "sanitize_80k", run: runSanitize80k},
 }
 

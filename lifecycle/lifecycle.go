@@ -194,6 +194,14 @@ func (o *Ops) archive(ctx context.Context, e *sessions.Entry, reason, op string,
 	return nil, bus.Errorf(bus.CodeUnavailable, "%s %s: the transcript keeps growing while it is archived (a turn is running): retry when it is idle; nothing was removed", op, e.Key)
 }
 
+// Archive writes and verifies a pending archive of e's transcript and
+// removes nothing: the first half of Delete and Reset, for the archive
+// benchmarks. The caller deletes the archive, or a sweep finishes the
+// operation its reason names.
+func (o *Ops) Archive(ctx context.Context, e *sessions.Entry, reason string, progress archives.Progress) (*archives.Meta, error) {
+	return o.archive(ctx, e, reason, opOf(reason), progress)
+}
+
 // readPage is how many entries archive reads per round trip.
 const readPage = 1000
 
