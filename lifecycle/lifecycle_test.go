@@ -93,15 +93,6 @@ func (e *env) session(key string, n int, updatedAt int64) (*sessions.Entry, [][]
 	return ent, entries
 }
 
-func jsonl(entries [][]byte) []byte {
-	var b bytes.Buffer
-	for _, x := range entries {
-		b.Write(x)
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
-
 func (e *env) count(key string) uint64 {
 	n, err := e.ops.Transcripts.Count(e.ctx, bus.EncodeKey(key))
 	if err != nil {
@@ -139,8 +130,8 @@ func (e *env) archived(key, sessionID, reason string, entries [][]byte) *archive
 	if _, err := e.ops.Archives.Read(e.ctx, mine[0].ID, &got); err != nil {
 		e.t.Fatal(err)
 	}
-	if !bytes.Equal(got.Bytes(), jsonl(entries)) {
-		e.t.Fatalf("%s: archive holds %d bytes, transcript was %d: not identical", key, got.Len(), len(jsonl(entries)))
+	if !bytes.Equal(got.Bytes(), archives.JSONL(entries)) {
+		e.t.Fatalf("%s: archive holds %d bytes, transcript was %d: not identical", key, got.Len(), len(archives.JSONL(entries)))
 	}
 	return mine[0]
 }
@@ -338,7 +329,7 @@ func TestCrashThenGrowth(t *testing.T) {
 	if _, err := e.ops.Archives.Read(e.ctx, all[1].ID, &got); err != nil {
 		t.Fatal(err)
 	}
-	if want := jsonl(append(entries, more)); !bytes.Equal(got.Bytes(), want) {
+	if want := archives.JSONL(append(entries, more)); !bytes.Equal(got.Bytes(), want) {
 		t.Fatalf("second archive %d bytes, want %d", got.Len(), len(want))
 	}
 }

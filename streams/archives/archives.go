@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -141,11 +142,12 @@ func (s *Store) Write(ctx context.Context, m *Meta, lines Lines, progress Progre
 	var n int
 	var size int64
 	go func() {
-		enc, err := zstd.NewWriter(pw, zstd.WithEncoderConcurrency(1))
+		enc, err := getEncoder(pw)
 		if err != nil {
 			pw.CloseWithError(err)
 			return
 		}
+		defer encoders.Put(enc)
 		bw := bufio.NewWriterSize(io.MultiWriter(enc, h), 64<<10)
 		err = lines(func(entry []byte) error {
 			if slices.Contains(entry, '\n') {
@@ -167,10 +169,8 @@ func (s *Store) Write(ctx context.Context, m *Meta, lines Lines, progress Progre
 		if err == nil {
 			err = bw.Flush()
 		}
-		if err == nil {
-			err = enc.Close()
-		} else {
-			enc.Close()
+		if cerr := enc.Close(); err == nil {
+			err = cerr
 		}
 		pw.CloseWithError(err) // nil: EOF
 	}()
@@ -250,11 +250,11 @@ func (s *Store) Read(ctx context.Context, id string, w io.Writer) (*Meta, error)
 		return nil, fmt.Errorf("read archive %s: %w", id, err)
 	}
 	defer obj.Close()
-	dec, err := zstd.NewReader(obj, zstd.WithDecoderConcurrency(1))
+	dec, err := getDecoder(obj)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: archive %s of %s: %v", ErrCorrupt, id, m.Key, err)
 	}
-	defer dec.Close()
+	defer func() { _ = dec.Reset(nil); decoders.Put(dec) }()
 	h := sha256.New()
 	cw := &countWriter{}
 	if _, err := io.Copy(io.MultiWriter(w, h, cw), dec); err != nil {
@@ -267,6 +267,25 @@ func (s *Store) Read(ctx context.Context, id string, w io.Writer) (*Meta, error)
 			ErrCorrupt, id, m.Key, cw.n, got.Digest, m.Bytes, m.Digest)
 	}
 	return &got, nil
+}
+
+// Encoders and decoders are reused: a new one allocates its tables
+// (megabytes) each time.
+var encoders, decoders sync.Pool
+
+func getEncoder(w io.Writer) (*zstd.Encoder, error) {
+	if enc, ok := encoders.Get().(*zstd.Encoder); ok {
+		enc.Reset(w)
+		return enc, nil
+	}
+	return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+}
+
+func getDecoder(r io.Reader) (*zstd.Decoder, error) {
+	if dec, ok := decoders.Get().(*zstd.Decoder); ok {
+		return dec, dec.Reset(r)
+	}
+	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
 }
 
 type countWriter struct {

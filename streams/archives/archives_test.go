@@ -38,15 +38,6 @@ func linesOf(entries [][]byte) Lines {
 	}
 }
 
-func jsonl(entries [][]byte) []byte {
-	var b bytes.Buffer
-	for _, e := range entries {
-		b.Write(e)
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
-
 // TestTenThousandEntries: a 10,000-entry transcript reads back byte for
 // byte, and its archive is at most a third of its JSONL.
 func TestTenThousandEntries(t *testing.T) {
@@ -57,7 +48,7 @@ func TestTenThousandEntries(t *testing.T) {
 	if err := st.Write(ctx, m, linesOf(entries), func(n int) { seen = append(seen, n) }); err != nil {
 		t.Fatal(err)
 	}
-	want := jsonl(entries)
+	want := JSONL(entries)
 	if m.Entries != 10_000 || m.Bytes != int64(len(want)) || len(seen) == 0 || seen[len(seen)-1] != 10_000 {
 		t.Fatalf("meta %+v progress %v", m, seen)
 	}

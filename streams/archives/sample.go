@@ -62,3 +62,16 @@ func SampleEntries(n int, seed uint64) [][]byte {
 	}
 	return out
 }
+
+// JSONL is entries as an archive holds them: each followed by "\n".
+func JSONL(entries [][]byte) []byte {
+	n := len(entries)
+	for _, e := range entries {
+		n += len(e)
+	}
+	b := make([]byte, 0, n)
+	for _, e := range entries {
+		b = append(append(b, e...), '\n')
+	}
+	return b
+}
