@@ -223,7 +223,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if err != nil {
 		return fail(err)
 	}
-	g.life = &lifecycle.Ops{Sessions: g.store, Transcripts: g.tr, Archives: arch, Signals: siglog, Watchers: g.watchers, JS: js, Log: g.log}
+	g.life = &lifecycle.Ops{Sessions: g.store, Transcripts: g.tr, Archives: arch, Signals: siglog, Watchers: g.watchers, Claims: g.claims, JS: js, Log: g.log}
 	if g.children, err = subagents.StartIndex(ctx, g.reg, g.log); err != nil {
 		return fail(err)
 	}

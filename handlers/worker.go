@@ -117,7 +117,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if err != nil {
 		return fail(err)
 	}
-	d.Lifecycle = &lifecycle.Ops{Sessions: d.Store, Transcripts: d.Transcripts, Archives: arch, Signals: siglog, Watchers: d.Watchers, JS: js, Log: log}
+	d.Lifecycle = &lifecycle.Ops{Sessions: d.Store, Transcripts: d.Transcripts, Archives: arch, Signals: siglog, Watchers: d.Watchers, Claims: d.Claims, JS: js, Log: log}
 	for _, o := range opts {
 		o(d)
 	}

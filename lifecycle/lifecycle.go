@@ -22,6 +22,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/watchers"
@@ -50,8 +51,13 @@ type Ops struct {
 	Signals     *signals.Log        // nil: no signal log to clean
 	Watchers    *watchers.Store     // nil: no cursors to clean
 	JS          jetstream.JetStream // measures SB_TRANSCRIPTS for the disk budget
-	Log         *slog.Logger
-	Now         func() time.Time
+	// Claims, when set, serializes the operations on one session across
+	// processes (a lease per session key): a second delete of a session
+	// being deleted is refused as busy instead of archiving what the
+	// first one already removed.
+	Claims *claims.Claims
+	Log    *slog.Logger
+	Now    func() time.Time
 	// PendingGrace is how old a pending archive must be before Finish
 	// completes its operation: younger, the process that wrote it is
 	// likely still at work (default DefaultPendingGrace).
@@ -131,6 +137,42 @@ func (o *Ops) run(ctx context.Context, key, reason, op string, progress archives
 		}
 		return nil, bus.BadRequest(err.Error())
 	}
+	release, err := o.lock(ctx, key, op)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return o.runLocked(ctx, key, reason, op, progress)
+}
+
+// lockLease bounds how long a dead process's operation keeps others off
+// its session; a live one's steps take far less.
+const lockLease = DefaultPendingGrace
+
+// lock takes the session's lifecycle claim (no-op without Claims).
+func (o *Ops) lock(ctx context.Context, key, op string) (release func(), err error) {
+	if o.Claims == nil {
+		return func() {}, nil
+	}
+	ck := "lifecycle." + bus.EncodeKey(key)
+	rev, err := o.Claims.Take(ctx, ck, op, lockLease)
+	if errors.Is(err, claims.ErrTaken) {
+		return nil, bus.Errorf(bus.CodeUnavailable, "%s %s: another delete, reset or archive of this session is in progress: retry in a minute", op, key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		// a fresh context: the operation's may have ended
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := o.Claims.Release(c, ck, rev); err != nil {
+			o.log().Debug("lifecycle: release claim (its lease ends it)", "key", key, "err", err)
+		}
+	}, nil
+}
+
+func (o *Ops) runLocked(ctx context.Context, key, reason, op string, progress archives.Progress) (*Result, error) {
 	e, _, err := o.Sessions.Get(ctx, key)
 	if errors.Is(err, sessions.ErrNotFound) {
 		return nil, bus.Errorf(bus.CodeNotFound, "unknown session key %q: nothing to %s (list sessions with `sessionbus call sessions_list`)", key, op)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/streams/archives"
@@ -53,6 +54,9 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	if ops.Watchers, err = watchers.Open(ctx, js, names, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ops.Claims, err = claims.Open(ctx, js, names, 1); err != nil {
 		t.Fatal(err)
 	}
 	return &env{t: t, ctx: ctx, js: js, ops: ops}
@@ -480,4 +484,37 @@ func TestEvictionSparesPending(t *testing.T) {
 	if _, err := e.ops.Archives.Read(e.ctx, all[0].ID, io.Discard); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestConcurrentDeletes: two processes deleting one session at once make
+// one archive, with every entry; the other is refused as busy (or finds
+// the session gone), never archiving what the first already removed.
+func TestConcurrentDeletes(t *testing.T) {
+	e := newEnv(t)
+	key := "agent:main:twice"
+	old, entries := e.session(key, 500, 1)
+	other := e.fresh()
+	other.Now = nil
+	errs := make(chan error, 2)
+	for _, o := range []*Ops{e.ops, other} {
+		go func() {
+			_, err := o.Delete(e.ctx, key, archives.ReasonDeleted, nil)
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			ok++
+		case isCode(err, bus.CodeUnavailable) || isCode(err, bus.CodeNotFound):
+		default:
+			t.Fatal(err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d deletes succeeded", ok)
+	}
+	e.deleted(key)
+	e.archived(key, old.SessionID, archives.ReasonDeleted, entries)
 }

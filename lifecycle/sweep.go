@@ -30,7 +30,13 @@ func (o *Ops) Finish(ctx context.Context) (int, error) {
 		if m.State != archives.StatePending || now-m.At < grace.Milliseconds() {
 			continue
 		}
-		if err := o.finishOne(ctx, m); err != nil {
+		release, err := o.lock(ctx, m.Key, "finish")
+		if err != nil {
+			continue // its operation is at work, or another sweep is
+		}
+		err = o.finishOne(ctx, m)
+		release()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("finish %s of %s (archive %s): %w", opOf(m.Reason), m.Key, m.ID, err))
 			continue
 		}
@@ -58,7 +64,7 @@ func (o *Ops) finishOne(ctx context.Context, m *archives.Meta) error {
 		// stopped while writing the archive: nothing was removed, and the
 		// incomplete archive holds nothing anyone needs
 		if ours {
-			if _, err := o.run(ctx, m.Key, m.Reason, op, nil); err != nil {
+			if _, err := o.runLocked(ctx, m.Key, m.Reason, op, nil); err != nil {
 				return err
 			}
 		}
@@ -78,7 +84,7 @@ func (o *Ops) finishOne(ctx context.Context, m *archives.Meta) error {
 		// entries were appended after the archive was written (or after
 		// its transcript step): archive the session again, whole, and
 		// keep this archive too, done
-		if _, err := o.run(ctx, m.Key, m.Reason, op, nil); err != nil {
+		if _, err := o.runLocked(ctx, m.Key, m.Reason, op, nil); err != nil {
 			return err
 		}
 		return o.Archives.SetState(ctx, m.ID, archives.StateDone)
