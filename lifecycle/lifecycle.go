@@ -56,8 +56,12 @@ type Ops struct {
 	// being deleted is refused as busy instead of archiving what the
 	// first one already removed.
 	Claims *claims.Claims
-	Log    *slog.Logger
-	Now    func() time.Time
+	// LockLease is how long the claim of a process that died mid-operation
+	// keeps others off its session (default DefaultPendingGrace; at least
+	// a second, the server's TTL resolution).
+	LockLease time.Duration
+	Log       *slog.Logger
+	Now       func() time.Time
 	// PendingGrace is how old a pending archive must be before Finish
 	// completes its operation: younger, the process that wrote it is
 	// likely still at work (default DefaultPendingGrace).
@@ -145,17 +149,17 @@ func (o *Ops) run(ctx context.Context, key, reason, op string, progress archives
 	return o.runLocked(ctx, key, reason, op, progress)
 }
 
-// lockLease bounds how long a dead process's operation keeps others off
-// its session; a live one's steps take far less.
-const lockLease = DefaultPendingGrace
-
 // lock takes the session's lifecycle claim (no-op without Claims).
 func (o *Ops) lock(ctx context.Context, key, op string) (release func(), err error) {
 	if o.Claims == nil {
 		return func() {}, nil
 	}
 	ck := "lifecycle." + bus.EncodeKey(key)
-	rev, err := o.Claims.Take(ctx, ck, op, lockLease)
+	lease := o.LockLease
+	if lease <= 0 {
+		lease = DefaultPendingGrace // a live operation's steps take far less
+	}
+	rev, err := o.Claims.Take(ctx, ck, op, lease)
 	if errors.Is(err, claims.ErrTaken) {
 		return nil, bus.Errorf(bus.CodeUnavailable, "%s %s: another delete, reset or archive of this session is in progress: retry in a minute", op, key)
 	}

@@ -26,6 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // env is one deployment's stores on a fresh embedded server.
 type env struct {
+	url string
 	t   *testing.T
 	ctx context.Context
 	js  jetstream.JetStream
@@ -59,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	if ops.Claims, err = claims.Open(ctx, js, names, 1); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: ctx, js: js, ops: ops}
+	return &env{url: s.URL(), t: t, ctx: ctx, js: js, ops: ops}
 }
 
 // fresh is another process's Ops over the same stores, with a clock past
@@ -514,6 +515,32 @@ func TestConcurrentDeletes(t *testing.T) {
 	}
 	if ok != 1 {
 		t.Fatalf("%d deletes succeeded", ok)
+	}
+	e.deleted(key)
+	e.archived(key, old.SessionID, archives.ReasonDeleted, entries)
+}
+
+// TestIncompleteArchive: a process killed inside the archive write (the
+// object stored, its digest not yet recorded) removed nothing; the sweep
+// starts the operation again and drops the incomplete object.
+func TestIncompleteArchive(t *testing.T) {
+	e := newEnv(t)
+	key := "agent:main:half"
+	old, entries := e.session(key, 30, 1)
+	obs, err := e.js.ObjectStore(e.ctx, "archives")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := map[string]string{"key": key, "sessionId": old.SessionID, "agentId": "main", "reason": archives.ReasonDeleted,
+		"state": archives.StatePending, "content-encoding": archives.ContentEncoding, "at": "1"}
+	if _, err := obs.Put(e.ctx, jetstream.ObjectMeta{Name: old.SessionID + ".half", Metadata: md}, bytes.NewReader([]byte("partial"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.Archives.Read(e.ctx, old.SessionID+".half", io.Discard); !errors.Is(err, archives.ErrCorrupt) {
+		t.Fatalf("reading an incomplete archive: %v", err)
+	}
+	if n, err := e.fresh().Finish(e.ctx); n != 1 || err != nil {
+		t.Fatalf("sweep: %d %v", n, err)
 	}
 	e.deleted(key)
 	e.archived(key, old.SessionID, archives.ReasonDeleted, entries)
