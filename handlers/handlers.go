@@ -98,6 +98,9 @@ func Tools(d *Deps) map[string]bus.Handler {
 func (d *Deps) handler(name string, t tool) bus.Handler {
 	return bus.HandlerFunc(func(ctx context.Context, req *bus.Request) (any, error) {
 		p, err := rules.ParseParams(req.Body)
+		if err == nil {
+			err = p.RefuseNUL()
+		}
 		if err != nil {
 			return nil, thrown(err)
 		}

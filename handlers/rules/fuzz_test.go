@@ -40,6 +40,9 @@ func FuzzParams(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := ParseParams(body)
+		if err == nil {
+			err = p.RefuseNUL()
+		}
 		if err != nil {
 			if !isInputError(err) {
 				t.Fatalf("ParseParams(%q): %T %v, want an *InputError", body, err, err)
