@@ -43,6 +43,20 @@ type Tools struct {
 	Subagents    ToolsSubagents `mapstructure:"subagents"`
 	Profile      string         `mapstructure:"profile"`
 	AlsoAllow    []string       `mapstructure:"alsoAllow"`
+	// Allow, when set, is the only tools any session may call (after the
+	// profile); Deny takes tools away, and a deny always wins.
+	Allow []string `mapstructure:"allow"`
+	Deny  []string `mapstructure:"deny"`
+}
+
+// AgentTools is agents.list[].tools: an agent's own profile (instead of
+// tools.profile), alsoAllow (instead of tools.alsoAllow), and allow/deny
+// applied after the global ones.
+type AgentTools struct {
+	Profile   string   `mapstructure:"profile"`
+	Allow     []string `mapstructure:"allow"`
+	AlsoAllow []string `mapstructure:"alsoAllow"`
+	Deny      []string `mapstructure:"deny"`
 }
 
 // ToolsSubagents is `tools.subagents`: the tool set of sub-agent sessions.
@@ -174,6 +188,8 @@ type Agent struct {
 	OpenAI    map[string]any `mapstructure:"openai"`
 	// Sandbox is agents.list[].sandbox (only mode is read per agent).
 	Sandbox *Sandbox `mapstructure:"sandbox"`
+	// Tools is agents.list[].tools, the agent's tool policy.
+	Tools *AgentTools `mapstructure:"tools"`
 }
 
 // Logging is OpenClaw's `logging` section.

@@ -34,6 +34,8 @@ var defaults = map[string]any{
 	"tools.agentToAgent.allow":                       []string{},
 	"tools.profile":                                  "",
 	"tools.alsoAllow":                                []string{},
+	"tools.allow":                                    []string{},
+	"tools.deny":                                     []string{},
 	"session.mainKey":                                "main",
 	"session.scope":                                  "per-sender",
 	"session.agentToAgent.maxPingPongTurns":          DefaultMaxPingPongTurns,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,9 @@ func (c *Config) Validate(log *slog.Logger) error {
 	if err := validSandboxMode("agents.defaults.sandbox.mode", c.Agents.Defaults.Sandbox.Mode); err != nil {
 		return err
 	}
+	if err := validToolProfile("tools.profile", &c.Tools.Profile); err != nil {
+		return err
+	}
 	if err := c.Agents.Defaults.Subagents.validate("agents.defaults.subagents"); err != nil {
 		return err
 	}
@@ -87,6 +91,11 @@ func (c *Config) Validate(log *slog.Logger) error {
 		}
 		if a.Sandbox != nil {
 			if err := validSandboxMode(key+".sandbox.mode", a.Sandbox.Mode); err != nil {
+				return err
+			}
+		}
+		if a.Tools != nil {
+			if err := validToolProfile(key+".tools.profile", &c.Agents.List[i].Tools.Profile); err != nil {
 				return err
 			}
 		}
@@ -125,6 +134,22 @@ func (s Subagents) validate(key string) error {
 		return fmt.Errorf("%s.runTimeoutSeconds %d must be 0 or more", key, s.RunTimeoutSeconds)
 	}
 	return nil
+}
+
+// Tool profiles (tools.profile, agents.list[].tools.profile), OpenClaw's
+// names; the tool set of each is in handlers/rules (toolpolicy.go).
+var ToolProfiles = []string{"minimal", "coding", "messaging", "full"}
+
+// validToolProfile lower-cases a set profile and refuses an unknown one:
+// OpenClaw's schema refuses it too, and silently granting every tool for
+// a misspelt "minimal" would widen what an agent may call.
+func validToolProfile(key string, p *string) error {
+	v := strings.ToLower(strings.TrimSpace(*p))
+	if v == "" || slices.Contains(ToolProfiles, v) {
+		*p = v
+		return nil
+	}
+	return fmt.Errorf("%s %q must be minimal, coding, messaging or full (or unset: every tool)", key, *p)
 }
 
 func validSandboxMode(key, m string) error {

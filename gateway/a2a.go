@@ -148,9 +148,10 @@ func (g *Gateway) stepDone(ctx context.Context, req *runqueue.Request, rec *runs
 	delivered := false
 	if reply != "" && reply != AnnounceSkip {
 		if t := g.resolveAnnounceTarget(ctx, st.TargetKey); t != nil && t.Channel != "" && t.To != "" {
+			masked, _ := g.redact.ToolPayload(reply) // leaves the bus: masked like a tool payload
 			d := deliveries.Delivery{
 				Channel: t.Channel, To: t.To, AccountID: t.AccountID, ThreadID: t.ThreadID,
-				Message: reply, SessionKey: st.TargetKey, RunID: primary,
+				Message: masked, SessionKey: st.TargetKey, RunID: primary,
 			}
 			if err := g.deliver.Publish(ctx, d, primary+":announce"); err != nil {
 				return err // retried on redelivery; the msg id dedupes

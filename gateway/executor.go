@@ -528,6 +528,10 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	default:
 		status, errText = runs.Error, runErr.Error()
 	}
+	// The run error is the one place a runtime's stderr and a provider's
+	// error text enter the bus (run record, announce, subagents, status):
+	// mask credentials here, once, before any of them reads it.
+	errText, _ = g.redact.ToolPayload(errText)
 	// a yielded turn has no reply of its own (docs/runtimes.md)
 	if status == runs.OK && !replied && (res == nil || !res.Yielded) {
 		// wave 3

@@ -19,6 +19,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/handlers/sanitize"
 	"github.com/sessionbus/sessionbus/kv/a2a"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/lanes"
@@ -72,6 +73,9 @@ type Gateway struct {
 	op    *bus.Operator
 	log   *slog.Logger
 	names bus.Names
+	// redact masks credentials in what a run leaves behind (its error,
+	// which quotes a runtime's stderr) and in every log line.
+	redact *sanitize.Redactor
 
 	runs      *runs.Records
 	queue     *runqueue.Queue
@@ -162,8 +166,13 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	}
 	names := bus.NewNames(cfg.Bus.Prefix)
 	replicas := max(cfg.Bus.Replicas, 1)
+	red, err := sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns)
+	if err != nil {
+		return nil, fmt.Errorf("config logging.redactPatterns: %w", err)
+	}
+	log = slog.New(sanitize.LogHandler(log.Handler(), red))
 	g := &Gateway{
-		id: id, nc: nc, js: js, cfg: cfg, op: op, log: log.With("gateway", id), names: names,
+		id: id, nc: nc, js: js, cfg: cfg, op: op, log: log.With("gateway", id), names: names, redact: red,
 		runtimes: map[string]runtime.Runtime{}, wantsHistory: map[string]bool{}, needsToken: map[string]bool{},
 		ackWait: o.AckWait, conc: o.Concurrency, retryDelay: o.RetryDelay,
 	}

@@ -24,6 +24,8 @@ func (g *Gateway) deliverReply(ctx context.Context, req *runqueue.Request, rec *
 	if reply == "" || completion.Silent(reply) {
 		return nil
 	}
+	// what leaves the bus for a channel is masked like a tool payload
+	reply, _ = g.redact.ToolPayload(reply)
 	return g.deliver.Publish(ctx, deliveries.Delivery{
 		Channel: to.Channel, To: to.To, AccountID: to.AccountID, ThreadID: to.ThreadID,
 		Message: reply, SessionKey: req.SessionKey, RunID: req.RunID,

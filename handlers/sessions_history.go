@@ -57,13 +57,16 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 	}
 	res, f := d.resolveVisible(ctx, r, ref, rules.ActionHistory)
 	if f != nil {
-		return f, nil
+		return d.redactResult(f) // it quotes the caller's key
 	}
 	view, read, total, err := d.historyTail(ctx, res.key, limit, uint64(offset), includeTools, paged)
 	if err != nil {
 		return nil, err
 	}
-	return historyPage(res.displayKey, view, read, total, offset, paged).encode()
+	// the messages are redacted one by one (and cached); the key is the
+	// caller's own argument, echoed
+	shown, _ := d.Redactor.ToolPayload(res.displayKey)
+	return historyPage(shown, view, read, total, offset, paged).encode()
 }
 
 // historyPage builds the reply from the page's views: the 80 KiB cap, the

@@ -65,6 +65,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if d.Redactor, err = sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns); err != nil {
 		return nil, fmt.Errorf("config logging.redactPatterns: %w", err)
 	}
+	d.Log = slog.New(sanitize.LogHandler(log.Handler(), d.Redactor))
 	if d.Store, err = sessions.Open(ctx, js, names, sessions.WithReplicas(cfg.Bus.Replicas)); err != nil {
 		return nil, err
 	}
@@ -121,7 +122,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	for _, o := range opts {
 		o(d)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log, Inbound: d.Inbound(), Ops: d.SessionOps()}); err != nil {
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps()}); err != nil {
 		return fail(err)
 	}
 	return w, nil

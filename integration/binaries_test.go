@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(execAgentEnv) == "1" {
 		os.Exit(execAgentMain())
 	}
+	if os.Getenv(leakAgentEnv) == "1" {
+		os.Exit(leakAgentMain())
+	}
 	dir, err := os.MkdirTemp("", "sessionbus-integration-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -173,7 +173,7 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 	}
 	res := &Result{}
 	offered := r.tools
-	if t.AllowedTools != nil { // a sub-agent: only its own tool set
+	if t.AllowedTools != nil { // only the tools the session's policy allows (rules.ToolPolicy)
 		offered = nil
 		if len(t.AllowedTools) > 0 {
 			offered = mustJSON(openAITools(t.AllowedTools))

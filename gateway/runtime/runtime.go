@@ -56,8 +56,8 @@ type Turn struct {
 	NATSURL      string
 	Token        string
 	ToolsSubject string // e.g. "sb.tools"; exec sends the default prefix's when empty
-	// AllowedTools names the session tools this turn may call (a
-	// sub-agent's set, rules.SessionTools); nil offers every tool.
+	// AllowedTools names the session tools this turn may call (the
+	// session's tool policy, rules.SessionTools); nil offers every tool.
 	AllowedTools []string
 }
 

@@ -35,12 +35,16 @@ func ParseParams(body []byte) (Params, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Params{}, nil
 	}
+	if err := checkEnvelope(body); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, invalidJSON(err)
 	}
+
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, inputError("invalid JSON: unexpected data after the parameters object; send exactly one JSON object, e.g. " + paramsExample)
 	}

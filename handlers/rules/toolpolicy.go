@@ -81,12 +81,51 @@ func ResolveSessionRole(key string, spawnDepth *int, storedRole string, maxSpawn
 	return SessionRole{Subagent: true, Depth: depth, Role: role}
 }
 
-// ToolPolicy decides whether a session may call a tool. Today it holds one
-// stage, the sub-agent policy (tools.subagents.tools over the base deny
-// lists of §5.3); the general tool-policy layer (profiles, allow/deny,
-// per-agent) adds its stages to Check and Allowed, which every caller
-// already goes through.
+// Tool profiles (tools.profile, reference §7.5 and seed 000): the session
+// tools each built-in profile grants. "full" (and no profile) grants every
+// tool; agents_list is in no profile.
+var toolProfiles = map[string][]string{
+	"minimal":   {"session_status"},
+	"coding":    {"session_status", "sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents"},
+	"messaging": {"session_status", "sessions_list", "sessions_history", "sessions_send"},
+}
+
+// toolGroups are the group aliases allow/alsoAllow/deny lists may name:
+// group:sessions is every session tool (§7.5), group:openclaw every core
+// tool, which here is every tool this build serves.
+var toolGroups = map[string][]string{
+	"group:sessions": {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status"},
+	"group:openclaw": {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "agents_list"},
+}
+
+// ProfileTools is the tool set of a built-in profile; nil for "full", ""
+// or an unknown name (config.Validate refuses unknown names).
+func ProfileTools(profile string) []string { return toolProfiles[normalizeToolName(profile)] }
+
+// ToolPolicy decides whether a session may call a tool. Its stages run in
+// OpenClaw's order and each can only narrow the set: the profile (with
+// alsoAllow merged in), tools.allow/deny, the agent's
+// agents.list[].tools.allow/deny, then the sub-agent policy of §5.3. A deny
+// always wins within its stage; an empty allow list restricts nothing.
+// Workers check every call with it (403) and the gateway asks it what a
+// model runtime offers, so both always agree.
 type ToolPolicy struct {
+	// AgentID is the caller's agent, named in per-agent denials.
+	AgentID string
+	// Profile is the effective profile (the agent's, else tools.profile)
+	// and ProfileKey the key that set it; AlsoAllow (the agent's, else
+	// tools.alsoAllow, named by AlsoAllowKey) adds tools to its set.
+	Profile      string
+	ProfileKey   string
+	AlsoAllow    []string
+	AlsoAllowKey string
+	// Allow and Deny are tools.allow and tools.deny.
+	Allow []string
+	Deny  []string
+	// AgentAllow and AgentDeny are agents.list[].tools.allow and deny.
+	AgentAllow []string
+	AgentDeny  []string
+
 	// tools.subagents.tools: Allow, when set, is an allow list (with
 	// AlsoAllow merged in); Allow and AlsoAllow also remove names from the
 	// base deny list; Deny adds names, and a deny always wins.
@@ -106,12 +145,34 @@ func (d *Denial) Error() string {
 	return d.Tool + " is not available to " + d.Rule
 }
 
-// Check returns nil when s may call tool, else the rule that refuses it.
+// Check returns nil when s may call tool, else the rule that refuses it
+// (the first stage, in pipeline order, that removes it).
 func (p ToolPolicy) Check(s SessionRole, tool string) *Denial {
+	name := normalizeToolName(tool)
+	if set := ProfileTools(p.Profile); set != nil && !contains(set, name) && !matchAny(p.AlsoAllow, name) {
+		return &Denial{Tool: tool, Rule: fmt.Sprintf("the %q tool profile (%s; list it in %s to add it)",
+			normalizeToolName(p.Profile), p.ProfileKey, p.AlsoAllowKey)}
+	}
+	if matchAny(p.Deny, name) {
+		return &Denial{Tool: tool, Rule: "any session (tools.deny)"}
+	}
+	if len(p.Allow) > 0 && !matchAny(p.Allow, name) {
+		return &Denial{Tool: tool, Rule: "any session (not in tools.allow)"}
+	}
+	if matchAny(p.AgentDeny, name) {
+		return &Denial{Tool: tool, Rule: fmt.Sprintf("agent %q (agents.list[].tools.deny)", p.AgentID)}
+	}
+	if len(p.AgentAllow) > 0 && !matchAny(p.AgentAllow, name) {
+		return &Denial{Tool: tool, Rule: fmt.Sprintf("agent %q (not in agents.list[].tools.allow)", p.AgentID)}
+	}
 	if !s.Subagent {
 		return nil
 	}
-	name := normalizeToolName(tool)
+	return p.checkSubagent(s, tool, name)
+}
+
+// checkSubagent is the last stage, the sub-agent policy (§5.3).
+func (p ToolPolicy) checkSubagent(s SessionRole, tool, name string) *Denial {
 	if matchAny(p.SubagentDeny, name) {
 		return &Denial{Tool: tool, Rule: "sub-agent sessions (tools.subagents.tools.deny)"}
 	}
@@ -154,11 +215,18 @@ func contains(list []string, name string) bool {
 }
 
 // matchAny reports whether name matches one of the patterns: a tool name,
-// case-insensitive, where "*" matches any run of characters.
+// case-insensitive, where "*" matches any run of characters, or a group
+// alias (group:sessions) naming a set of tools.
 func matchAny(patterns []string, name string) bool {
 	for _, p := range patterns {
 		p = normalizeToolName(p)
 		if p == "" {
+			continue
+		}
+		if g, ok := toolGroups[p]; ok {
+			if contains(g, name) {
+				return true
+			}
 			continue
 		}
 		if !strings.Contains(p, "*") {
@@ -178,25 +246,44 @@ func matchAny(patterns []string, name string) bool {
 	return false
 }
 
-// ConfigToolPolicy is the tool policy config gives sessions of agentID
-// (tools.subagents.tools; maxSpawnDepth resolved for the agent).
+// ConfigToolPolicy is the tool policy config gives sessions of agentID:
+// tools.profile/alsoAllow (the agent's own when agents.list[].tools sets
+// them), tools.allow/deny, agents.list[].tools.allow/deny, and
+// tools.subagents.tools with maxSpawnDepth resolved for the agent.
 func ConfigToolPolicy(cfg *config.Config, agentID string) ToolPolicy {
 	t := cfg.Tools.Subagents.Tools
-	return ToolPolicy{
+	p := ToolPolicy{
+		AgentID: agentID,
+		Profile: cfg.Tools.Profile, ProfileKey: "tools.profile",
+		AlsoAllow: cfg.Tools.AlsoAllow, AlsoAllowKey: "tools.alsoAllow",
+		Allow: cfg.Tools.Allow, Deny: cfg.Tools.Deny,
 		SubagentAllow: t.Allow, SubagentAlsoAllow: t.AlsoAllow, SubagentDeny: t.Deny,
 		MaxSpawnDepth: cfg.SubagentsFor(agentID).MaxSpawnDepth,
 	}
+	if a := cfg.Agent(agentID); a != nil && a.Tools != nil {
+		at := a.Tools
+		if at.Profile != "" {
+			p.Profile, p.ProfileKey = at.Profile, fmt.Sprintf("agents.list[%s].tools.profile", agentID)
+		}
+		if at.AlsoAllow != nil {
+			p.AlsoAllow, p.AlsoAllowKey = at.AlsoAllow, fmt.Sprintf("agents.list[%s].tools.alsoAllow", agentID)
+		}
+		p.AgentAllow, p.AgentDeny = at.Allow, at.Deny
+	}
+	return p
 }
 
 // SessionTools returns the names among tools that the session key may
 // call, given its store entry's spawnDepth (nil: none) and stored
 // subagentRole: what a model runtime should offer it. nil means no
-// restriction (not a sub-agent); a sub-agent gets a non-nil list.
+// restriction (every tool); a sub-agent, or a session whose policy
+// removes any tool, gets a non-nil list.
 func SessionTools(cfg *config.Config, key string, spawnDepth *int, storedRole string, tools []string) []string {
 	p := ConfigToolPolicy(cfg, AgentIDFromKey(key))
 	role := ResolveSessionRole(key, spawnDepth, storedRole, p.MaxSpawnDepth)
-	if !role.Subagent {
+	allowed := p.Allowed(role, tools)
+	if !role.Subagent && len(allowed) == len(tools) {
 		return nil
 	}
-	return p.Allowed(role, tools)
+	return allowed
 }

@@ -1,6 +1,7 @@
 package sanitize
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -148,4 +149,65 @@ func FuzzRedact(f *testing.F) {
 func isMaskingOf(out, in string) bool {
 	strip := strings.NewReplacer("…redacted…", "", "…", "", "*", "")
 	return isEditOf(strip.Replace(out), strip.Replace(in))
+}
+
+// FuzzRedactPatterns is logging.redactPatterns: any pattern string is
+// refused with a message naming it, or compiles into a redactor that masks
+// what it matches in linear time, never panics, and still applies every
+// default pattern to tool payloads.
+func FuzzRedactPatterns(f *testing.F) {
+	for _, p := range []string{
+		"", "foo\\d+", "/sk-[a-z]+/g", "/x/gg", "(a+)+", "(?<=x)y", "\\1", "[", "/a/", "//", "/\\/", "a{2,}", "(?i)abc",
+		"\\bkey\\b", "/[\\u{1F600}]/u", "\x00", "^$", ".*",
+	} {
+		f.Add(p, "value foo123 and sk-abc OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz")
+	}
+	secret := "ghp_" + strings.Repeat("Q", 36)
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		r, err := NewRedactor("", []string{pattern})
+		if err != nil {
+			if !strings.Contains(err.Error(), "logging.redactPatterns") {
+				t.Fatalf("pattern %q refused without naming the key: %v", pattern, err)
+			}
+			return
+		}
+		out, _ := r.ToolPayload(s)
+		if utf8.ValidString(s) && !utf8.ValidString(out) {
+			t.Fatalf("pattern %q: invalid UTF-8 from %q: %q", pattern, s, out)
+		}
+		r.Log(s)
+		planted := s + " " + secret + " "
+		if utf16Len(planted) <= redactChunkThreshold {
+			if got, _ := r.ToolPayload(planted); strings.Contains(got, secret) {
+				t.Fatalf("with user pattern %q a default secret survived: %q", pattern, got)
+			}
+		}
+	})
+}
+
+// FuzzExtractAssistantText is the sanitizer on a decoded transcript
+// message, as sessions_send replies and announces read one: any JSON
+// message gives text no longer than its parts, never a panic.
+func FuzzExtractAssistantText(f *testing.F) {
+	for _, s := range []string{
+		`{"role":"assistant","content":"hi"}`, `{"role":"assistant","content":[{"type":"text","text":"<think>x</think>ok"}]}`,
+		`{"role":"assistant","stopReason":"error","content":[{"type":"text","text":"429 rate limit"}]}`,
+		`{"role":"assistant","content":[{"type":"text","text":"a","textSignature":"{\"phase\":\"final_answer\"}"},{"type":"text","text":"b","textSignature":"{\"phase\":\"commentary\"}"}]}`,
+		`{"role":"user","content":"x"}`, `{"role":"assistant","content":[1,null,{"type":"text"}]}`, `{"role":"assistant","content":{"text":"x"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m map[string]any
+		if json.Unmarshal(data, &m) != nil || m == nil {
+			return
+		}
+		out := ExtractAssistantText(m)
+		if m["role"] != "assistant" && out != "" {
+			t.Fatalf("a %v message gave %q", m["role"], out)
+		}
+		if m["stopReason"] != "error" && len(out) > len(data) {
+			t.Fatalf("text %q is longer than the message %q", out, data)
+		}
+	})
 }

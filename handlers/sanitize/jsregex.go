@@ -278,7 +278,9 @@ func (t *jsTranslator) literal(r rune) {
 		for _, v := range caseVariants(r, t.fl.unicode) {
 			set = append(set, [2]rune{v, v})
 		}
-		if set = set.normalize(); len(set) > 1 || set[0][0] != set[0][1] {
+		// An astral character outside /u mode has no variants (JS sees two
+		// surrogates, which have no case): the set is empty, the literal stays.
+		if set = set.normalize(); len(set) > 1 || len(set) == 1 && set[0][0] != set[0][1] {
 			writeSet(&t.out, set)
 			return
 		}

@@ -228,31 +228,53 @@ type redactPattern struct {
 }
 
 var (
-	compiledDefaultsOnce sync.Once
-	compiledDefaults     []*redactPattern
-	defaultRedactorOnce  sync.Once
-	defaultRedactor      *Redactor
+	compiledDefaultsOnce      sync.Once
+	compiledDefaults          []*redactPattern
+	compiledErrorDefaultsOnce sync.Once
+	compiledErrorDefaults     []*redactPattern
+	defaultRedactorOnce       sync.Once
+	defaultRedactor           *Redactor
 )
 
 func defaults() []*redactPattern {
-	compiledDefaultsOnce.Do(func() {
-		for _, d := range defaultPatterns {
-			re, err := compileJSRegex(d.source, "gi")
+	compiledDefaultsOnce.Do(func() { compiledDefaults = compileDefaults("gi") })
+	return compiledDefaults
+}
+
+// errorDefaults are the defaults for error messages: the same, except that
+// the ENV-style assignment (#1) must be spelt in upper case, as ENV names
+// are. Error texts quote arguments after their parameter's name
+// ("Unknown sessionKey: agent:main:main", the reference's literal), which
+// the case-insensitive #1 reads as a KEY: value assignment and masks.
+func errorDefaults() []*redactPattern {
+	compiledErrorDefaultsOnce.Do(func() { compiledErrorDefaults = compileDefaults("g") })
+	return compiledErrorDefaults
+}
+
+// compileDefaults compiles defaultPatterns; firstFlags are the flags of
+// the first (ENV assignment) pattern, every other pattern uses "gi".
+func compileDefaults(firstFlags string) []*redactPattern {
+	var out []*redactPattern
+	for i, d := range defaultPatterns {
+		flags := "gi"
+		if i == 0 {
+			flags = firstFlags
+		}
+		re, err := compileJSRegex(d.source, flags)
+		if err != nil {
+			panic(fmt.Sprintf("sanitize: default redaction pattern %q: %v", d.source, err))
+		}
+		p := &redactPattern{re: re, needles: d.needles, starts: d.starts}
+		if d.starts != nil {
+			a, err := compileJSRegex("^(?:"+strings.TrimPrefix(d.source, `\b`)+")", flags)
 			if err != nil {
 				panic(fmt.Sprintf("sanitize: default redaction pattern %q: %v", d.source, err))
 			}
-			p := &redactPattern{re: re, needles: d.needles, starts: d.starts}
-			if d.starts != nil {
-				a, err := compileJSRegex("^(?:"+strings.TrimPrefix(d.source, `\b`)+")", "gi")
-				if err != nil {
-					panic(fmt.Sprintf("sanitize: default redaction pattern %q: %v", d.source, err))
-				}
-				p.anchored = a.re
-			}
-			compiledDefaults = append(compiledDefaults, p)
+			p.anchored = a.re
 		}
-	})
-	return compiledDefaults
+		out = append(out, p)
+	}
+	return out
 }
 
 // Redactor masks credentials. It is immutable and safe for concurrent use;
@@ -353,6 +375,21 @@ func (r *Redactor) ToolPayload(s string) (out string, changed bool) {
 	}
 	out = redactText(s, r.toolPatterns)
 	return out, out != s
+}
+
+// ErrorText redacts a thrown error's message (it quotes the caller's
+// arguments): the user patterns, then the defaults with the ENV-style
+// assignment matched in upper case only (see errorDefaults). Always on,
+// like ToolPayload.
+func (r *Redactor) ErrorText(s string) string {
+	if r == nil {
+		r = DefaultRedactor()
+	}
+	ps := errorDefaults()
+	if n := len(r.toolPatterns) - len(defaults()); n > 0 {
+		ps = append(append([]*redactPattern{}, r.toolPatterns[:n]...), ps...)
+	}
+	return redactText(s, ps)
 }
 
 // Log redacts text bound for logs: a no-op when logging.redactSensitive is

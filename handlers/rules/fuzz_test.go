@@ -1,0 +1,132 @@
+package rules
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// paramReaders is every reader a tool applies to its parameters, with the
+// names the tools read (handlers/*.go): decoding any body through them must
+// give values or an *InputError, never a panic or another error.
+var paramReaders = map[string][]string{
+	"String":         {"action", "agentId", "cwd", "group", "idempotencyKey", "label", "message", "model", "relationship", "resumeSessionId", "runtime", "search", "sessionKey", "thinking", "thinkingLevel"},
+	"RequiredString": {"channel", "from", "message", "sessionKey", "target", "task", "text"},
+	"Bool":           {"activeOnly", "excludeSubagents", "includeDerivedTitles", "includeLastMessage", "includeTools", "lightContext", "pinned", "thread", "wait", "watch"},
+	"NonNegativeInt": {"changesSince", "messageLimit", "offset", "timeoutSeconds"},
+	"PositiveInt":    {"activeMinutes", "limit"},
+	"AgentID":        {"agentId"},
+	"StringList":     {"kinds"},
+	"Present":        {"model", "thinkingLevel", "attachAs", "attachments"},
+}
+
+func isInputError(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie) && ie.Msg != ""
+}
+
+// FuzzParams is the request envelope's body and every tool's parameter
+// decoding: ParseParams, then every reader on every parameter name.
+func FuzzParams(f *testing.F) {
+	for _, s := range []string{
+		"", " ", "{}", "null", "[]", `"x"`, "1", "{} {}", `{"sessionKey":"agent:main:main","message":"hi"}`,
+		`{"session_key":"main","limit":"5"}`, `{"limit":1e400}`, `{"limit":-0}`, `{"limit":9223372036854775808}`,
+		`{"limit":1.5}`, `{"offset":"00012"}`, `{"kinds":["main",1]}`, `{"kinds":"main"}`, `{"agentId":"../etc"}`,
+		`{"agentId":"A\u0000"}`, `{"wait":"true"}`, `{"a":1,"a":2}`, `{"message":"\ud800"}`, "{\"message\":\"\xff\"}",
+		`{"sessionKey":null,"session_key":"x"}`, `[[[[[[[[[[`, `{"attachments":[{"mimeType":"text/plain"}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := ParseParams(body)
+		if err == nil {
+			err = p.RefuseNUL()
+		}
+		if err != nil {
+			if !isInputError(err) {
+				t.Fatalf("ParseParams(%q): %T %v, want an *InputError", body, err, err)
+			}
+			return
+		}
+		for reader, names := range paramReaders {
+			for _, name := range names {
+				var err error
+				var got string
+				switch reader {
+				case "String":
+					got, _, err = p.String(name)
+				case "RequiredString":
+					got, err = p.RequiredString(name)
+				case "Bool":
+					_, _, err = p.Bool(name)
+				case "NonNegativeInt":
+					var n int
+					n, _, err = p.NonNegativeInt(name)
+					if err == nil && n < 0 {
+						t.Fatalf("%s(%s) = %d from %q", reader, name, n, body)
+					}
+				case "PositiveInt":
+					var n int
+					n, present, e := p.PositiveInt(name)
+					err = e
+					if err == nil && present && n < 1 {
+						t.Fatalf("%s(%s) = %d from %q", reader, name, n, body)
+					}
+				case "AgentID":
+					got, _, err = p.AgentID(name)
+					if err == nil && got != "" && !ValidAgentID(got) {
+						t.Fatalf("AgentID accepted %q from %q", got, body)
+					}
+				case "StringList":
+					_, _, err = p.StringList(name)
+				case "Present":
+					p.Present(name)
+				}
+				if err != nil && !isInputError(err) {
+					t.Fatalf("%s(%s) on %q: %T %v, want an *InputError", reader, name, body, err, err)
+				}
+			}
+		}
+	})
+}
+
+// FuzzSessionKeys is the key parsing every tool applies to a sessionKey
+// or agent id it is given: no panic, and what they return is consistent.
+func FuzzSessionKeys(f *testing.F) {
+	for _, s := range []string{
+		"agent:main:main", "main", "agent:MAIN:subagent:x:subagent:y", "agent::", "agent:../x:main", "cron:job:run:1",
+		"agent:main:telegram:group:1:thread:5", "a\x00b", "\xff", strings.Repeat("agent:", 50), "agent:main:acp:x", "node-1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if id, rest, ok := ParseAgentSessionKey(k); ok && (id == "" || rest == "") {
+			t.Fatalf("ParseAgentSessionKey(%q) = %q, %q, ok", k, id, rest)
+		}
+		ClassifyKeyShape(k)
+		if id := AgentIDFromKey(k); id == "" || !utf8.ValidString(id) && utf8.ValidString(k) {
+			t.Fatalf("AgentIDFromKey(%q) = %q", k, id)
+		}
+		// depth counts ":subagent:" anywhere (the reference's fallback),
+		// while IsSubagentKey wants it first: they need not agree
+		if d := SubagentDepthFromKey(k); d < 0 || d > len(k)/len(":subagent:") {
+			t.Fatalf("SubagentDepthFromKey(%q) = %d", k, d)
+		}
+		IsCronRunKey(k)
+		IsCronKey(k)
+		IsAcpKey(k)
+		ParseThreadSuffix(k)
+		if err := ValidateSessionKeyInput(k); err != nil && !isInputError(err) {
+			t.Fatalf("ValidateSessionKeyInput(%q): %T %v", k, err, err)
+		}
+		if id, err := ValidateAgentIDInput("agentId", k); err == nil && !ValidAgentID(id) {
+			t.Fatalf("ValidateAgentIDInput accepted %q as %q", k, id)
+		} else if err != nil && !isInputError(err) {
+			t.Fatalf("ValidateAgentIDInput(%q): %T %v", k, err, err)
+		}
+		if n := NormalizeAgentID(k); n != "" && !ValidAgentID(n) {
+			t.Fatalf("NormalizeAgentID(%q) = %q is not a valid id", k, n)
+		}
+	})
+}
