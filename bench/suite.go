@@ -22,6 +22,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sessionbus/sessionbus/bus/embedded"
 )
 
 // Options select and scale a run.
@@ -38,6 +40,9 @@ type Options struct {
 	// separate processes would; by default they connect in-process, as
 	// `serve` runs them. The client (and so every baseline) always uses TCP.
 	TCP bool
+	// Sync is the embedded server's JetStream sync; the zero value flushes
+	// every write before acknowledging it, as serve does by default.
+	Sync embedded.Sync
 }
 
 // Result is one benchmark's figures. Field names are the public JSON contract.
