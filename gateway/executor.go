@@ -220,8 +220,9 @@ func (r *run) prepare(ctx context.Context) error {
 	// read every time, beside the lane: it carries the model override,
 	// which session_status changes through any worker, and a copy kept here
 	// would run the next turn with the old model.
+	cached := false
 	if c, ok := r.g.cursors.take(r.enc); ok {
-		r.cur = c
+		r.cur, cached = c, true
 	} else {
 		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, false) })
 	}
@@ -250,6 +251,17 @@ func (r *run) prepare(ctx context.Context) error {
 			return lanes.ErrBusy
 		}
 		return err
+	}
+	if cached && !r.lane.Resumed() {
+		// another gateway held the lane since this one kept the cursor:
+		// its turn moved the end, and appending at the kept one would fail
+		// its compare-and-set and cost a second record write (the moved
+		// position); read the end the index has now instead
+		var err error
+		if r.cur, err = r.g.tr.OpenCursor(octx, r.enc, false); err != nil {
+			r.releaseLane()
+			return err
+		}
 	}
 	return nil
 }

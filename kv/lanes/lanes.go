@@ -115,7 +115,17 @@ type Lane struct {
 	key string
 	val Lock
 	rev uint64
+	// resumed: taken by compare-and-set from the owner's own freedAt, so
+	// no other owner held the lane since this one last did
+	resumed bool
 }
+
+// Resumed reports that the lane was taken from the revision its owner
+// last held or released it at (Acquire's freedAt): no other owner held it
+// in between, so what the owner remembers of the session since is still
+// what the other gateways left (only writers outside the lane can have
+// moved it).
+func (l *Lane) Resumed() bool { return l.resumed }
 
 // Key is the lane's bucket key (the encoded session key).
 func (l *Lane) Key() string { return l.key }
@@ -131,6 +141,7 @@ func (ls *Lanes) Acquire(ctx context.Context, sessionKey, runID string, freedAt 
 	if freedAt > 0 {
 		err := l.write(ctx, freedAt)
 		if err == nil {
+			l.resumed = true
 			return l, nil
 		}
 		if !bus.IsWrongLastSeq(err) {

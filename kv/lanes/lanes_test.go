@@ -124,15 +124,15 @@ func TestFinishedRunFreesLane(t *testing.T) {
 	done["r1"] = true
 	// its holder, from the revision it held it at: one compare-and-set
 	la3, err := a.Acquire(ctx(t), key, "r3", la.Rev())
-	if err != nil {
-		t.Fatalf("holder takes it again: %v", err)
+	if err != nil || !la3.Resumed() || la.Resumed() {
+		t.Fatalf("holder takes it again: %v (resumed %v, first take resumed %v)", err, la3 != nil && la3.Resumed(), la.Resumed())
 	}
 	if _, err := b.Acquire(ctx(t), key, "r2", 0); !errors.Is(err, ErrBusy) {
 		t.Fatalf("while r3 runs: %v, want ErrBusy", err)
 	}
 	done["r3"] = true
-	if _, err := b.Acquire(ctx(t), key, "r2", 0); err != nil {
-		t.Fatalf("after r3 finished: %v", err)
+	if lb, err := b.Acquire(ctx(t), key, "r2", 0); err != nil || lb.Resumed() {
+		t.Fatalf("after r3 finished: %v (resumed %v)", err, lb != nil && lb.Resumed())
 	}
 	// r3's holder finds it taken: its compare-and-set fails, and r2 is not over
 	if _, err := a.Acquire(ctx(t), key, "r4", la3.Rev()); !errors.Is(err, ErrBusy) {
