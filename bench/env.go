@@ -125,7 +125,7 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	if e.dir, err = os.MkdirTemp("", "sessionbus-bench-"); err != nil {
 		return nil, err
 	}
-	if e.srv, err = embedded.Start(embedded.Options{DataDir: e.dir, Listen: "127.0.0.1:-1", Name: "bench"}); err != nil {
+	if e.srv, err = embedded.Start(embedded.Options{DataDir: e.dir, Listen: "127.0.0.1:-1", Name: "bench", Sync: o.Sync}); err != nil {
 		return nil, err
 	}
 	e.sync = syncSetting(e.srv.NS.JetStreamConfig())
@@ -178,9 +178,9 @@ func syncSetting(c *server.JetStreamConfig) string {
 		return "always (fsync every write)"
 	}
 	if c.SyncInterval <= 0 || c.SyncInterval == 2*time.Minute {
-		return "default (fsync every 2m0s)" // nats-server's default sync_interval
+		return "lazy (fsync every 2m0s)" // nats-server's default sync_interval (--sync 2m)
 	}
-	return fmt.Sprintf("interval (fsync every %v)", c.SyncInterval)
+	return fmt.Sprintf("lazy (fsync every %v)", c.SyncInterval)
 }
 
 func (e *env) serverVersion() string {

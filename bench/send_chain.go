@@ -20,9 +20,10 @@ import (
 // connection) queues a run on a stream and waits for its outcome on a KV
 // watch; a puller (the gateway, on another in-process connection) does
 // what a gateway does per run, in the same four waves: take the lane (a
-// compare-and-set); record running and append the prompt; append the
-// reply; record the outcome, move the index, touch the session and free
-// the lane; then acks. A second watch on the sessions bucket stands for
+// compare-and-set from the revision the last run held it at); record
+// running and append the prompt; append the reply; record the outcome
+// (which frees the lane: no release is written), move the index and touch
+// the session; then acks. A second watch on the sessions bucket stands for
 // the worker's session index. Bodies have the sizes of the real ones.
 //
 // What send_wait costs above this row is sessionbus's own work: parsing,
@@ -64,7 +65,7 @@ func runRawSendChain(ctx context.Context, e *env) (Result, error) {
 		}
 		return nil
 	})
-	r.Dataset = "raw nats.go: request, stream publish, pull delivery, 4 waves of 9 KV/stream writes, KV watch, reply"
+	r.Dataset = "raw nats.go: request, stream publish, pull delivery, 4 waves of 8 KV/stream writes, KV watch, reply"
 	return r, err
 }
 
@@ -241,7 +242,7 @@ func (c *chain) startGateway(ctx context.Context) error {
 
 type chainGateway struct {
 	// mu holds a run's writes together: the next run of the session waits
-	// for the last one's lane release, as a gateway's next run does.
+	// for the last one's outcome wave, as a gateway's next run does.
 	mu               sync.Mutex
 	js               jetstream.JetStream
 	kv               chainKV
@@ -282,11 +283,6 @@ func (g *chainGateway) run(msg jetstream.Msg) error {
 		func() error {
 			rev, err := g.kv.sessions.Update(ctx, chainKey, payload(600), g.sessRev)
 			g.sessRev = rev
-			return err
-		},
-		func() error {
-			rev, err := g.kv.lanes.Update(ctx, chainKey, []byte(`{"expiresAt":0}`), g.laneRev)
-			g.laneRev = rev
 			return err
 		},
 	)

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sessionbus/sessionbus/bus/embedded"
 )
 
 // Options select and scale a run.
@@ -38,6 +40,9 @@ type Options struct {
 	// separate processes would; by default they connect in-process, as
 	// `serve` runs them. The client (and so every baseline) always uses TCP.
 	TCP bool
+	// Sync is the embedded server's JetStream sync; the zero value flushes
+	// every write before acknowledging it, as serve does by default.
+	Sync embedded.Sync
 }
 
 // Result is one benchmark's figures. Field names are the public JSON contract.
@@ -63,7 +68,9 @@ type Result struct {
 	IndexStartMs    *float64 `json:"index_start_ms,omitempty"`    // list_*: time that kv.Index took to load every session
 	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
 	ThroughputVs1gw *float64 `json:"throughput_vs_1gw,omitempty"` // send_throughput_2gw*: ops_per_sec / the 1-gateway variant's (same delay, same run)
-	CacheBytes      *int     `json:"cache_bytes,omitempty"`       // history_*: bytes the worker's view cache holds after the run (views plus overhead)
+	// WritesPerSend is send_concurrent's stream writes per send, by stream.
+	WritesPerSend map[string]float64 `json:"writes_per_send,omitempty"`
+	CacheBytes    *int               `json:"cache_bytes,omitempty"` // history_*: bytes the worker's view cache holds after the run (views plus overhead)
 	// CPUPerOp is the process's CPU time (user and system: server, worker,
 	// gateways and client together) over the timed operations, per
 	// operation, in µs. Omitted where the platform has no getrusage.
@@ -114,6 +121,7 @@ var registry = []spec{
 	{name: "send_throughput_2gw", baseline: "send_wait", run: runSendThroughput2gw},
 	{name: "send_throughput_1gw_delay20", baseline: "send_wait", run: runSendThroughput1gwDelay20},
 	{name: "send_throughput_2gw_delay20", baseline: "send_wait", run: runSendThroughput2gwDelay20},
+	{name: "send_concurrent", baseline: "send_wait", run: runSendConcurrent},
 	{name: "list_10k", baseline: "raw_request_reply", run: runList10k},
 	{name: "list_100k", baseline: "raw_request_reply", run: runList100k},
 	{name: "list_label_100k", baseline: "raw_request_reply", run: runListLabel100k},
@@ -345,6 +353,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if res.MBPerSec != nil {
 			extra = append(extra, fmt.Sprintf("%.1f MB/s", *res.MBPerSec))
+		}
+		if len(res.WritesPerSend) > 0 {
+			total := 0.0
+			for _, w := range res.WritesPerSend {
+				total += w
+			}
+			extra = append(extra, fmt.Sprintf("%.2f writes/send", total))
 		}
 		if res.ThroughputVs1gw != nil {
 			extra = append(extra, fmt.Sprintf("%.2fx 1gw ops/s", *res.ThroughputVs1gw))

@@ -220,8 +220,9 @@ func (r *run) prepare(ctx context.Context) error {
 	// read every time, beside the lane: it carries the model override,
 	// which session_status changes through any worker, and a copy kept here
 	// would run the next turn with the old model.
+	cached := false
 	if c, ok := r.g.cursors.take(r.enc); ok {
-		r.cur = c
+		r.cur, cached = c, true
 	} else {
 		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, false) })
 	}
@@ -250,6 +251,17 @@ func (r *run) prepare(ctx context.Context) error {
 			return lanes.ErrBusy
 		}
 		return err
+	}
+	if cached && !r.lane.Resumed() {
+		// another gateway held the lane since this one kept the cursor:
+		// its turn moved the end, and appending at the kept one would fail
+		// its compare-and-set and cost a second record write (the moved
+		// position); read the end the index has now instead
+		var err error
+		if r.cur, err = r.g.tr.OpenCursor(octx, r.enc, false); err != nil {
+			r.releaseLane()
+			return err
+		}
 	}
 	return nil
 }
@@ -330,24 +342,31 @@ func (r *run) stopHeartbeat() {
 }
 
 // releaseLane stops the heartbeat and frees the lane; safe to call twice.
-func (r *run) releaseLane() { r.startRelease()() }
+func (r *run) releaseLane() { r.startHandOver()(false) }
 
-// startRelease does what must come before the outcome is written (stop
+// startHandOver does what must come before the outcome is written (stop
 // the heartbeat, tell this gateway's next run of the session to wait for
-// the release instead of finding the lane busy) and returns the release's
-// write, to run alongside the outcome's.
-func (r *run) startRelease() func() {
+// this one's last wave instead of finding the lane busy) and returns what
+// ends the lane's hold, to run once the outcome is written: freed says the
+// outcome itself freed the lane (runs.Record.FreesLane), and only the
+// revision to take it again from is kept; otherwise it is released with a
+// write.
+func (r *run) startHandOver() func(freed bool) {
 	if r.released {
-		return func() {}
+		return func(bool) {}
 	}
 	r.released = true
 	r.stopHeartbeat()
 	if r.lane == nil {
-		return func() {}
+		return func(bool) {}
 	}
 	done := r.g.releasing.start(r.lane.Key())
-	return func() {
+	return func(freed bool) {
 		defer done()
+		if freed {
+			r.g.laneRevs.put(r.lane.Key(), r.lane.Rev())
+			return
+		}
 		rctx, c := opCtx(context.Background())
 		defer c()
 		r.g.releaseLane(rctx, r.lane)
@@ -545,8 +564,10 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		}
 	}
 
-	// wave 4
-	release := r.startRelease()
+	// wave 4: the outcome also frees the lane, so no release is written
+	// (runs.Record.FreesLane); a lane whose run was killed or timed out by
+	// a sweep meanwhile is released after it
+	handOver := r.startHandOver()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := g.tr.Flush(octx, r.cur); err != nil {
@@ -556,11 +577,14 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		g.cursors.put(r.enc, r.cur)
 	})
 	wg.Go(func() { g.touchSession(octx, req, r.sess, r.sessRev) })
-	wg.Go(release)
+	ended := false
 	rec, _, err := g.runs.UpdateFrom(octx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {
+			ended = false
 			return nil // killed meanwhile: keep that
 		}
+		ended = true
+		rr.FreesLane = r.lane != nil
 		rr.Status = status
 		rr.Error = errText
 		rr.EndedAt = time.Now().UnixMilli()
@@ -570,6 +594,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		return nil
 	})
 	wg.Wait()
+	handOver(err == nil && ended)
 	if err != nil {
 		return nil, fmt.Errorf("record outcome: %w", err)
 	}

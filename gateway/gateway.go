@@ -260,6 +260,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if g.lanes, err = lanes.Open(ctx, js, names, replicas, id, g.ackWait); err != nil {
 		return fail(err)
 	}
+	g.lanes.Finished = g.runFreedLane
 	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
 	if err != nil {
 		return fail(fmt.Errorf("gateway consume: %w", err))

@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/lanes"
@@ -49,7 +52,8 @@ func (r *releasing) wait(ctx context.Context, key string) {
 }
 
 // acquireLane takes the session's lane for runID, from the revision this
-// gateway released it at when it was the last to hold it (laneRevs).
+// gateway released it at, or held it at for a run whose outcome freed it,
+// when it was the last to hold it (laneRevs).
 func (g *Gateway) acquireLane(ctx context.Context, sessionKey, runID string) (*lanes.Lane, error) {
 	key := bus.EncodeKey(sessionKey)
 	g.releasing.wait(ctx, key)
@@ -66,4 +70,19 @@ func (g *Gateway) releaseLane(ctx context.Context, l *lanes.Lane) {
 		return
 	}
 	g.laneRevs.put(l.Key(), rev)
+}
+
+// runFreedLane is lanes.Lanes.Finished: a lane still naming runID is free
+// when the run's own gateway recorded its outcome (runs.Record.FreesLane).
+// A record that is gone (expired long after the lane's own lease) frees
+// nothing: the lane's TTL does.
+func (g *Gateway) runFreedLane(ctx context.Context, runID string) (bool, error) {
+	rec, _, err := g.runs.Get(ctx, runID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return rec.Terminal() && rec.FreesLane, nil
 }

@@ -12,9 +12,15 @@ import (
 )
 
 // Server starts an embedded server and stops it when the test ends.
+//
+// Unlike serve, it syncs lazily (nats-server's default): a test's store is
+// a temp dir nothing reads after the test, so flushing every write would
+// only slow the suite (a synced write costs ~15x an unsynced one here)
+// without testing anything; what a test kills is a process, never the OS,
+// and a process kill loses no acknowledged write either way.
 func Server(t testing.TB) *embedded.Server {
 	t.Helper()
-	s, err := embedded.Start(embedded.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	s, err := embedded.Start(embedded.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Sync: embedded.LazySync})
 	if err != nil {
 		t.Fatalf("start embedded server: %v", err)
 	}

@@ -22,9 +22,14 @@ import (
 
 // Options configure the embedded nats-server that `serve` runs.
 type Options struct {
-	DataDir    string // JetStream store and operator credentials live here
-	Listen     string // host:port; port 0 or -1 picks a free port
-	SyncAlways bool   // fsync every write (slower; default syncs every 2 min like nats-server)
+	DataDir string // JetStream store and operator credentials live here
+	Listen  string // host:port; port 0 or -1 picks a free port
+	// Sync is when the file store flushes writes; the zero value flushes
+	// every write before acknowledging it (see Sync).
+	Sync Sync
+	// SyncAlways is the older form of Sync == AlwaysSync, kept so callers
+	// written before Sync existed still ask for what they meant.
+	SyncAlways bool
 	Name       string
 }
 
@@ -93,7 +98,11 @@ func Start(opts Options) (*Server, error) {
 		MaxPayload: MaxPayload,
 		NoLog:      true,
 		NoSigs:     true,
-		SyncAlways: opts.SyncAlways,
+	}
+	if opts.SyncAlways || opts.Sync.Always() {
+		sopts.SyncAlways = true
+	} else {
+		sopts.SyncInterval = opts.Sync.Interval
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {

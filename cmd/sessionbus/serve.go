@@ -24,13 +24,18 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
 	noGateway := fs.Bool("no-gateway", false, "run no gateway in this process (replicas run elsewhere)")
 	runDemo := fs.Bool("demo", false, "add sample sessions, run a scenario against the tools, print commands to try")
-	syncAlways := fs.Bool("sync-always", false, "fsync every JetStream write (slower, survives power loss)")
+	syncFlag := syncFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	grace := shutdownGraceFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if !checkShutdownGrace("serve", *grace, stderr) {
+		return 2
+	}
+	syncMode, err := syncFlag()
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus serve:", err)
 		return 2
 	}
 	sigs, release := catchStop()
@@ -42,11 +47,12 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *runDemo {
 		demo.Configure(cfg)
 	}
-	srv, err := embedded.Start(embedded.Options{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways})
+	srv, err := embedded.Start(embedded.Options{DataDir: *data, Listen: *listen, Sync: syncMode})
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
+	log.Info("JetStream sync", "sync", syncMode.String(), "meaning", syncMode.Describe())
 	defer srv.Shutdown()
 	op, err := bus.LoadOrCreateOperator(*data)
 	if err != nil {

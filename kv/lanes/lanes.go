@@ -48,6 +48,12 @@ type Lanes struct {
 	replicas int
 	owner    string
 	lease    time.Duration
+	// Finished, when set, reports whether a run recorded its outcome
+	// together with the end of its turn (runs.Record.FreesLane): a lane
+	// still naming such a run is free. Its holder then need not write a
+	// release: one write fewer per turn. Nil: only a released (or
+	// expired) lane is free.
+	Finished func(ctx context.Context, runID string) (bool, error)
 }
 
 // Open creates the lanes bucket if absent and makes sure its stream takes
@@ -109,7 +115,17 @@ type Lane struct {
 	key string
 	val Lock
 	rev uint64
+	// resumed: taken by compare-and-set from the owner's own freedAt, so
+	// no other owner held the lane since this one last did
+	resumed bool
 }
+
+// Resumed reports that the lane was taken from the revision its owner
+// last held or released it at (Acquire's freedAt): no other owner held it
+// in between, so what the owner remembers of the session since is still
+// what the other gateways left (only writers outside the lane can have
+// moved it).
+func (l *Lane) Resumed() bool { return l.resumed }
 
 // Key is the lane's bucket key (the encoded session key).
 func (l *Lane) Key() string { return l.key }
@@ -125,6 +141,7 @@ func (ls *Lanes) Acquire(ctx context.Context, sessionKey, runID string, freedAt 
 	if freedAt > 0 {
 		err := l.write(ctx, freedAt)
 		if err == nil {
+			l.resumed = true
 			return l, nil
 		}
 		if !bus.IsWrongLastSeq(err) {
@@ -151,7 +168,16 @@ func (ls *Lanes) Acquire(ctx context.Context, sessionKey, runID string, freedAt 
 	legacyExpired := cur.ExpiresAt > 0 && cur.ExpiresAt < time.Now().UnixMilli()
 	mine := cur.RunID == runID && cur.Gateway == ls.owner
 	if held && !mine && !legacyExpired {
-		return nil, ErrBusy
+		if ls.Finished == nil {
+			return nil, ErrBusy
+		}
+		done, err := ls.Finished(ctx, cur.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("lane of %s: is run %s over: %w", sessionKey, cur.RunID, err)
+		}
+		if !done {
+			return nil, ErrBusy
+		}
 	}
 	if err := l.write(ctx, e.Revision()); err != nil {
 		if bus.IsWrongLastSeq(err) {
@@ -175,6 +201,11 @@ func (l *Lane) write(ctx context.Context, rev uint64) error {
 	l.rev = ack.Sequence
 	return nil
 }
+
+// Rev is the revision the lock was last written at. A holder whose run
+// ended with its outcome marked FreesLane can take the lane again from it
+// (Acquire's freedAt) without releasing it in between.
+func (l *Lane) Rev() uint64 { return l.rev }
 
 // Refresh restarts the lease; false when the lock was lost (expired and
 // taken, or written by someone else).

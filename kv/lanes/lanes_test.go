@@ -1,6 +1,7 @@
 package lanes
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -101,5 +102,45 @@ func TestLegacyLockExpiry(t *testing.T) {
 	}
 	if _, err := a.Acquire(ctx(t), "agent:main:y", "r1", 0); !errors.Is(err, ErrBusy) {
 		t.Fatalf("live legacy lock: %v, want ErrBusy", err)
+	}
+}
+
+// A lane still naming a run whose outcome freed it (Finished) is free for
+// another run, with no release written; its holder takes it again from the
+// revision it held it at, and a run not finished keeps it.
+func TestFinishedRunFreesLane(t *testing.T) {
+	a, b, _ := open(t)
+	const key = "agent:main:finished"
+	done := map[string]bool{}
+	finished := func(_ context.Context, runID string) (bool, error) { return done[runID], nil }
+	a.Finished, b.Finished = finished, finished
+	la, err := a.Acquire(ctx(t), key, "r1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx(t), key, "r2", 0); !errors.Is(err, ErrBusy) {
+		t.Fatalf("while r1 runs: %v, want ErrBusy", err)
+	}
+	done["r1"] = true
+	// its holder, from the revision it held it at: one compare-and-set
+	la3, err := a.Acquire(ctx(t), key, "r3", la.Rev())
+	if err != nil || !la3.Resumed() || la.Resumed() {
+		t.Fatalf("holder takes it again: %v (resumed %v, first take resumed %v)", err, la3 != nil && la3.Resumed(), la.Resumed())
+	}
+	if _, err := b.Acquire(ctx(t), key, "r2", 0); !errors.Is(err, ErrBusy) {
+		t.Fatalf("while r3 runs: %v, want ErrBusy", err)
+	}
+	done["r3"] = true
+	if lb, err := b.Acquire(ctx(t), key, "r2", 0); err != nil || lb.Resumed() {
+		t.Fatalf("after r3 finished: %v (resumed %v)", err, lb != nil && lb.Resumed())
+	}
+	// r3's holder finds it taken: its compare-and-set fails, and r2 is not over
+	if _, err := a.Acquire(ctx(t), key, "r4", la3.Rev()); !errors.Is(err, ErrBusy) {
+		t.Fatalf("taken by r2: %v, want ErrBusy", err)
+	}
+	failing := errors.New("runs bucket down")
+	b.Finished = func(context.Context, string) (bool, error) { return false, failing }
+	if _, err := b.Acquire(ctx(t), key, "r5", 0); !errors.Is(err, failing) {
+		t.Fatalf("unreadable run record: %v, want its error", err)
 	}
 }

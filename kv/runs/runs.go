@@ -57,6 +57,12 @@ type Record struct {
 	// IdempotencyKey is the caller's key when the run came from
 	// sessions_send with one; the run id is derived from it.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// FreesLane is set by the outcome the run's own gateway records: the
+	// turn is over and the session's lane, still naming this run, is free
+	// for the next one (lanes.Lanes.Finished), with no write of its own.
+	// A terminal record without it (a kill, a sweep's timeout) frees
+	// nothing: the turn may still be ending.
+	FreesLane bool `json:"freesLane,omitempty"`
 }
 
 // Terminal reports whether the run has finished.
