@@ -100,10 +100,35 @@ func LoadOperator(path string) (*Operator, error) {
 		return nil, fmt.Errorf("read operator credentials: %w (start `sessionbus serve` once, or pass --creds)", err)
 	}
 	kp, err := nkeys.ParseDecoratedNKey(data)
+	if seed := operatorSeed(data); seed != nil {
+		// with NATS auth the file starts with the NATS user's JWT and seed
+		// (what a connection reads) and carries the token key after them
+		kp, err = nkeys.FromSeed(seed)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parse operator credentials %s: %w", path, err)
 	}
 	return operatorFromKP(kp)
+}
+
+// operatorSeed finds an operator seed line (SO...) anywhere in data.
+func operatorSeed(data []byte) []byte {
+	for line := range strings.Lines(string(data)) {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "SO") {
+			return []byte(l)
+		}
+	}
+	return nil
+}
+
+// Seed is the operator's seed, decorated, for a credentials file that
+// carries the token key after a NATS user's credentials.
+func (o *Operator) Seed() ([]byte, error) {
+	seed, err := o.kp.Seed()
+	if err != nil {
+		return nil, err
+	}
+	return jwt.DecorateSeed(seed)
 }
 
 // LoadOrCreateOperator keeps one operator key per data dir, so tokens minted

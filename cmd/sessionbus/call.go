@@ -43,7 +43,7 @@ func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}
-	nc, err := connect(*server, "sessionbus call")
+	nc, err := connect(*server, "sessionbus call", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

@@ -25,6 +25,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	noGateway := fs.Bool("no-gateway", false, "run no gateway in this process (replicas run elsewhere)")
 	runDemo := fs.Bool("demo", false, "add sample sessions, run a scenario against the tools, print commands to try")
 	syncAlways := fs.Bool("sync-always", false, "fsync every JetStream write (slower, survives power loss)")
+	authOn := fs.Bool("auth", false, "NATS-level auth: every connection needs a role's credentials (written to DATA/creds); see docs/security.md")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	grace := shutdownGraceFlag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -39,21 +40,38 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 1
 	}
+	if err := checkListen(*listen, *authOn); err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 2
+	}
 	if *runDemo {
 		demo.Configure(cfg)
 	}
-	srv, err := embedded.Start(embedded.Options{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways})
-	if err != nil {
-		_ = failLine(stderr, "serve", err)
-		return 1
-	}
-	defer srv.Shutdown()
 	op, err := bus.LoadOrCreateOperator(*data)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	nc, err := srv.Connect("sessionbus serve", nats.MaxReconnects(-1))
+	eopts := embedded.Options{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways}
+	connOpts := []nats.Option{nats.MaxReconnects(-1)}
+	if *authOn {
+		d, self, err := serveAuth(*data, cfg.Bus.Prefix, op, log)
+		if err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
+		eopts.Auth = d
+		connOpts = append(connOpts, self...)
+	} else {
+		log.Warn("NATS auth is off: any client that reaches the server can read and change every session; run serve --auth to require credentials", "listen", *listen)
+	}
+	srv, err := embedded.Start(eopts)
+	if err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect("sessionbus serve", connOpts...)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
@@ -118,14 +136,12 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	pub := *issuer
 	if pub == "" {
-		op, err := bus.LoadOperator(*creds)
-		if err != nil {
+		if pub, err = loadIssuer(*creds); err != nil {
 			fmt.Fprintln(stderr, "sessionbus worker:", err)
 			return 1
 		}
-		pub = op.PublicKey()
 	}
-	nc, err := connect(*server, "sessionbus worker")
+	nc, err := connect(*server, "sessionbus worker", credsOptions(*creds)...)
 	if err != nil {
 		_ = failLine(stderr, "worker", err)
 		return 1
