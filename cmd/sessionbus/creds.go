@@ -131,41 +131,37 @@ func writeSecret(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// serveAuth prepares `serve --auth`: the NATS keys in the data dir, one
+// serveAuth finishes `serve --auth` once the server runs: one
 // credentials file per role in DIR/creds, operator.creds rewritten to hold
 // the admin user first (so call, chat and import connect with it by
 // default) and the token key after it, and the options serve's own
 // connection uses.
-func serveAuth(dataDir, prefix string, op *bus.Operator, log *slog.Logger) (*auth.Deployment, []nats.Option, error) {
-	d, err := auth.LoadOrCreate(filepath.Join(dataDir, auth.Dir), auth.DefaultAccount)
-	if err != nil {
-		return nil, nil, err
-	}
+func serveAuth(d *auth.Deployment, dataDir, prefix string, op *bus.Operator, log *slog.Logger) ([]nats.Option, error) {
 	dir := filepath.Join(dataDir, "creds")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("creds dir %s: %v", dir, err)
+		return nil, fmt.Errorf("creds dir %s: %v", dir, err)
 	}
 	for _, r := range auth.Roles {
 		b, _, err := roleCreds(d, op, auth.DefaultAccount, r, string(r), prefix, 0)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := writeSecret(filepath.Join(dir, string(r)+".creds"), b); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if r == auth.RoleAdmin {
 			if err := writeSecret(filepath.Join(dataDir, bus.CredsFile), b); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 	}
 	self, err := d.Mint(auth.DefaultAccount, auth.RoleAdmin, "sessionbus serve", prefix, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	log.Info("NATS auth on: each role's credentials file is in the creds dir; operator.creds is the admin's",
 		"dir", dir, "roles", fmt.Sprint(auth.Roles), "account", auth.DefaultAccount)
-	return d, self.Options(), nil
+	return self.Options(), nil
 }
 
 // checkListen refuses a non-loopback --listen without --auth: that would

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/demo"
@@ -47,23 +49,12 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *runDemo {
 		demo.Configure(cfg)
 	}
-	op, err := bus.LoadOrCreateOperator(*data)
-	if err != nil {
-		_ = failLine(stderr, "serve", err)
-		return 1
-	}
 	eopts := embedded.Options{DataDir: *data, Listen: *listen, SyncAlways: *syncAlways}
-	connOpts := []nats.Option{nats.MaxReconnects(-1)}
 	if *authOn {
-		d, self, err := serveAuth(*data, cfg.Bus.Prefix, op, log)
-		if err != nil {
+		if eopts.Auth, err = auth.LoadOrCreate(filepath.Join(*data, auth.Dir), auth.DefaultAccount); err != nil {
 			_ = failLine(stderr, "serve", err)
 			return 1
 		}
-		eopts.Auth = d
-		connOpts = append(connOpts, self...)
-	} else {
-		log.Warn("NATS auth is off: any client that reaches the server can read and change every session; run serve --auth to require credentials", "listen", *listen)
 	}
 	srv, err := embedded.Start(eopts)
 	if err != nil {
@@ -71,6 +62,23 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer srv.Shutdown()
+	op, err := bus.LoadOrCreateOperator(*data)
+	if err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
+	connOpts := []nats.Option{nats.MaxReconnects(-1)}
+	if *authOn {
+		// written only once this serve holds the data dir
+		self, err := serveAuth(eopts.Auth, *data, cfg.Bus.Prefix, op, log)
+		if err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
+		connOpts = append(connOpts, self...)
+	} else {
+		log.Warn("NATS auth is off: any client that reaches the server can read and change every session; run serve --auth to require credentials", "listen", *listen)
+	}
 	nc, err := srv.Connect("sessionbus serve", connOpts...)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)

@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/sessionbus/sessionbus/bus/auth"
+)
+
+// serve without --auth says so and will not listen beyond loopback.
+func TestServeWithoutAuth(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	_, errOut, code := run(t, "", sb, "serve", "--data", t.TempDir(), "--listen", "0.0.0.0:"+strings.Split(freePort(t), ":")[1])
+	if code != 2 || !strings.Contains(errOut, "is not a loopback address") || !strings.Contains(errOut, "add --auth") {
+		t.Fatalf("serve on every interface without --auth: %d %q", code, errOut)
+	}
+	srv := start(t, "serve", "--data", t.TempDir(), "--listen", freePort(t))
+	srv.waitLine(t, "ready ")
+	if !strings.Contains(srv.stderr.String(), "NATS auth is off") {
+		t.Fatalf("no unauthenticated warning: %s", srv.stderr.String())
+	}
+}
+
+// serve --auth writes one credentials file per role; call, chat and import
+// connect with operator.creds by default, a worker and a gateway run as
+// separate processes with theirs, the stock nats CLI calls a tool with the
+// agent's, and a connection without credentials is refused.
+func TestServeAuthCLI(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	data := t.TempDir()
+	addr := freePort(t)
+	srv := start(t, "serve", "--auth", "--no-gateway", "--data", data, "--listen", addr)
+	srv.waitLine(t, "ready ")
+	url := "nats://" + addr
+	if !strings.Contains(srv.stderr.String(), filepath.Join(data, "creds")) {
+		t.Fatalf("serve --auth does not say where the credentials are: %s", srv.stderr.String())
+	}
+	credsDir := filepath.Join(data, "creds")
+	for _, r := range auth.Roles {
+		st, err := os.Stat(filepath.Join(credsDir, string(r)+".creds"))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s.creds: %v %v", r, st, err)
+		}
+	}
+	creds := filepath.Join(data, "operator.creds")
+
+	gw := start(t, "gateway", "--server", url, "--creds", filepath.Join(credsDir, "gateway.creds"), "--id", "gw-auth")
+	gw.waitLine(t, "ready ")
+	w := start(t, "worker", "--server", url, "--creds", filepath.Join(credsDir, "worker.creds"))
+	w.waitLine(t, "ready ")
+
+	_, errOut, code := run(t, `{"role":"user","content":"hello auth"}`, sb, "import", "--server", url, "--creds", creds, "agent:main:main")
+	if code != 0 {
+		t.Fatalf("import with operator.creds: %d %s", code, errOut)
+	}
+	out, errOut, code := run(t, "", sb, "call", "--server", url, "--creds", creds, "sessions_send", `{"sessionKey":"agent:main:main","message":"hi","timeoutSeconds":30}`)
+	if code != 0 || !strings.Contains(out, `"status": "ok"`) {
+		t.Fatalf("call sessions_send through the gateway process: %d %s %s", code, out, errOut)
+	}
+
+	// a token key alone (no NATS user) does not get in
+	plain := filepath.Join(t.TempDir(), "token-only.creds")
+	b, _ := os.ReadFile(creds)
+	i := strings.Index(string(b), "-----BEGIN OPERATOR")
+	if i < 0 {
+		t.Fatalf("operator.creds holds no token key: %s", b)
+	}
+	if err := os.WriteFile(plain, b[i:], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = run(t, "", sb, "call", "--server", url, "--creds", plain, "sessions_list")
+	if code != 1 || !strings.Contains(strings.ToLower(errOut), "authorization violation") {
+		t.Fatalf("call without a NATS user: %d %s", code, errOut)
+	}
+
+	// the agent's file with the stock nats CLI and a token
+	agentCreds := filepath.Join(credsDir, "agent.creds")
+	tok, _, code := run(t, "", sb, "token", "--creds", creds, "--as", "agent:main:main")
+	if code != 0 {
+		t.Fatalf("token with operator.creds: %d", code)
+	}
+	nats := binary(t, "nats")
+	agentArgs := []string{"-s", url, "--creds", agentCreds, "--inbox-prefix", inboxOf(t, agentCreds)}
+	out, errOut, code = run(t, "", nats, append(agentArgs, "req", "sb.tools.sessions_history", `{"sessionKey":"main"}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")...)
+	if code != 0 || !strings.Contains(out, "hello auth") {
+		t.Fatalf("nats req as agent: %d %s %s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "", nats, append(agentArgs, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")...)
+	if code == 0 || strings.Contains(out, "hello auth") {
+		t.Fatalf("agent read the transcript stream: %d %s %s", code, out, errOut)
+	}
+	// ops reads it
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(credsDir, "ops.creds"), "--inbox-prefix", inboxOf(t, filepath.Join(credsDir, "ops.creds")), "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
+	if code != 0 || !strings.Contains(out, "SB_TRANSCRIPTS") || !strings.Contains(out, `"role":`) {
+		t.Fatalf("ops stream get: %d %s %s", code, out, errOut)
+	}
+}
+
+func inboxOf(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ujwt, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := jwt.DecodeUserClaims(ujwt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auth.InboxPrefix(uc.Subject)
+}
