@@ -110,7 +110,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "ready", srv.URL())
 	if *runDemo {
 		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := demo.Run(dctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: *data, URL: srv.URL(), Out: stdout})
+		err := demo.Run(dctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: *data, URL: srv.URL(), Out: stdout, Auth: *authOn})
 		dcancel()
 		if err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve --demo:", err)
