@@ -247,6 +247,12 @@ func InboxPrefix(userPub string) string { return "_INBOX." + userPub }
 // connection list), for a deployment with subject prefix. expiry 0 means the
 // user does not expire.
 func (d *Deployment) Mint(acct string, role Role, name, prefix string, expiry time.Duration) (*User, error) {
+	return d.MintWith(acct, role, name, prefix, expiry, nil)
+}
+
+// MintWith is Mint with the role's permissions adjusted by edit (the
+// benchmarks add their own raw subjects); nil leaves them as they are.
+func (d *Deployment) MintWith(acct string, role Role, name, prefix string, expiry time.Duration, edit func(*jwt.Permissions)) (*User, error) {
 	a := d.accounts[acct]
 	if a == nil {
 		return nil, fmt.Errorf("no account %q in this deployment (have %s): create it with `sessionbus creds --account %s --server-config` and reload the servers", acct, strings.Join(d.Accounts(), ", "), acct)
@@ -270,6 +276,9 @@ func (d *Deployment) Mint(acct string, role Role, name, prefix string, expiry ti
 		uc.Expires = time.Now().Add(expiry).Unix()
 	}
 	uc.Permissions = Permissions(role, bus.NewNames(prefix), InboxPrefix(pub))
+	if edit != nil {
+		edit(&uc.Permissions)
+	}
 	tok, err := uc.Encode(a.kp)
 	if err != nil {
 		return nil, err
