@@ -3,10 +3,13 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/sessionbus/sessionbus/bus/auth"
 )
@@ -84,7 +87,11 @@ func TestServeAuthCLI(t *testing.T) {
 		t.Fatalf("token with operator.creds: %d", code)
 	}
 	nats := binary(t, "nats")
-	agentArgs := []string{"-s", url, "--creds", agentCreds, "--inbox-prefix", inboxOf(t, agentCreds)}
+	inbox, _, code := run(t, "", sb, "creds", "--inbox-of", agentCreds)
+	if code != 0 || strings.TrimSpace(inbox) != inboxOf(t, agentCreds) {
+		t.Fatalf("creds --inbox-of: %d %q", code, inbox)
+	}
+	agentArgs := []string{"-s", url, "--creds", agentCreds, "--inbox-prefix", strings.TrimSpace(inbox)}
 	out, errOut, code = run(t, "", nats, append(agentArgs, "req", "sb.tools.sessions_history", `{"sessionKey":"main"}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")...)
 	if code != 0 || !strings.Contains(out, "hello auth") {
 		t.Fatalf("nats req as agent: %d %s %s", code, out, errOut)
@@ -115,4 +122,66 @@ func inboxOf(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return auth.InboxPrefix(uc.Subject)
+}
+
+// The server block `creds --server-config` prints is a nats-server config
+// that trusts the files `creds ROLE` mints: a server started from it (as
+// each cluster node would) lets a worker process in with its file and
+// keeps an agent to its subjects.
+func TestCredsForAnExternalServer(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	keys := t.TempDir()
+	conf, errOut, code := run(t, "", sb, "creds", "--data", keys, "--server-config")
+	if code != 0 || !strings.Contains(conf, "resolver: MEMORY") {
+		t.Fatalf("creds --server-config: %d %s %s", code, conf, errOut)
+	}
+	port := strings.Split(freePort(t), ":")[1]
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	full := "include ./sessionbus-auth.conf\nlisten: 127.0.0.1:" + port + "\njetstream { store_dir: " + strconv.Quote(t.TempDir()) + " }\n"
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "sessionbus-auth.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(full), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("the generated config does not parse: %v", err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server from the generated config not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	url := ns.ClientURL()
+	dir := t.TempDir()
+	for _, r := range []string{"worker", "agent"} {
+		if _, errOut, code := run(t, "", sb, "creds", "--data", keys, "--out", filepath.Join(dir, r+".creds"), r); code != 0 {
+			t.Fatalf("creds %s: %d %s", r, code, errOut)
+		}
+	}
+	if _, errOut, code := run(t, "", sb, "creds", "--data", keys, "nobody"); code != 2 || !strings.Contains(errOut, "is not one of") {
+		t.Fatalf("creds with an unknown role: %d %s", code, errOut)
+	}
+	w := start(t, "worker", "--server", url, "--creds", filepath.Join(dir, "worker.creds"))
+	w.waitLine(t, "ready ")
+	tok, _, code := run(t, "", sb, "token", "--creds", filepath.Join(keys, "operator.creds"), "--as", mainKey)
+	if code != 0 {
+		t.Fatal("token")
+	}
+	nats := binary(t, "nats")
+	agentArgs := []string{"-s", url, "--creds", filepath.Join(dir, "agent.creds"), "--inbox-prefix", inboxOf(t, filepath.Join(dir, "agent.creds"))}
+	out, errOut, code := run(t, "", nats, append(agentArgs, "req", "sb.tools.sessions_list", `{}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")...)
+	if code != 0 || !strings.Contains(out, `"sessions"`) {
+		t.Fatalf("agent calls a tool on the external server: %d %s %s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "", nats, append(agentArgs, "stream", "ls")...)
+	if code == 0 && strings.Contains(out, "SB_TRANSCRIPTS") {
+		t.Fatalf("agent lists streams on the external server: %s %s", out, errOut)
+	}
 }

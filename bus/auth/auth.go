@@ -372,6 +372,22 @@ func FindIssuer(data []byte) string {
 	return pub
 }
 
+// InboxOf is the inbox prefix of the NATS user in a credentials file.
+func InboxOf(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read credentials %s: %v", path, err)
+	}
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err == nil && strings.HasPrefix(tok, "eyJ") {
+		var uc *jwt.UserClaims
+		if uc, err = jwt.DecodeUserClaims(tok); err == nil {
+			return InboxPrefix(uc.Subject), nil
+		}
+	}
+	return "", fmt.Errorf("credentials %s hold no NATS user (mint one with `sessionbus creds ROLE`)", path)
+}
+
 // ConnectOptions are the options a command connects with given its
 // credentials file: none when the file holds no NATS user (a server without
 // auth), else the user's JWT and seed and the inbox its permissions allow.

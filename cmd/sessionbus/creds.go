@@ -19,11 +19,13 @@ import (
 
 const credsUsage = `usage: sessionbus creds [--data DIR] [--account NAME] [--prefix sb] [--name NAME] [--expiry DUR] [--out FILE] ROLE
        sessionbus creds [--data DIR] [--account NAME[,NAME...]] --server-config
+       sessionbus creds --inbox-of FILE
 
 Mints a NATS credentials file for ROLE (agent, adapter, worker, gateway, ops,
 admin) with the keys in DIR/nats-auth (created on first use), or prints the
-nats-server configuration block that trusts them. serve --auth uses the same
-DIR and keys.
+nats-server configuration block that trusts them, or the inbox prefix a
+credentials file's user must use (nats --inbox-prefix). serve --auth uses the
+same DIR and keys.
 `
 
 // cmdCreds mints credentials for an external server or cluster.
@@ -37,8 +39,18 @@ func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	expiry := fs.Duration("expiry", 0, "the credentials expire after this long (0: never)")
 	out := fs.String("out", "", "write the file here (mode 0600) instead of stdout")
 	serverConfig := fs.Bool("server-config", false, "print the nats-server config block (operator, system account, accounts)")
+	inboxOf := fs.String("inbox-of", "", "print the inbox prefix the user in this credentials file may subscribe to")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *inboxOf != "" {
+		inbox, err := auth.InboxOf(*inboxOf)
+		if err != nil {
+			_ = failLine(stderr, "creds", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, inbox)
+		return 0
 	}
 	if *serverConfig {
 		if fs.NArg() != 0 {
