@@ -65,6 +65,11 @@ func TestServeAuthCLI(t *testing.T) {
 		t.Fatalf("call sessions_send through the gateway process: %d %s %s", code, out, errOut)
 	}
 
+	out, errOut, code = run(t, "", sb, "chat", "--server", url, "--creds", creds, "agent:main:main", "hello from chat")
+	if code != 0 || strings.TrimSpace(out) == "" {
+		t.Fatalf("chat with operator.creds: %d %s %s", code, out, errOut)
+	}
+
 	// a token key alone (no NATS user) does not get in
 	plain := filepath.Join(t.TempDir(), "token-only.creds")
 	b, _ := os.ReadFile(creds)
