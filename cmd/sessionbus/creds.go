@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -216,10 +215,11 @@ func loadIssuer(path string) (string, error) {
 		return op.PublicKey(), nil
 	}
 	b, rerr := os.ReadFile(path)
-	if rerr == nil {
-		if pub := auth.FindIssuer(b); pub != "" {
-			return pub, nil
-		}
+	if rerr != nil {
+		return "", err // LoadOperator's message says what to do
 	}
-	return "", errors.Join(err)
+	if pub := auth.FindIssuer(b); pub != "" {
+		return pub, nil
+	}
+	return "", fmt.Errorf("%s holds neither the token key nor its issuer: pass operator.creds, a worker's file (sessionbus creds worker) or --issuer", path)
 }
