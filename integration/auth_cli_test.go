@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/sessionbus/sessionbus/bus/auth"
@@ -114,19 +113,11 @@ func TestServeAuthCLI(t *testing.T) {
 
 func inboxOf(t *testing.T, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	inbox, err := auth.InboxOf(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ujwt, err := jwt.ParseDecoratedJWT(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc, err := jwt.DecodeUserClaims(ujwt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return auth.InboxPrefix(uc.Subject)
+	return inbox
 }
 
 // The server block `creds --server-config` prints is a nats-server config

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // MaxAge is how long a revocation is kept.
@@ -102,26 +103,7 @@ func (s *Store) Watch(ctx context.Context) error {
 	ready := make(chan struct{})
 	go func() {
 		defer close(s.done)
-		defer func() { _ = w.Stop() }()
-		initial := true
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					if initial {
-						initial = false
-						close(ready)
-					}
-					continue
-				}
-				s.apply(e)
-			}
-		}
+		record.Follow(wctx, w, ready, s.apply)
 	}()
 	select {
 	case <-ready:
