@@ -185,14 +185,11 @@ func checkListen(listen string, authOn bool) error {
 	if err != nil {
 		return nil // embedded.Start says what is wrong with it
 	}
-	if host == "localhost" {
+	if host == "" || host == "localhost" { // embedded.Start binds an empty host to 127.0.0.1
 		return nil
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
-	}
-	if host == "" {
-		host = "(every interface)"
 	}
 	return fmt.Errorf("--listen %s: %s is not a loopback address, and without --auth any client that reaches it can read and change every session; add --auth, or listen on 127.0.0.1", listen, host)
 }
