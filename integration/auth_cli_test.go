@@ -181,3 +181,32 @@ func TestCredsForAnExternalServer(t *testing.T) {
 		t.Fatalf("agent lists streams on the external server: %s %s", out, errOut)
 	}
 }
+
+// serve --auth --demo runs its whole scenario with auth on, and the
+// commands it prints carry the admin's credentials, which work.
+func TestServeDemoWithAuth(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	addr := freePort(t)
+	data := t.TempDir()
+	p := start(t, "serve", "--auth", "--demo", "--data", data, "--listen", addr)
+	line, out := p.collect(t, "  nats")
+	creds := filepath.Join(data, "operator.creds")
+	for _, want := range []string{"announces delivered: 3 of 3", "== try it yourself", "--creds " + creds + " sessions_list"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("serve --auth --demo output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(line, "--creds "+creds) {
+		t.Fatalf("the nats CLI line has no credentials: %s", line)
+	}
+	nats := binary(t, "nats")
+	if out, errOut, code := run(t, "", nats, "-s", "nats://"+addr, "--creds", creds, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main"); code != 0 {
+		t.Fatalf("the printed nats command with the admin's file: %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := run(t, "", nats, "-s", "nats://"+addr, "stream", "ls"); code == 0 {
+		t.Fatalf("a nats CLI without credentials got in: %s", errOut)
+	}
+	if _, errOut, code := run(t, "", sb, "call", "--server", "nats://"+addr, "--creds", creds, "sessions_list"); code != 0 {
+		t.Fatalf("call with the admin's file: %d %s", code, errOut)
+	}
+}
