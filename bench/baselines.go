@@ -21,7 +21,7 @@ func payload(n int) []byte { return bytes.Repeat([]byte("x"), n) }
 // raw_request_reply: 128 B core request/reply, one responder on its own
 // connection.
 func runRawRequestReply(ctx context.Context, e *env) (Result, error) {
-	rc, err := nats.Connect(e.srv.URL(), nats.Name("bench raw responder"))
+	rc, err := e.connectClient("bench raw responder")
 	if err != nil {
 		return Result{}, err
 	}

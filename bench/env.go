@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
@@ -82,6 +84,7 @@ type env struct {
 	log   io.Writer
 	dir   string
 	srv   *embedded.Server
+	auth  *auth.Deployment // with Options.Auth
 	sync  string
 	names bus.Names
 	cfg   *config.Config
@@ -125,7 +128,10 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	if e.dir, err = os.MkdirTemp("", "sessionbus-bench-"); err != nil {
 		return nil, err
 	}
-	if e.srv, err = embedded.Start(embedded.Options{DataDir: e.dir, Listen: "127.0.0.1:-1", Name: "bench", Sync: o.Sync}); err != nil {
+	if e.auth, err = e.startAuth(); err != nil {
+		return nil, err
+	}
+	if e.srv, err = embedded.Start(embedded.Options{DataDir: e.dir, Listen: "127.0.0.1:-1", Name: "bench", Auth: e.auth, Sync: o.Sync}); err != nil {
 		return nil, err
 	}
 	e.sync = syncSetting(e.srv.NS.JetStreamConfig())
@@ -157,7 +163,7 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	if e.worker, err = handlers.StartWorker(sctx, e.workerNC, e.cfg, bus.NewVerifier(e.op.PublicKey()), wlog); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	if e.nc, err = nats.Connect(e.srv.URL(), nats.Name("bench client")); err != nil {
+	if e.nc, err = e.connectClient("bench client"); err != nil {
 		return nil, err
 	}
 	if e.js, err = jetstream.New(e.nc); err != nil {
@@ -238,8 +244,25 @@ func f64(v float64) *float64 { return &v }
 // connectInternal connects a worker or gateway: in-process, as `serve`
 // runs them, or over TCP loopback with Options.TCP.
 func (e *env) connectInternal(name string) (*nats.Conn, error) {
-	if e.o.TCP {
-		return nats.Connect(e.srv.URL(), nats.Name(name))
+	role := auth.RoleGateway
+	if strings.Contains(name, "worker") {
+		role = auth.RoleWorker
 	}
-	return e.srv.Connect(name)
+	opts, err := e.authOpts(role, name)
+	if err != nil {
+		return nil, err
+	}
+	if e.o.TCP {
+		return nats.Connect(e.srv.URL(), append(opts, nats.Name(name))...)
+	}
+	return e.srv.Connect(name, opts...)
+}
+
+// connectClient connects the bench client or a raw responder over TCP.
+func (e *env) connectClient(name string) (*nats.Conn, error) {
+	opts, err := e.authOpts(auth.RoleAdmin, name)
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(e.srv.URL(), append(opts, nats.Name(name))...)
 }

@@ -43,6 +43,8 @@ type Options struct {
 	// Sync is the embedded server's JetStream sync; the zero value flushes
 	// every write before acknowledging it, as serve does by default.
 	Sync embedded.Sync
+	// Auth runs the server with NATS-level auth, as `serve --auth` does.
+	Auth bool
 }
 
 // Result is one benchmark's figures. Field names are the public JSON contract.
@@ -90,6 +92,7 @@ type Report struct {
 	CPUs       int    `json:"cpus"`
 	NATSServer string `json:"nats_server"`
 	Quick      bool   `json:"quick,omitempty"`
+	Auth       bool   `json:"nats_auth,omitempty"` // bench --auth
 	// Internal is how the worker and gateways connect: "in-process" (as
 	// serve runs them) or "tcp" (as separate processes).
 	Internal string   `json:"internal_connections"`
@@ -203,12 +206,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer e.close()
-	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick, Internal: "in-process"}
+	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick, Internal: "in-process", Auth: o.Auth}
 	if o.TCP {
 		rep.Internal = "tcp"
 	}
-	e.logf("sessionbus bench: %s, %d cpus, GOMAXPROCS %d, nats-server %s, sync %s, data in %s",
-		rep.Go, rep.CPUs, runtime.GOMAXPROCS(0), rep.NATSServer, e.sync, e.dir)
+	e.logf("sessionbus bench: %s, %d cpus, GOMAXPROCS %d, nats-server %s, sync %s, NATS auth %v, data in %s",
+		rep.Go, rep.CPUs, runtime.GOMAXPROCS(0), rep.NATSServer, e.sync, o.Auth, e.dir)
 	for _, s := range specs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -328,8 +331,11 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteTable prints the report as a readable table.
 func (r *Report) WriteTable(w io.Writer) error {
 	mode := ""
+	if r.Auth {
+		mode = ", NATS auth on (serve --auth roles)"
+	}
 	if r.Quick {
-		mode = " (--quick: reduced data sets)"
+		mode += " (--quick: reduced data sets)"
 	}
 	fmt.Fprintf(w, "sessionbus bench: %s, %d cpus, nats-server %s, worker and gateways %s, client tcp%s\n\n", r.Go, r.CPUs, r.NATSServer, r.Internal, mode)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -20,6 +21,11 @@ const CredsFile = "operator.creds"
 
 // DefaultTokenTTL bounds how long a caller token stays valid when no TTL is given.
 const DefaultTokenTTL = time.Hour
+
+// MaxTokenTTL is the longest a caller token may be valid: Mint refuses
+// more and Verify refuses a token whose lifetime is longer. Revocations are
+// kept this long (kv/revocations), so no token outlives its revocation.
+const MaxTokenTTL = 24 * time.Hour
 
 // Caller is who is asking, as attested by a token signed with the operator key.
 // Spawn depth, parent and role are deliberately absent: they come from the
@@ -35,6 +41,10 @@ type Caller struct {
 	// as is an inbound turn with a session's token.
 	Adapter string    `json:"adapter,omitempty"`
 	Expires time.Time `json:"-"`
+	// Minted is when the token was signed (microseconds; zero for tokens
+	// minted before this claim existed): a run's revocation refuses the
+	// tokens minted up to it, and a retry's new tokens pass.
+	Minted time.Time `json:"-"`
 }
 
 // AnyChannel is the adapter claim of a token valid for every channel.
@@ -100,10 +110,35 @@ func LoadOperator(path string) (*Operator, error) {
 		return nil, fmt.Errorf("read operator credentials: %w (start `sessionbus serve` once, or pass --creds)", err)
 	}
 	kp, err := nkeys.ParseDecoratedNKey(data)
+	if seed := operatorSeed(data); seed != nil {
+		// with NATS auth the file starts with the NATS user's JWT and seed
+		// (what a connection reads) and carries the token key after them
+		kp, err = nkeys.FromSeed(seed)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parse operator credentials %s: %w", path, err)
 	}
 	return operatorFromKP(kp)
+}
+
+// operatorSeed finds an operator seed line (SO...) anywhere in data.
+func operatorSeed(data []byte) []byte {
+	for line := range strings.Lines(string(data)) {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "SO") {
+			return []byte(l)
+		}
+	}
+	return nil
+}
+
+// Seed is the operator's seed, decorated, for a credentials file that
+// carries the token key after a NATS user's credentials.
+func (o *Operator) Seed() ([]byte, error) {
+	seed, err := o.kp.Seed()
+	if err != nil {
+		return nil, err
+	}
+	return jwt.DecorateSeed(seed)
 }
 
 // LoadOrCreateOperator keeps one operator key per data dir, so tokens minted
@@ -145,12 +180,14 @@ func (o *Operator) Mint(c Caller, ttl time.Duration) (string, error) {
 	if c.SessionKey == "" {
 		return "", errors.New("a token needs a session key (--as) or, for a channel adapter, a channel (--adapter)")
 	}
-	if ttl <= 0 {
-		ttl = DefaultTokenTTL
+	ttl, err := tokenTTL(ttl)
+	if err != nil {
+		return "", err
 	}
+	now := time.Now()
 	gc := jwt.NewGenericClaims(c.SessionKey)
-	gc.Expires = time.Now().Add(ttl).Unix()
-	gc.Data = map[string]any{"sessionKey": c.SessionKey}
+	gc.Expires = now.Add(ttl).Unix()
+	gc.Data = map[string]any{"sessionKey": c.SessionKey, "mintedAt": now.UnixMicro()}
 	if c.AgentID != "" {
 		gc.Data["agentId"] = c.AgentID
 	}
@@ -175,13 +212,26 @@ func (o *Operator) mintAdapter(c Caller, ttl time.Duration) (string, error) {
 			return "", fmt.Errorf("--adapter: %w, or * for every channel", err)
 		}
 	}
-	if ttl <= 0 {
-		ttl = DefaultTokenTTL
+	ttl, err := tokenTTL(ttl)
+	if err != nil {
+		return "", err
 	}
+	now := time.Now()
 	gc := jwt.NewGenericClaims(adapterSubject + name)
-	gc.Expires = time.Now().Add(ttl).Unix()
-	gc.Data = map[string]any{"adapter": name}
+	gc.Expires = now.Add(ttl).Unix()
+	gc.Data = map[string]any{"adapter": name, "mintedAt": now.UnixMicro()}
 	return gc.Encode(o.kp)
+}
+
+// tokenTTL is ttl, DefaultTokenTTL for none, and an error above MaxTokenTTL.
+func tokenTTL(ttl time.Duration) (time.Duration, error) {
+	if ttl > MaxTokenTTL {
+		return 0, fmt.Errorf("token lifetime %v is longer than the maximum %v: use a shorter --ttl and mint again when it runs out", ttl, MaxTokenTTL)
+	}
+	if ttl <= 0 {
+		return DefaultTokenTTL, nil
+	}
+	return ttl, nil
 }
 
 // Verifier checks tokens against one operator public key. Verified tokens are
@@ -192,10 +242,25 @@ func (o *Operator) mintAdapter(c Caller, ttl time.Duration) (string, error) {
 // expirable variant has one TTL for all entries and a cleanup goroutine
 // that cannot be stopped.)
 type Verifier struct {
-	issuer string
-	now    func() time.Time
-	cache  *lru.Cache[[32]byte, Caller]
+	issuer  string
+	now     func() time.Time
+	cache   *lru.Cache[[32]byte, Caller]
+	revoked atomic.Pointer[Revocations]
 }
+
+// Revocations says when a run's tokens were revoked (its end, or its
+// kill); kv/revocations keeps them, watched into memory.
+type Revocations interface {
+	RevokedAt(runID string) (time.Time, bool)
+}
+
+// UseRevocations makes Verify refuse a run's tokens minted up to the
+// run's revocation, cached or not.
+func (v *Verifier) UseRevocations(r Revocations) { v.revoked.Store(&r) }
+
+// tokenSkew is how far a verifier's clock may be behind the minting
+// gateway's before a fresh token looks not yet valid or too long-lived.
+const tokenSkew = time.Minute
 
 const verifierCacheMax = 16384
 
@@ -221,6 +286,9 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	now := v.now()
 	if c, ok := v.cache.Get(h); ok {
 		if now.Before(c.Expires) {
+			if err := v.checkRevoked(c); err != nil {
+				return Caller{}, err
+			}
 			return c, nil
 		}
 		v.cache.Remove(h)
@@ -240,6 +308,15 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	if !now.Before(c.Expires) {
 		return Caller{}, Errorf(CodeUnauthorized, "token expired at %s: mint a new one", c.Expires.UTC().Format(time.RFC3339))
 	}
+	if gc.NotBefore != 0 && now.Add(tokenSkew).Unix() < gc.NotBefore {
+		return Caller{}, Errorf(CodeUnauthorized, "token not valid before %s: use it from then, or mint one valid now", time.Unix(gc.NotBefore, 0).UTC().Format(time.RFC3339))
+	}
+	if gc.IssuedAt == 0 || c.Expires.Sub(time.Unix(gc.IssuedAt, 0)) > MaxTokenTTL+tokenSkew {
+		return Caller{}, Errorf(CodeUnauthorized, "token lifetime is longer than the maximum %v (or unknown): mint one with `sessionbus token --ttl` at most %v", MaxTokenTTL, MaxTokenTTL)
+	}
+	if us, ok := gc.Data["mintedAt"].(float64); ok {
+		c.Minted = time.UnixMicro(int64(us))
+	}
 	if s, ok := gc.Data["agentId"].(string); ok {
 		c.AgentID = s
 	}
@@ -251,8 +328,24 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	}
 	if s, ok := gc.Data["adapter"].(string); ok && s != "" {
 		// an adapter speaks for no session, whatever else the token says
-		c = Caller{Adapter: s, Expires: c.Expires}
+		c = Caller{Adapter: s, Expires: c.Expires, Minted: c.Minted}
 	}
 	v.cache.Add(h, c)
+	if err := v.checkRevoked(c); err != nil {
+		return Caller{}, err
+	}
 	return c, nil
+}
+
+// checkRevoked refuses a run's token minted up to its run's revocation.
+func (v *Verifier) checkRevoked(c Caller) error {
+	r := v.revoked.Load()
+	if r == nil || c.RunID == "" {
+		return nil
+	}
+	at, ok := (*r).RevokedAt(c.RunID)
+	if !ok || c.Minted.After(at) {
+		return nil
+	}
+	return Errorf(CodeUnauthorized, "token of run %s was revoked at %s (the run ended or was killed): a run's token is valid only while it runs", c.RunID, at.UTC().Format(time.RFC3339))
 }

@@ -26,6 +26,9 @@ type Options struct {
 	DataDir  string
 	URL      string
 	Out      io.Writer
+	// Auth: serve --auth runs, so every command shown needs the admin's
+	// NATS user, which DataDir/operator.creds holds.
+	Auth bool
 }
 
 // Run imports the samples (once per data dir) and prints the scenario.
@@ -112,6 +115,11 @@ func printTry(w io.Writer, o Options, child string) {
 	if o.URL != defaultURL {
 		srv = " -s " + o.URL
 	}
+	importFlags := serverFlag(o.URL)
+	if o.Auth {
+		srv += " --creds " + filepath.Join(o.DataDir, bus.CredsFile)
+		importFlags += credsFlag(o.DataDir)
+	}
 	fmt.Fprintf(w, `
 == try it yourself (in another terminal; Ctrl-C here stops the server)
   go run ./cmd/sessionbus call%[1]s sessions_list '{"includeDerivedTitles":true}'
@@ -128,7 +136,7 @@ func printTry(w io.Writer, o Options, child string) {
   nats%[2]s micro ls
   nats%[2]s stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main
   nats%[2]s sub sb.session.agent.main.main.notice   # the parent's notices, live
-`, flags, srv, serverFlag(o.URL), credsFlag(o.DataDir), child)
+`, flags, srv, importFlags, credsFlag(o.DataDir), child)
 }
 
 const defaultURL = "nats://127.0.0.1:4222"

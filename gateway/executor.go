@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +22,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
 	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -651,13 +653,22 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 	// Minting signs a JWT, which costs more than a JetStream round trip, so
 	// it happens only for a runtime that hands the token out (exec) or a
 	// turn that calls a tool.
+	var minted atomic.Bool
 	mint := sync.OnceValues(func() (string, error) {
-		token, err := g.op.Mint(bus.Caller{SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID}, timeout+time.Minute)
+		// the token ends with the run: its timeout plus a margin, and the
+		// revocation below when the turn returns
+		token, err := g.op.Mint(bus.Caller{SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID}, min(timeout+time.Minute, bus.MaxTokenTTL))
 		if err != nil {
 			return "", &runtime.RunError{Message: "mint run token: " + err.Error()}
 		}
+		minted.Store(true)
 		return token, nil
 	})
+	defer func() {
+		if minted.Load() {
+			g.revokeRun(req.RunID)
+		}
+	}()
 	var token string
 	if g.needsToken[req.AgentID] {
 		var err error
@@ -746,4 +757,18 @@ func findPart(entries []transcripts.Entry, runID, part string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// revokeRun ends the validity of the run's tokens once its turn is over, so
+// a token copied out of a runtime cannot be replayed. It uses its own
+// deadline: the run's context may already be done (a kill, a shutdown).
+func (g *Gateway) revokeRun(runID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if g.revoked == nil {
+		return
+	}
+	if err := g.revoked.Revoke(ctx, runID, revocations.ReasonEnded); err != nil {
+		g.log.Warn("run token not revoked: it stays valid until it expires", "run", runID, "err", err)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/a2a"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/lanes"
+	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -89,6 +90,7 @@ type Gateway struct {
 	cursors  recent[*transcripts.Cursor]
 	failures recent[int] // failed attempts per queued message (stream sequence)
 	deliver  *deliveries.Stream
+	revoked  *revocations.Store // a run's tokens end with the run
 
 	runtimes     map[string]runtime.Runtime
 	wantsHistory map[string]bool // agents whose runtime reads the transcript
@@ -227,6 +229,9 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if g.watchers, err = watchers.Open(ctx, js, names, replicas, 0); err != nil {
 		return fail(err)
 	}
+	if g.revoked, err = revocations.Open(ctx, js, names, replicas, g.log); err != nil {
+		return fail(err)
+	}
 	g.recorder = &notices.Recorder{Log: siglog, Watchers: g.watchers, Events: g.events, Logger: g.log}
 	arch, err := archives.Open(ctx, js, names, archives.Options{Replicas: replicas})
 	if err != nil {
@@ -267,7 +272,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	}
 	g.iter, g.opts, g.rebound = iter, o, make(chan struct{})
 	g.guard = bus.NewGuard(js, g.log)
-	for _, r := range []bus.Recreatable{g.store, g.runs, g.flows, g.tr, g.lanes, g.deliver, g.reg, g.claims, g.events, queueGuard{g}} {
+	for _, r := range []bus.Recreatable{g.store, g.runs, g.flows, g.tr, g.lanes, g.deliver, g.reg, g.claims, g.events, g.revoked, queueGuard{g}} {
 		if err := g.guard.Watch(r); err != nil {
 			g.guard.Stop()
 			iter.Stop()

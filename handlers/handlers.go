@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
 	"github.com/sessionbus/sessionbus/kv/claims"
+	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -45,6 +46,8 @@ type Deps struct {
 	Watchers    *watchers.Store   // watch cursors (sessions_send watch:true)
 	Notices     *notices.Recorder // signal log + notices
 	Heads       *signals.Heads    // stateVersion per session, for sessions_list rows
+	// Revocations are the revoked run tokens, watched; the verifier checks them.
+	Revocations *revocations.Store
 	// Signals is the signal log session_status reads stateVersion and
 	// changesSince from; nil reads as an empty log (stateVersion 0).
 	Signals StateLog

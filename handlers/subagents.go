@@ -21,6 +21,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -848,6 +849,12 @@ func (d *Deps) killRun(ctx context.Context, rec *subagents.Record) (bool, error)
 	}
 	if err != nil {
 		return false, fmt.Errorf("kill run %s of %s: %w", rec.RunID, rec.ChildSessionKey, err)
+	}
+	if killed && d.Revocations != nil {
+		// its tokens end now, not when its gateway notices the kill
+		if err := d.Revocations.Revoke(ctx, rec.RunID, revocations.ReasonKilled); err != nil {
+			d.Log.Warn("killed run's token not revoked: it stays valid until its run stops", "run", rec.RunID, "err", err)
+		}
 	}
 	return killed, nil
 }

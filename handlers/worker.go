@@ -14,6 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
 	"github.com/sessionbus/sessionbus/kv/claims"
+	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -87,13 +88,20 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if d.Children, err = subagents.StartIndex(ctx, d.Subagents, log); err != nil {
 		return fail(err)
 	}
+	if d.Revocations, err = revocations.Open(ctx, js, names, cfg.Bus.Replicas, log); err != nil {
+		return fail(err)
+	}
+	if err := d.Revocations.Watch(ctx); err != nil {
+		return fail(err)
+	}
+	v.UseRevocations(d.Revocations)
 	if d.Index, err = sessions.StartIndex(ctx, js, d.Store, log, IndexDerive(cfg)); err != nil {
 		return fail(err)
 	}
 	// The session index follows its own bucket's deletion (it must empty);
 	// the guard brings back what the tools write to.
 	w.guard = bus.NewGuard(js, log)
-	for _, r := range []bus.Recreatable{d.Queue, d.Runs, d.Transcripts, d.Subagents, d.Claims} {
+	for _, r := range []bus.Recreatable{d.Queue, d.Runs, d.Transcripts, d.Subagents, d.Claims, d.Revocations} {
 		if err := w.guard.Watch(r); err != nil {
 			return fail(fmt.Errorf("follow stream deletions: %w", err))
 		}
@@ -153,6 +161,9 @@ func (w *Worker) close() {
 	}
 	if w.Deps.Children != nil {
 		w.Deps.Children.Stop()
+	}
+	if w.Deps.Revocations != nil {
+		w.Deps.Revocations.Stop()
 	}
 	if w.Deps.Heads != nil {
 		w.Deps.Heads.Stop()

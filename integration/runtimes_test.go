@@ -23,6 +23,9 @@ import (
 // execAgentMain): the gateway runs it once per turn.
 const execAgentEnv = "SB_TEST_EXEC_AGENT"
 
+// execAgentTokenOut names a file the exec agent writes its run token to.
+const execAgentTokenOut = "SB_TEST_EXEC_TOKEN_OUT"
+
 // execAgentMain is an exec agent that calls sessions_list over NATS with
 // the run token from its stdin and replies with the keys it saw.
 func execAgentMain() int {
@@ -42,6 +45,10 @@ func execAgentMain() int {
 	}
 	if strings.HasPrefix(in.Message, "Agent-to-agent announce step") {
 		return reply(map[string]any{"reply": "ANNOUNCE_SKIP"})
+	}
+	if out := os.Getenv(execAgentTokenOut); out != "" {
+		// the token a compromised runtime would keep, for the replay test
+		_ = os.WriteFile(out, []byte(in.Token), 0o600)
 	}
 	nc, err := nats.Connect(in.NATSURL)
 	if err != nil {

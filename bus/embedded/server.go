@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 )
 
 // Options configure the embedded nats-server that `serve` runs.
@@ -31,6 +33,10 @@ type Options struct {
 	// written before Sync existed still ask for what they meant.
 	SyncAlways bool
 	Name       string
+	// Auth, when set, runs the server in operator mode trusting this
+	// deployment's accounts: every connection then needs a user's
+	// credentials and gets that user's permissions (see bus/auth).
+	Auth *auth.Deployment
 }
 
 // MaxPayload is the embedded server's max_payload. Clients learn it when
@@ -103,6 +109,12 @@ func Start(opts Options) (*Server, error) {
 		sopts.SyncAlways = true
 	} else {
 		sopts.SyncInterval = opts.Sync.Interval
+	}
+	if opts.Auth != nil {
+		if err := trust(sopts, opts.Auth); err != nil {
+			_ = lock.Unlock()
+			return nil, err
+		}
 	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
@@ -181,4 +193,32 @@ func lockDataDir(dir string) (*flock.Flock, error) {
 	}
 	_ = os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o600)
 	return l, nil
+}
+
+// trust sets operator mode: the deployment's operator JWT, its system
+// account, and its accounts preloaded into a memory resolver, the same
+// settings auth.Deployment.ServerConfig writes for an external server.
+func trust(sopts *server.Options, d *auth.Deployment) error {
+	opJWT, err := d.OperatorJWT()
+	if err != nil {
+		return err
+	}
+	oc, err := jwt.DecodeOperatorClaims(opJWT)
+	if err != nil {
+		return err
+	}
+	accts, err := d.AccountJWTs()
+	if err != nil {
+		return err
+	}
+	res := &server.MemAccResolver{}
+	for pub, a := range accts {
+		if err := res.Store(pub, a); err != nil {
+			return err
+		}
+	}
+	sopts.TrustedOperators = []*jwt.OperatorClaims{oc}
+	sopts.SystemAccount = d.SystemAccount()
+	sopts.AccountResolver = res
+	return nil
 }

@@ -21,6 +21,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	tcp := fs.Bool("tcp", false, "connect the worker and gateways over TCP loopback, as separate processes would (default: in-process, as serve runs them)")
 	syncFlag := syncFlags(fs)
+	authOn := fs.Bool("auth", false, "run the server with NATS-level auth, as serve --auth does (every connection a role's user; baselines too)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -42,7 +43,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 2
 	}
-	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp, Sync: syncMode}
+	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp, Sync: syncMode, Auth: *authOn}
 	if *quiet {
 		opts.Log = nil
 	}

@@ -43,7 +43,7 @@ func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}
-	nc, err := connect(*server, "sessionbus call")
+	nc, err := connect(*server, "sessionbus call", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
@@ -71,8 +71,12 @@ func cmdToken(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	agent := fs.String("agent", "", "agent id claim (default: from the key)")
 	run := fs.String("run", "", "run id claim")
 	sandboxed := fs.Bool("sandboxed", false, "mark the caller sandboxed")
-	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	ttl := fs.Duration("ttl", time.Hour, fmt.Sprintf("how long the token is valid (at most %v)", bus.MaxTokenTTL))
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *ttl > bus.MaxTokenTTL {
+		fmt.Fprintf(stderr, "sessionbus token: --ttl %v is above the maximum %v: use a shorter one and mint again when it runs out\n", *ttl, bus.MaxTokenTTL)
 		return 2
 	}
 	if (*as == "") == (*adapter == "") || fs.NArg() != 0 {

@@ -58,7 +58,7 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		"accountId": *account, "threadId": *thread, "idempotencyKey": *idem,
 		"timeoutSeconds": *timeout,
 	})
-	nc, err := connect(*server, "sessionbus chat")
+	nc, err := connect(*server, "sessionbus chat", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

@@ -50,8 +50,8 @@ func newLogger(stderr io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l}))
 }
 
-func connect(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1))
+func connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %v (is `sessionbus serve` running? pass --server)", url, err)
 	}

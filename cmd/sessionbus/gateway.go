@@ -41,7 +41,7 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "gateway", err)
 		return 1
 	}
-	nc, err := connect(*server, "sessionbus gateway "+*id)
+	nc, err := connect(*server, "sessionbus gateway "+*id, credsOptions(*creds)...)
 	if err != nil {
 		_ = failLine(stderr, "gateway", err)
 		return 1

@@ -21,6 +21,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	label := fs.String("label", "", "session label")
 	spawnedBy := fs.String("spawned-by", "", "parent session key, so the session joins its parent's tree")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
+	creds := fs.String("creds", defaultCreds(), "credentials file; with NATS auth, one with the admin's NATS user (serve --auth writes it as operator.creds)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sessionbus import [flags] SESSIONKEY < transcript.jsonl")
 		fmt.Fprintln(stderr, "Importing the same file into the same session again appends nothing; an interrupted import run again appends only what is missing.")
@@ -33,7 +34,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	nc, err := connect(*server, "sessionbus import")
+	nc, err := connect(*server, "sessionbus import", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

@@ -21,6 +21,7 @@ commands:
   bench     run the benchmark suite
   session   delete|reset a session (its transcript archived first)
   archive   ls|get|restore|budget: archived transcripts and the disk budget
+  creds     mint a role's NATS credentials file, or print the server config that trusts them
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -45,6 +46,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"chat":    cmdChat,
 		"session": cmdSession,
 		"archive": cmdArchive,
+		"creds":   cmdCreds,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

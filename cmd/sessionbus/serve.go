@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/demo"
@@ -25,6 +27,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	noGateway := fs.Bool("no-gateway", false, "run no gateway in this process (replicas run elsewhere)")
 	runDemo := fs.Bool("demo", false, "add sample sessions, run a scenario against the tools, print commands to try")
 	syncFlag := syncFlags(fs)
+	authOn := fs.Bool("auth", false, "NATS-level auth: every connection needs a role's credentials (written to DATA/creds); see docs/security.md")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	grace := shutdownGraceFlag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -44,10 +47,21 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 1
 	}
+	if err := checkListen(*listen, *authOn); err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 2
+	}
 	if *runDemo {
 		demo.Configure(cfg)
 	}
-	srv, err := embedded.Start(embedded.Options{DataDir: *data, Listen: *listen, Sync: syncMode})
+	eopts := embedded.Options{DataDir: *data, Listen: *listen, Sync: syncMode}
+	if *authOn {
+		if eopts.Auth, err = auth.LoadOrCreate(filepath.Join(*data, auth.Dir), auth.DefaultAccount); err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
+	}
+	srv, err := embedded.Start(eopts)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
@@ -59,7 +73,19 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	nc, err := srv.Connect("sessionbus serve", nats.MaxReconnects(-1))
+	connOpts := []nats.Option{nats.MaxReconnects(-1)}
+	if *authOn {
+		// written only once this serve holds the data dir
+		self, err := serveAuth(eopts.Auth, *data, cfg.Bus.Prefix, op, log)
+		if err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
+		connOpts = append(connOpts, self...)
+	} else {
+		log.Warn("NATS auth is off: any client that reaches the server can read and change every session; run serve --auth to require credentials", "listen", *listen)
+	}
+	nc, err := srv.Connect("sessionbus serve", connOpts...)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
@@ -90,7 +116,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "ready", srv.URL())
 	if *runDemo {
 		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := demo.Run(dctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: *data, URL: srv.URL(), Out: stdout})
+		err := demo.Run(dctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: *data, URL: srv.URL(), Out: stdout, Auth: *authOn})
 		dcancel()
 		if err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve --demo:", err)
@@ -124,14 +150,12 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	pub := *issuer
 	if pub == "" {
-		op, err := bus.LoadOperator(*creds)
-		if err != nil {
+		if pub, err = loadIssuer(*creds); err != nil {
 			fmt.Fprintln(stderr, "sessionbus worker:", err)
 			return 1
 		}
-		pub = op.PublicKey()
 	}
-	nc, err := connect(*server, "sessionbus worker")
+	nc, err := connect(*server, "sessionbus worker", credsOptions(*creds)...)
 	if err != nil {
 		_ = failLine(stderr, "worker", err)
 		return 1

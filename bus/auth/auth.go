@@ -1,0 +1,411 @@
+// Package auth holds a deployment's NATS identities: the NATS operator,
+// its system account and one account per tenant, the roles a connection can
+// have (agent, adapter, worker, gateway, ops, admin) and the subject
+// permissions each role gets. Permissions live in the user JWTs, signed by the
+// account key, so the server enforces them and no sessionbus process has to.
+//
+// This is NATS's decentralized (operator/account/user JWT) mode with a
+// memory resolver: the server trusts the operator JWT and preloads the
+// account JWTs; user credentials are minted offline and need no server
+// reload. It is separate from the caller-token key (bus.Operator): that key
+// says which session asks, these say what a connection may touch.
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// DefaultAccount is the account `serve --auth` runs its deployment in.
+const DefaultAccount = "SB"
+
+// Dir is the directory under a data dir that holds the NATS keys.
+const Dir = "nats-auth"
+
+// Role is what a connection is for; it decides its permissions.
+type Role string
+
+// The roles. Worker, gateway and admin are the trusted tier (they hold or
+// trust the caller-token key) and get the deployment's subjects; the others
+// get only what their job needs.
+const (
+	RoleAgent   Role = "agent"   // calls tools: publish <prefix>.tools.>, receive its own replies
+	RoleAdapter Role = "adapter" // a channel adapter: the ingress subject and <prefix>.deliver.>
+	RoleWorker  Role = "worker"  // tool workers
+	RoleGateway Role = "gateway" // gateway replicas
+	RoleOps     Role = "ops"     // read-only views of streams and buckets
+	RoleAdmin   Role = "admin"   // sessionbus call/import/chat and serve's own connection
+)
+
+// Roles lists every role, for usage lines and for serve to write one file each.
+var Roles = []Role{RoleAgent, RoleAdapter, RoleWorker, RoleGateway, RoleOps, RoleAdmin}
+
+// ParseRole checks a role name.
+func ParseRole(s string) (Role, error) {
+	r := Role(strings.ToLower(strings.TrimSpace(s)))
+	if slices.Contains(Roles, r) {
+		return r, nil
+	}
+	names := make([]string, len(Roles))
+	for i, r := range Roles {
+		names[i] = string(r)
+	}
+	return "", fmt.Errorf("role %q is not one of %s", s, strings.Join(names, ", "))
+}
+
+var accountNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Deployment is the NATS operator with its system account and tenant
+// accounts, loaded from (or created in) one directory of seed files.
+type Deployment struct {
+	operator nkeys.KeyPair
+	opPub    string
+	system   *account
+	accounts map[string]*account
+}
+
+type account struct {
+	name string
+	kp   nkeys.KeyPair
+	pub  string
+}
+
+// LoadOrCreate reads the keys in dir, creating the operator, the system
+// account and any of accounts that do not exist yet (seeds are written 0600:
+// whoever reads them can mint any identity). Accounts created earlier and not
+// named stay part of the deployment.
+func LoadOrCreate(dir string, accounts ...string) (*Deployment, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("NATS key dir %s is not usable: %v", dir, err)
+	}
+	d := &Deployment{accounts: map[string]*account{}}
+	var err error
+	if d.operator, err = loadOrCreateKey(filepath.Join(dir, "operator.nk"), nkeys.CreateOperator); err != nil {
+		return nil, err
+	}
+	d.opPub, _ = d.operator.PublicKey()
+	if d.system, err = loadAccount(dir, "SYS"); err != nil {
+		return nil, err
+	}
+	for _, a := range accounts {
+		if !accountNameRe.MatchString(a) || a == "SYS" {
+			return nil, fmt.Errorf("account name %q: use 1 to 64 of A-Z, a-z, 0-9, '_' and '-' (SYS is the system account)", a)
+		}
+		if d.accounts[a], err = loadAccount(dir, a); err != nil {
+			return nil, err
+		}
+	}
+	existing, _ := filepath.Glob(filepath.Join(dir, "account-*.nk"))
+	for _, f := range existing {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "account-"), ".nk")
+		if name == "SYS" || d.accounts[name] != nil {
+			continue
+		}
+		if d.accounts[name], err = loadAccount(dir, name); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func loadAccount(dir, name string) (*account, error) {
+	kp, err := loadOrCreateKey(filepath.Join(dir, "account-"+name+".nk"), nkeys.CreateAccount)
+	if err != nil {
+		return nil, err
+	}
+	pub, _ := kp.PublicKey()
+	return &account{name: name, kp: kp, pub: pub}, nil
+}
+
+func loadOrCreateKey(path string, create func() (nkeys.KeyPair, error)) (nkeys.KeyPair, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(b))))
+		if err != nil {
+			return nil, fmt.Errorf("NATS key %s: %v (delete the file to create a new one, which invalidates every credentials file minted with it)", path, err)
+		}
+		return kp, nil
+	}
+	kp, err := create()
+	if err != nil {
+		return nil, err
+	}
+	seed, _ := kp.Seed()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, seed, 0o600); err != nil {
+		return nil, fmt.Errorf("write NATS key %s: %v", path, err)
+	}
+	return kp, os.Rename(tmp, path)
+}
+
+// Accounts lists the tenant account names, sorted.
+func (d *Deployment) Accounts() []string {
+	out := make([]string, 0, len(d.accounts))
+	for n := range d.accounts {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// OperatorJWT is the self-signed operator JWT the server trusts; it names
+// the system account.
+func (d *Deployment) OperatorJWT() (string, error) {
+	oc := jwt.NewOperatorClaims(d.opPub)
+	oc.Name = "sessionbus"
+	oc.SystemAccount = d.system.pub
+	return oc.Encode(d.operator)
+}
+
+// SystemAccount is the system account's public key.
+func (d *Deployment) SystemAccount() string { return d.system.pub }
+
+// AccountJWTs maps each account's public key (system included) to its JWT.
+// Tenant accounts get JetStream without limits beyond the server's own;
+// nothing is exported or imported, so accounts share no subject.
+func (d *Deployment) AccountJWTs() (map[string]string, error) {
+	out := map[string]string{}
+	for _, a := range append([]*account{d.system}, d.accountList()...) {
+		ac := jwt.NewAccountClaims(a.pub)
+		ac.Name = a.name
+		if a != d.system {
+			ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1, MemoryMaxStreamBytes: -1, DiskMaxStreamBytes: -1}
+		}
+		s, err := ac.Encode(d.operator)
+		if err != nil {
+			return nil, err
+		}
+		out[a.pub] = s
+	}
+	return out, nil
+}
+
+func (d *Deployment) accountList() []*account {
+	out := make([]*account, 0, len(d.accounts))
+	for _, n := range d.Accounts() {
+		out = append(out, d.accounts[n])
+	}
+	return out
+}
+
+// ServerConfig is the nats-server configuration block that trusts this
+// deployment: operator, system account, and the accounts preloaded into a
+// memory resolver. `serve --auth` applies the same settings to its embedded
+// server; on a cluster every node includes this block.
+func (d *Deployment) ServerConfig() (string, error) {
+	op, err := d.OperatorJWT()
+	if err != nil {
+		return "", err
+	}
+	accts, err := d.AccountJWTs()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# sessionbus NATS identities (sessionbus creds --server-config)\n")
+	fmt.Fprintf(&b, "operator: %s\n", op)
+	fmt.Fprintf(&b, "system_account: %s\n", d.system.pub)
+	fmt.Fprintf(&b, "resolver: MEMORY\n")
+	fmt.Fprintf(&b, "resolver_preload: {\n")
+	keys := make([]string, 0, len(accts))
+	for k := range accts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %s: %s\n", k, accts[k])
+	}
+	fmt.Fprintf(&b, "}\n")
+	return b.String(), nil
+}
+
+// User is one minted NATS identity.
+type User struct {
+	JWT   string
+	Seed  string
+	Pub   string
+	Inbox string // the inbox prefix it must use (nats.CustomInboxPrefix)
+}
+
+// InboxPrefix is the only inbox a user with public key pub may subscribe
+// to: replies to its requests come there and nobody else's do.
+func InboxPrefix(userPub string) string { return "_INBOX." + userPub }
+
+// Mint creates a user of role in account, named name (shown in the server's
+// connection list), for a deployment with subject prefix. expiry 0 means the
+// user does not expire.
+func (d *Deployment) Mint(acct string, role Role, name, prefix string, expiry time.Duration) (*User, error) {
+	return d.MintWith(acct, role, name, prefix, expiry, nil)
+}
+
+// MintWith is Mint with the role's permissions adjusted by edit (the
+// benchmarks add their own raw subjects); nil leaves them as they are.
+func (d *Deployment) MintWith(acct string, role Role, name, prefix string, expiry time.Duration, edit func(*jwt.Permissions)) (*User, error) {
+	a := d.accounts[acct]
+	if a == nil {
+		return nil, fmt.Errorf("no account %q in this deployment (have %s): create it with `sessionbus creds --account %s --server-config` and reload the servers", acct, strings.Join(d.Accounts(), ", "), acct)
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, err
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	uc := jwt.NewUserClaims(pub)
+	if name == "" {
+		name = string(role)
+	}
+	uc.Name = name
+	uc.Tags.Add("role:" + string(role))
+	if expiry > 0 {
+		uc.Expires = time.Now().Add(expiry).Unix()
+	}
+	uc.Permissions = Permissions(role, bus.NewNames(prefix), InboxPrefix(pub))
+	if edit != nil {
+		edit(&uc.Permissions)
+	}
+	tok, err := uc.Encode(a.kp)
+	if err != nil {
+		return nil, err
+	}
+	return &User{JWT: tok, Seed: string(seed), Pub: pub, Inbox: InboxPrefix(pub)}, nil
+}
+
+// Creds is the user's credentials file (the format `nats --creds` reads).
+func (u *User) Creds() ([]byte, error) {
+	return jwt.FormatUserConfig(u.JWT, []byte(u.Seed))
+}
+
+// Options are the connect options for this user: its JWT and its inbox.
+func (u *User) Options() []nats.Option {
+	return []nats.Option{nats.UserJWTAndSeed(u.JWT, u.Seed), nats.CustomInboxPrefix(u.Inbox)}
+}
+
+// Permissions is what role may publish and subscribe to, for a deployment
+// whose subjects names derives, and a user whose inbox is inbox.
+func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
+	var p jwt.Permissions
+	own := inbox + ".>"
+	switch role {
+	case RoleAgent:
+		// tool requests only; replies come to its own inbox
+		p.Pub.Allow.Add(names.ToolsGroup() + ".>")
+		p.Sub.Allow.Add(own)
+	case RoleAdapter:
+		// the ingress, and the outbound deliveries: live, or read from
+		// their stream through a consumer of its own
+		ds := names.DeliverStream()
+		p.Pub.Allow.Add(names.Inbound(), "$JS.API.INFO", "$JS.API.STREAM.INFO."+ds,
+			"$JS.API.CONSUMER.CREATE."+ds, "$JS.API.CONSUMER.CREATE."+ds+".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE."+ds+".>", "$JS.API.CONSUMER.INFO."+ds+".>",
+			"$JS.API.CONSUMER.MSG.NEXT."+ds+".>", "$JS.API.CONSUMER.DELETE."+ds+".>",
+			"$JS.ACK."+ds+".>", "$JS.FC."+ds+".>")
+		p.Sub.Allow.Add(own, names.Deliver(">"))
+	case RoleOps:
+		// reads: stream and consumer info, message and direct gets, and
+		// consumers of its own to page through a stream or watch a bucket.
+		// No ack (an ack on the run queue would remove a run), no create,
+		// update, purge or delete, no publish into the deployment.
+		p.Pub.Allow.Add("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
+			"$JS.API.STREAM.INFO.>", "$JS.API.STREAM.MSG.GET.>", "$JS.API.DIRECT.GET.>",
+			"$JS.API.CONSUMER.NAMES.>", "$JS.API.CONSUMER.LIST.>", "$JS.API.CONSUMER.INFO.>",
+			"$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.MSG.NEXT.>", "$JS.FC.>",
+			"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>")
+		p.Sub.Allow.Add(own)
+	default:
+		// worker, gateway, admin: the deployment's own subjects, JetStream
+		// and its KV/object-store subjects, micro and inboxes. Nothing else
+		// in the account (another deployment's prefix, the system subjects).
+		prefix := names.Prefix
+		if prefix == "" {
+			prefix = bus.DefaultPrefix
+		}
+		ns := []string{prefix + ".>", "$JS.>", "$KV.>", "$O.>", "$SRV.>", "_INBOX.>"}
+		p.Pub.Allow.Add(ns...)
+		p.Sub.Allow.Add(ns...)
+	}
+	return p
+}
+
+// Token-key blocks appended to a role's credentials file after the NATS
+// user's JWT and seed (which nats.go and the nats CLI read as the first two
+// blocks and ignore the rest): the gateway and admin files carry the
+// caller-token signing seed, the worker file only the issuer it trusts.
+const (
+	issuerBegin = "-----BEGIN SESSIONBUS TOKEN ISSUER-----"
+	issuerEnd   = "------END SESSIONBUS TOKEN ISSUER------"
+)
+
+// IssuerBlock is the decorated block naming the caller-token issuer.
+func IssuerBlock(pub string) []byte {
+	return []byte("\n" + issuerBegin + "\n" + pub + "\n" + issuerEnd + "\n")
+}
+
+// FindIssuer returns the issuer named in an IssuerBlock of data, or "".
+func FindIssuer(data []byte) string {
+	s := string(data)
+	i := strings.Index(s, issuerBegin)
+	if i < 0 {
+		return ""
+	}
+	rest := strings.TrimSpace(s[i+len(issuerBegin):])
+	pub, _, _ := strings.Cut(rest, "\n")
+	pub = strings.TrimSpace(pub)
+	if !nkeys.IsValidPublicOperatorKey(pub) {
+		return ""
+	}
+	return pub
+}
+
+// InboxOf is the inbox prefix of the NATS user in a credentials file.
+func InboxOf(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read credentials %s: %v", path, err)
+	}
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err == nil && strings.HasPrefix(tok, "eyJ") {
+		var uc *jwt.UserClaims
+		if uc, err = jwt.DecodeUserClaims(tok); err == nil {
+			return InboxPrefix(uc.Subject), nil
+		}
+	}
+	return "", fmt.Errorf("credentials %s hold no NATS user (mint one with `sessionbus creds ROLE`)", path)
+}
+
+// ConnectOptions are the options a command connects with given its
+// credentials file: none when the file holds no NATS user (a server without
+// auth), else the user's JWT and seed and the inbox its permissions allow.
+func ConnectOptions(path string) ([]nats.Option, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read credentials %s: %v", path, err)
+	}
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err != nil || !strings.HasPrefix(tok, "eyJ") {
+		return nil, nil
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		return nil, fmt.Errorf("credentials %s: the NATS user JWT does not decode: %v", path, err)
+	}
+	return []nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(InboxPrefix(uc.Subject))}, nil
+}

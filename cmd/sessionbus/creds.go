@@ -1,0 +1,222 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
+)
+
+const credsUsage = `usage: sessionbus creds [--data DIR] [--account NAME] [--prefix sb] [--name NAME] [--expiry DUR] [--out FILE] ROLE
+       sessionbus creds [--data DIR] [--account NAME[,NAME...]] --server-config
+       sessionbus creds --inbox-of FILE
+
+Mints a NATS credentials file for ROLE (agent, adapter, worker, gateway, ops,
+admin) with the keys in DIR/nats-auth (created on first use), or prints the
+nats-server configuration block that trusts them, or the inbox prefix a
+credentials file's user must use (nats --inbox-prefix). serve --auth uses the
+same DIR and keys.
+`
+
+// cmdCreds mints credentials for an external server or cluster.
+func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("creds", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, credsUsage); fs.PrintDefaults() }
+	data := fs.String("data", defaultData, "dir holding the keys (DIR/nats-auth) and the caller-token key (DIR/operator.creds)")
+	account := fs.String("account", auth.DefaultAccount, "NATS account (one per tenant); with --server-config a comma-separated list to create")
+	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix of the deployment (bus.prefix)")
+	name := fs.String("name", "", "user name shown in the server's connection list (default: the role)")
+	expiry := fs.Duration("expiry", 0, "the credentials expire after this long (0: never)")
+	out := fs.String("out", "", "write the file here (mode 0600) instead of stdout")
+	serverConfig := fs.Bool("server-config", false, "print the nats-server config block (operator, system account, accounts)")
+	inboxOf := fs.String("inbox-of", "", "print the inbox prefix the user in this credentials file may subscribe to")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *inboxOf != "" {
+		inbox, err := auth.InboxOf(*inboxOf)
+		if err != nil {
+			_ = failLine(stderr, "creds", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, inbox)
+		return 0
+	}
+	if *serverConfig {
+		if fs.NArg() != 0 {
+			fmt.Fprint(stderr, credsUsage)
+			return 2
+		}
+		d, err := auth.LoadOrCreate(filepath.Join(*data, auth.Dir), strings.Split(*account, ",")...)
+		if err != nil {
+			_ = failLine(stderr, "creds", err)
+			return 1
+		}
+		conf, err := d.ServerConfig()
+		if err != nil {
+			_ = failLine(stderr, "creds", err)
+			return 1
+		}
+		fmt.Fprint(stdout, conf)
+		return 0
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(stderr, credsUsage)
+		return 2
+	}
+	role, err := auth.ParseRole(fs.Arg(0))
+	if err != nil {
+		_ = failLine(stderr, "creds", err)
+		return 2
+	}
+	if *expiry < 0 {
+		_ = failLine(stderr, "creds", fmt.Errorf("--expiry %v is negative: use 0 (never) or more", *expiry))
+		return 2
+	}
+	d, err := auth.LoadOrCreate(filepath.Join(*data, auth.Dir), *account)
+	if err != nil {
+		_ = failLine(stderr, "creds", err)
+		return 1
+	}
+	op, err := bus.LoadOrCreateOperator(*data)
+	if err != nil {
+		_ = failLine(stderr, "creds", err)
+		return 1
+	}
+	b, _, err := roleCreds(d, op, *account, role, *name, *prefix, *expiry)
+	if err != nil {
+		_ = failLine(stderr, "creds", err)
+		return 1
+	}
+	if *out == "" {
+		_, _ = stdout.Write(b)
+		return 0
+	}
+	if err := writeSecret(*out, b); err != nil {
+		_ = failLine(stderr, "creds", err)
+		return 1
+	}
+	return 0
+}
+
+// roleCreds is a role's credentials file: the NATS user, then what the
+// role needs of the caller-token key. Gateways mint run tokens and admin
+// mints for `call`, so they carry its seed; a worker only verifies, so it
+// carries the issuer's public key; the others carry nothing of it.
+func roleCreds(d *auth.Deployment, op *bus.Operator, account string, role auth.Role, name, prefix string, expiry time.Duration) ([]byte, *auth.User, error) {
+	u, err := d.Mint(account, role, name, prefix, expiry)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := u.Creds()
+	if err != nil {
+		return nil, nil, err
+	}
+	switch role {
+	case auth.RoleGateway, auth.RoleAdmin:
+		seed, err := op.Seed()
+		if err != nil {
+			return nil, nil, err
+		}
+		b = append(append(b, '\n'), seed...)
+	case auth.RoleWorker:
+		b = append(b, auth.IssuerBlock(op.PublicKey())...)
+	}
+	return b, u, nil
+}
+
+func writeSecret(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write credentials %s: %v", path, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// serveAuth finishes `serve --auth` once the server runs: one
+// credentials file per role in DIR/creds, operator.creds rewritten to hold
+// the admin user first (so call, chat and import connect with it by
+// default) and the token key after it, and the options serve's own
+// connection uses.
+func serveAuth(d *auth.Deployment, dataDir, prefix string, op *bus.Operator, log *slog.Logger) ([]nats.Option, error) {
+	dir := filepath.Join(dataDir, "creds")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creds dir %s: %v", dir, err)
+	}
+	for _, r := range auth.Roles {
+		b, _, err := roleCreds(d, op, auth.DefaultAccount, r, string(r), prefix, 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeSecret(filepath.Join(dir, string(r)+".creds"), b); err != nil {
+			return nil, err
+		}
+		if r == auth.RoleAdmin {
+			if err := writeSecret(filepath.Join(dataDir, bus.CredsFile), b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	self, err := d.Mint(auth.DefaultAccount, auth.RoleAdmin, "sessionbus serve", prefix, 0)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("NATS auth on: each role's credentials file is in the creds dir; operator.creds is the admin's",
+		"dir", dir, "roles", fmt.Sprint(auth.Roles), "account", auth.DefaultAccount)
+	return self.Options(), nil
+}
+
+// checkListen refuses a non-loopback --listen without --auth: that would
+// serve every transcript to anyone who can reach the port.
+func checkListen(listen string, authOn bool) error {
+	if authOn {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil // embedded.Start says what is wrong with it
+	}
+	if host == "" || host == "localhost" { // embedded.Start binds an empty host to 127.0.0.1
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--listen %s: %s is not a loopback address, and without --auth any client that reaches it can read and change every session; add --auth, or listen on 127.0.0.1", listen, host)
+}
+
+// credsOptions are the connect options for a command's --creds file: the
+// NATS user in it if it has one (a server with auth), else none.
+func credsOptions(path string) []nats.Option {
+	opts, err := auth.ConnectOptions(path)
+	if err != nil {
+		slog.Warn("connecting without NATS credentials", "err", err)
+	}
+	return opts
+}
+
+// loadIssuer is the token issuer a worker trusts: from the operator seed
+// in creds, or the issuer block of a worker's credentials file.
+func loadIssuer(path string) (string, error) {
+	op, err := bus.LoadOperator(path)
+	if err == nil {
+		return op.PublicKey(), nil
+	}
+	b, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return "", err // LoadOperator's message says what to do
+	}
+	if pub := auth.FindIssuer(b); pub != "" {
+		return pub, nil
+	}
+	return "", fmt.Errorf("%s holds neither the token key nor its issuer: pass operator.creds, a worker's file (sessionbus creds worker) or --issuer", path)
+}

@@ -1,0 +1,221 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/sessionbus/sessionbus/bus/auth"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+)
+
+// serve without --auth says so and will not listen beyond loopback.
+func TestServeWithoutAuth(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	_, errOut, code := run(t, "", sb, "serve", "--data", t.TempDir(), "--listen", "0.0.0.0:"+strings.Split(freePort(t), ":")[1])
+	if code != 2 || !strings.Contains(errOut, "is not a loopback address") || !strings.Contains(errOut, "add --auth") {
+		t.Fatalf("serve on every interface without --auth: %d %q", code, errOut)
+	}
+	srv := start(t, "serve", "--data", t.TempDir(), "--listen", freePort(t))
+	srv.waitLine(t, "ready ")
+	waitStderr(t, srv, "NATS auth is off")
+}
+
+// serve --auth writes one credentials file per role; call, chat and import
+// connect with operator.creds by default, a worker and a gateway run as
+// separate processes with theirs, the stock nats CLI calls a tool with the
+// agent's, and a connection without credentials is refused.
+func TestServeAuthCLI(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	data := t.TempDir()
+	addr := freePort(t)
+	srv := start(t, "serve", "--auth", "--no-gateway", "--data", data, "--listen", addr)
+	srv.waitLine(t, "ready ")
+	url := "nats://" + addr
+	waitStderr(t, srv, filepath.Join(data, "creds"))
+	credsDir := filepath.Join(data, "creds")
+	for _, r := range auth.Roles {
+		st, err := os.Stat(filepath.Join(credsDir, string(r)+".creds"))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s.creds: %v %v", r, st, err)
+		}
+	}
+	creds := filepath.Join(data, "operator.creds")
+
+	gw := start(t, "gateway", "--server", url, "--creds", filepath.Join(credsDir, "gateway.creds"), "--id", "gw-auth")
+	gw.waitLine(t, "ready ")
+	w := start(t, "worker", "--server", url, "--creds", filepath.Join(credsDir, "worker.creds"))
+	w.waitLine(t, "ready ")
+
+	_, errOut, code := run(t, `{"role":"user","content":"hello auth"}`, sb, "import", "--server", url, "--creds", creds, "agent:main:main")
+	if code != 0 {
+		t.Fatalf("import with operator.creds: %d %s", code, errOut)
+	}
+	out, errOut, code := run(t, "", sb, "call", "--server", url, "--creds", creds, "sessions_send", `{"sessionKey":"agent:main:main","message":"hi","timeoutSeconds":30}`)
+	if code != 0 || !strings.Contains(out, `"status": "ok"`) {
+		t.Fatalf("call sessions_send through the gateway process: %d %s %s", code, out, errOut)
+	}
+
+	out, errOut, code = run(t, "", sb, "chat", "--server", url, "--creds", creds, "agent:main:main", "hello from chat")
+	if code != 0 || strings.TrimSpace(out) == "" {
+		t.Fatalf("chat with operator.creds: %d %s %s", code, out, errOut)
+	}
+
+	// a token key alone (no NATS user) does not get in
+	plain := filepath.Join(t.TempDir(), "token-only.creds")
+	b, _ := os.ReadFile(creds)
+	i := strings.Index(string(b), "-----BEGIN OPERATOR")
+	if i < 0 {
+		t.Fatalf("operator.creds holds no token key: %s", b)
+	}
+	if err := os.WriteFile(plain, b[i:], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = run(t, "", sb, "call", "--server", url, "--creds", plain, "sessions_list")
+	if code != 1 || !strings.Contains(strings.ToLower(errOut), "authorization violation") {
+		t.Fatalf("call without a NATS user: %d %s", code, errOut)
+	}
+
+	// the agent's file with the stock nats CLI and a token
+	agentCreds := filepath.Join(credsDir, "agent.creds")
+	tok, _, code := run(t, "", sb, "token", "--creds", creds, "--as", "agent:main:main")
+	if code != 0 {
+		t.Fatalf("token with operator.creds: %d", code)
+	}
+	nats := binary(t, "nats")
+	inbox, _, code := run(t, "", sb, "creds", "--inbox-of", agentCreds)
+	if code != 0 || strings.TrimSpace(inbox) != inboxOf(t, agentCreds) {
+		t.Fatalf("creds --inbox-of: %d %q", code, inbox)
+	}
+	agentArgs := []string{"-s", url, "--creds", agentCreds, "--inbox-prefix", strings.TrimSpace(inbox)}
+	out, errOut, code = run(t, "", nats, append(agentArgs, "req", "sb.tools.sessions_history", `{"sessionKey":"main"}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")...)
+	if code != 0 || !strings.Contains(out, "hello auth") {
+		t.Fatalf("nats req as agent: %d %s %s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "", nats, append(agentArgs, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")...)
+	if code == 0 || strings.Contains(out, "hello auth") {
+		t.Fatalf("agent read the transcript stream: %d %s %s", code, out, errOut)
+	}
+	// ops reads it
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(credsDir, "ops.creds"), "--inbox-prefix", inboxOf(t, filepath.Join(credsDir, "ops.creds")), "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
+	if code != 0 || !strings.Contains(out, "SB_TRANSCRIPTS") || !strings.Contains(out, `"role":`) {
+		t.Fatalf("ops stream get: %d %s %s", code, out, errOut)
+	}
+}
+
+// waitStderr waits until p's stderr (copied by its own goroutine, under
+// the syncWriter's lock) contains want.
+func waitStderr(t *testing.T, p *proc, want string) {
+	t.Helper()
+	sw := p.cmd.Stderr.(*syncWriter)
+	bustest.WaitFor(t, 10*time.Second, "stderr saying "+want, func() bool {
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
+		return strings.Contains(sw.w.String(), want)
+	})
+}
+
+func inboxOf(t *testing.T, path string) string {
+	t.Helper()
+	inbox, err := auth.InboxOf(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inbox
+}
+
+// The server block `creds --server-config` prints is a nats-server config
+// that trusts the files `creds ROLE` mints: a server started from it (as
+// each cluster node would) lets a worker process in with its file and
+// keeps an agent to its subjects.
+func TestCredsForAnExternalServer(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	keys := t.TempDir()
+	conf, errOut, code := run(t, "", sb, "creds", "--data", keys, "--server-config")
+	if code != 0 || !strings.Contains(conf, "resolver: MEMORY") {
+		t.Fatalf("creds --server-config: %d %s %s", code, conf, errOut)
+	}
+	port := strings.Split(freePort(t), ":")[1]
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	full := "include ./sessionbus-auth.conf\nlisten: 127.0.0.1:" + port + "\njetstream { store_dir: " + strconv.Quote(t.TempDir()) + " }\n"
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "sessionbus-auth.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(full), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("the generated config does not parse: %v", err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server from the generated config not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	url := ns.ClientURL()
+	dir := t.TempDir()
+	for _, r := range []string{"worker", "agent"} {
+		if _, errOut, code := run(t, "", sb, "creds", "--data", keys, "--out", filepath.Join(dir, r+".creds"), r); code != 0 {
+			t.Fatalf("creds %s: %d %s", r, code, errOut)
+		}
+	}
+	if _, errOut, code := run(t, "", sb, "creds", "--data", keys, "nobody"); code != 2 || !strings.Contains(errOut, "is not one of") {
+		t.Fatalf("creds with an unknown role: %d %s", code, errOut)
+	}
+	w := start(t, "worker", "--server", url, "--creds", filepath.Join(dir, "worker.creds"))
+	w.waitLine(t, "ready ")
+	tok, _, code := run(t, "", sb, "token", "--creds", filepath.Join(keys, "operator.creds"), "--as", mainKey)
+	if code != 0 {
+		t.Fatal("token")
+	}
+	nats := binary(t, "nats")
+	agentArgs := []string{"-s", url, "--creds", filepath.Join(dir, "agent.creds"), "--inbox-prefix", inboxOf(t, filepath.Join(dir, "agent.creds"))}
+	out, errOut, code := run(t, "", nats, append(agentArgs, "req", "sb.tools.sessions_list", `{}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")...)
+	if code != 0 || !strings.Contains(out, `"sessions"`) {
+		t.Fatalf("agent calls a tool on the external server: %d %s %s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "", nats, append(agentArgs, "stream", "ls")...)
+	if code == 0 && strings.Contains(out, "SB_TRANSCRIPTS") {
+		t.Fatalf("agent lists streams on the external server: %s %s", out, errOut)
+	}
+}
+
+// serve --auth --demo runs its whole scenario with auth on, and the
+// commands it prints carry the admin's credentials, which work.
+func TestServeDemoWithAuth(t *testing.T) {
+	sb := binary(t, "sessionbus")
+	addr := freePort(t)
+	data := t.TempDir()
+	p := start(t, "serve", "--auth", "--demo", "--data", data, "--listen", addr)
+	line, out := p.collect(t, "  nats")
+	creds := filepath.Join(data, "operator.creds")
+	for _, want := range []string{"announces delivered: 3 of 3", "== try it yourself", "--creds " + creds + " sessions_list"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("serve --auth --demo output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(line, "--creds "+creds) {
+		t.Fatalf("the nats CLI line has no credentials: %s", line)
+	}
+	nats := binary(t, "nats")
+	if out, errOut, code := run(t, "", nats, "-s", "nats://"+addr, "--creds", creds, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main"); code != 0 {
+		t.Fatalf("the printed nats command with the admin's file: %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := run(t, "", nats, "-s", "nats://"+addr, "stream", "ls"); code == 0 {
+		t.Fatalf("a nats CLI without credentials got in: %s", errOut)
+	}
+	if _, errOut, code := run(t, "", sb, "call", "--server", "nats://"+addr, "--creds", creds, "sessions_list"); code != 0 {
+		t.Fatalf("call with the admin's file: %d %s", code, errOut)
+	}
+}
