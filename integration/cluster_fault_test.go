@@ -116,20 +116,15 @@ func createChildren(t *testing.T, w *handlers.Worker, parent, prefix string, n i
 
 // checkRunParts checks that session's transcript holds every (run, part)
 // at most once, and the prompt and reply of each run in want exactly once.
+// Reads are retried while a cluster's leaders move.
 func checkRunParts(t *testing.T, tr *transcripts.Store, session string, want []string) {
 	t.Helper()
-	counts := map[string]int{}
-	for _, e := range transcriptEntries(t, tr, session) {
-		var m struct {
-			Marker *struct{ Run, Part string } `json:"__sessionbus"`
-		}
-		if err := json.Unmarshal(e.Data, &m); err != nil {
-			t.Fatalf("%s entry %d: %v", session, e.N, err)
-		}
-		if m.Marker != nil {
-			counts[m.Marker.Run+"/"+m.Marker.Part]++
-		}
-	}
+	var counts map[string]int
+	retryFor(t, 60*time.Second, "read "+session, func(ctx context.Context) error {
+		var err error
+		counts, err = runParts(ctx, tr, session)
+		return err
+	})
 	for p, c := range counts {
 		if c != 1 {
 			t.Errorf("%s: %s appended %d times", session, p, c)
@@ -142,6 +137,32 @@ func checkRunParts(t *testing.T, tr *transcripts.Store, session string, want []s
 			}
 		}
 	}
+}
+
+// runParts counts the transcript entries of session per "run/part" marker.
+func runParts(ctx context.Context, tr *transcripts.Store, session string) (map[string]int, error) {
+	enc := bus.EncodeKey(session)
+	n, err := tr.Count(ctx, enc)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := tr.Read(ctx, enc, 0, n)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, e := range entries {
+		var m struct {
+			Marker *struct{ Run, Part string } `json:"__sessionbus"`
+		}
+		if err := json.Unmarshal(e.Data, &m); err != nil {
+			return nil, fmt.Errorf("%s entry %d: %w", session, e.N, err)
+		}
+		if m.Marker != nil {
+			counts[m.Marker.Run+"/"+m.Marker.Part]++
+		}
+	}
+	return counts, nil
 }
 
 // TestClusterLeaderKill: on a 3-node R3 cluster, while sessions_send calls

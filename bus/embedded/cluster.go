@@ -265,3 +265,28 @@ func (c *Cluster) Shutdown() {
 		c.lock = nil
 	}
 }
+
+// StreamState is what one node holds of a stream.
+type StreamState struct {
+	Msgs, FirstSeq, LastSeq uint64
+}
+
+// StreamStates reads the state of every stream node i holds, from its own
+// store (not the leader's): how a test sees whether a node caught up.
+func (c *Cluster) StreamStates(i int) (map[string]StreamState, error) {
+	s := c.Server(i)
+	if s == nil {
+		return nil, fmt.Errorf("node %s is stopped", c.Name(i))
+	}
+	jsz, err := s.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]StreamState{}
+	for _, a := range jsz.AccountDetails {
+		for _, st := range a.Streams {
+			out[st.Name] = StreamState{Msgs: st.State.Msgs, FirstSeq: st.State.FirstSeq, LastSeq: st.State.LastSeq}
+		}
+	}
+	return out, nil
+}
