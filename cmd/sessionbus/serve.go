@@ -27,11 +27,15 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	syncAlways := fs.Bool("sync-always", false, "fsync every JetStream write (slower, survives power loss)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	grace := shutdownGraceFlag(fs)
+	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if !checkShutdownGrace("serve", *grace, stderr) {
 		return 2
+	}
+	if *nodes > 0 {
+		return serveCluster(clusterServe{nodes: *nodes, data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, noGateway: *noGateway, demo: *runDemo, syncAlways: *syncAlways, grace: *grace}, stdout, stderr)
 	}
 	sigs, release := catchStop()
 	defer release()
