@@ -16,6 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -94,13 +95,23 @@ type spawnResult struct {
 func createChildren(t *testing.T, w *handlers.Worker, parent, prefix string, n int) []string {
 	t.Helper()
 	keys := make([]string, n)
-	var last uint64
 	for i := range keys {
 		keys[i] = fmt.Sprintf("agent:main:subagent:%s%03d", prefix, i)
+	}
+	createSessions(t, w, parent, keys...)
+	return keys
+}
+
+// createSessions creates the entries of keys (spawned by parent, if any)
+// and waits until worker w sees them.
+func createSessions(t *testing.T, w *handlers.Worker, parent string, keys ...string) {
+	t.Helper()
+	var last uint64
+	for _, key := range keys {
 		now := time.Now().UnixMilli()
-		retryFor(t, 60*time.Second, "create "+keys[i], func(ctx context.Context) error {
+		retryFor(t, 60*time.Second, "create "+key, func(ctx context.Context) error {
 			rev, err := w.Deps.Store.Create(ctx, &sessions.Entry{
-				Key: keys[i], AgentID: "main", SessionID: sessions.NewID(),
+				Key: key, AgentID: rules.AgentIDFromKey(key), SessionID: sessions.NewID(),
 				CreatedAt: now, UpdatedAt: now, SpawnedBy: parent,
 			})
 			if errors.Is(err, sessions.ErrExists) {
@@ -111,7 +122,6 @@ func createChildren(t *testing.T, w *handlers.Worker, parent, prefix string, n i
 		})
 	}
 	retryFor(t, 60*time.Second, "index sync", func(ctx context.Context) error { return w.Deps.Index.WaitApplied(ctx, last) })
-	return keys
 }
 
 // checkRunParts checks that session's transcript holds every (run, part)
