@@ -79,8 +79,11 @@ func (d *clusterDeployment) connect(t *testing.T, name string, first int) *nats.
 }
 
 // logger shows warnings and errors of in-process workers and gateways.
+// SESSIONBUS_TEST_LOG=debug|info shows more.
 func clusterLogger(component string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", component)
+	level := slog.LevelWarn
+	_ = level.UnmarshalText([]byte(os.Getenv("SESSIONBUS_TEST_LOG")))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", component)
 }
 
 // startWorker starts an in-process worker on nc, retrying while the

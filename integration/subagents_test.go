@@ -161,8 +161,8 @@ func announcesIn(t *testing.T, tr *transcripts.Store, session string) (map[strin
 		if m.Marker != nil {
 			parts[m.Marker.Run+"/"+m.Marker.Part]++
 		}
-		if m.Role != "user" || m.Provenance == nil || m.Provenance.Kind != "internal_system" {
-			continue
+		if m.Role != "user" || m.Provenance == nil || m.Provenance.Kind != "internal_system" || noticeLine.MatchString(m.Content) {
+			continue // not an announce (a notice is counted by the notice tests)
 		}
 		k := sessionKeyLine.FindStringSubmatch(m.Content)
 		if k == nil {
