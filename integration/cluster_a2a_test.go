@@ -19,8 +19,9 @@ import (
 )
 
 // clusterA2AConfig: agent req sends to agent main's telegram group
-// sessions; two ping-pong turns and an announce step follow each reply,
-// each turn taking a little while, so steps are in flight on both gateways.
+// sessions; two ping-pong turns and an announce step follow each reply.
+// The requester's turns take a second, so the one a gateway is seen
+// running is still running when its connection is closed.
 const clusterA2AConfig = `
 bus:
   replicas: 3
@@ -39,7 +40,7 @@ agents:
       script:
         rules:
           - match: ".*"
-            delayMs: 200
+            delayMs: 1000
             reply: "tell me more"
     - id: main
       runtime: script
@@ -58,7 +59,8 @@ agents:
 // seen running a flow's step, its connection is closed. The other gateway
 // takes over: every flow ends done and delivered, each announce is
 // published to the channel exactly once, no step's transcript entry is
-// doubled, and the step caught on the cut gateway finishes on the other.
+// doubled, and every run cut on the closed gateway finishes on the other,
+// on a second attempt.
 func TestClusterGatewayCutMidA2A(t *testing.T) {
 	const flows = 8
 	d := newClusterDeployment(t, clusterA2AConfig)
@@ -66,14 +68,15 @@ func TestClusterGatewayCutMidA2A(t *testing.T) {
 	victimConn := d.connect(t, "gw-a", 1)
 	d.startGateway(t, victimConn, "gw-a", 2*time.Second)
 	survivor := d.startGateway(t, d.connect(t, "gw-b", 2), "gw-b", 2*time.Second)
-	const requester = "agent:req:main"
-	tok, err := d.op.Mint(bus.Caller{SessionKey: requester}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	targets := make([]string, flows)
+	// one requester per flow: a session runs one turn at a time
+	targets, requesters, toks := make([]string, flows), make([]string, flows), make([]string, flows)
 	for i := range targets {
 		targets[i] = fmt.Sprintf("agent:main:telegram:group:g%d", i)
+		requesters[i] = fmt.Sprintf("agent:req:r%d", i)
+		var err error
+		if toks[i], err = d.op.Mint(bus.Caller{SessionKey: requesters[i]}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// watch for a step running on gw-a before the flows start
@@ -89,7 +92,7 @@ func TestClusterGatewayCutMidA2A(t *testing.T) {
 		wg.Go(func() {
 			params, _ := json.Marshal(map[string]any{"sessionKey": targets[i], "message": fmt.Sprintf("ping %d", i), "timeoutSeconds": 60, "idempotencyKey": fmt.Sprintf("a2a-%d", i)})
 			var r sendResult
-			if _, err := faultCall(t, client, d.names, tok, "sessions_send", params, &r); err != nil || r.Status != "ok" || r.Reply != "pong" {
+			if _, err := faultCall(t, client, d.names, toks[i], "sessions_send", params, &r); err != nil || r.Status != "ok" || r.Reply != "pong" {
 				t.Errorf("send %d: %+v %v", i, r, err)
 			}
 			primaries[i] = r.RunID
@@ -111,16 +114,35 @@ func TestClusterGatewayCutMidA2A(t *testing.T) {
 	}
 	_ = watch.Stop()
 	victimConn.Close()
-	t.Logf("closed gw-a's connection while it ran step %s", caught)
+	// the runs gw-a can no longer finish: running on it as it was cut
+	js, err := jetstream.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cut []string
+	retryFor(t, 60*time.Second, "runs running on gw-a", func(ctx context.Context) error {
+		cut = cut[:0]
+		keys, err := survivor.Runs().KV().Keys(ctx)
+		for _, k := range keys {
+			r, _, gerr := survivor.Runs().Get(ctx, k)
+			if gerr != nil {
+				return gerr
+			}
+			if r.Status == runs.Running && r.Gateway == "gw-a" {
+				cut = append(cut, r.RunID)
+			}
+		}
+		return err
+	})
+	if len(cut) == 0 {
+		t.Fatalf("gw-a finished step %s before its connection closed: nothing was cut", caught)
+	}
+	t.Logf("closed gw-a's connection while it ran step %s; %d runs were running on it: %v", caught, len(cut), cut)
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
 
-	js, err := jetstream.New(client)
-	if err != nil {
-		t.Fatal(err)
-	}
 	flowsStore, err := a2a.Open(ctx, js, d.names, clusterReplicas, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -138,9 +160,11 @@ func TestClusterGatewayCutMidA2A(t *testing.T) {
 		n, err := w.Deps.Queue.Unfinished(ctx)
 		return err == nil && n == 0
 	})
-	rec, _, err := survivor.Runs().Get(ctx, caught)
-	if err != nil || rec.Status != runs.OK || rec.Gateway != "gw-b" || rec.Attempts < 2 {
-		t.Errorf("the step caught on gw-a: %+v %v", rec, err)
+	for _, id := range cut {
+		rec, _, err := survivor.Runs().Get(ctx, id)
+		if err != nil || rec.Status != runs.OK || rec.Gateway != "gw-b" || rec.Attempts < 2 {
+			t.Errorf("run %s cut on gw-a: %+v %v", id, rec, err)
+		}
 	}
 
 	// every announce on the channel exactly once
@@ -163,7 +187,7 @@ func TestClusterGatewayCutMidA2A(t *testing.T) {
 	if len(perRun) != flows {
 		t.Errorf("announces of %d runs, want %d: %v", len(perRun), flows, perRun)
 	}
-	for _, s := range append([]string{requester}, targets...) {
+	for _, s := range append(requesters, targets...) {
 		checkRunParts(t, w.Deps.Transcripts, s, nil)
 	}
 }

@@ -96,7 +96,7 @@ func checkSends(t *testing.T, deps *handlers.Deps, prefix string, targets []stri
 // during and after is still there exactly once.
 func TestClusterNodeWipe(t *testing.T) {
 	start0 := time.Now()
-	per := faultCount(200, 40) // sends in each of the three phases
+	per := faultCount(200, 30) // sends in each of the three phases
 	d := newClusterDeployment(t, clusterFaultConfig)
 	w := d.startWorker(t, d.connect(t, "worker", 0))
 	d.startGateway(t, d.connect(t, "gw-a", 0), "gw-a", 5*time.Second)
