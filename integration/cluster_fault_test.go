@@ -18,7 +18,6 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -237,8 +236,8 @@ func TestClusterLeaderKill(t *testing.T) {
 		} else {
 			i := job - min(job/10+1, nSpawns)
 			params, _ := json.Marshal(map[string]any{
-				"sessionKey": targets[i%len(targets)], "message": fmt.Sprintf("m-%04d", i),
-				"timeoutSeconds": 60, "idempotencyKey": fmt.Sprintf("lk-send-%04d", i),
+				"sessionKey": targets[i%len(targets)], "message": fmt.Sprintf("m-lk-%04d", i),
+				"timeoutSeconds": 60, "idempotencyKey": fmt.Sprintf("lk-%04d", i),
 			})
 			n, err := faultCall(t, nc, d.names, toks[clusterCaller], "sessions_send", params, &sends[i])
 			retries.Add(int64(n))
@@ -280,27 +279,11 @@ func TestClusterLeaderKill(t *testing.T) {
 	// Sends: each its own run, ok with its own reply, once in the
 	// transcript.
 	ctx := bustest.Context(t)
-	perTarget := map[string][]string{}
-	seen := map[string]int{}
+	results := map[int]sendResult{}
 	for i, r := range sends {
-		if r.Status != "ok" || r.Reply != fmt.Sprintf("ok m-%04d", i) || r.RunID == "" {
-			t.Errorf("send %d: %+v", i, r)
-			continue
-		}
-		if j, dup := seen[r.RunID]; dup {
-			t.Errorf("sends %d and %d share run %s", j, i, r.RunID)
-		}
-		seen[r.RunID] = i
-		target := targets[i%len(targets)]
-		perTarget[target] = append(perTarget[target], r.RunID)
-		rec, _, err := deps.Runs.Get(ctx, r.RunID)
-		if err != nil || rec.Status != runs.OK || rec.SessionKey != target {
-			t.Errorf("send %d: run record %+v, %v", i, rec, err)
-		}
+		results[i] = r
 	}
-	for _, target := range targets {
-		checkRunParts(t, deps.Transcripts, target, perTarget[target])
-	}
+	checkSends(t, deps, "lk", targets, results)
 
 	// Spawns: every child ends ok and is announced to its requester once.
 	children := map[string]string{} // child key -> requester

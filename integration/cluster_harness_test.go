@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
@@ -137,35 +136,6 @@ func (d *clusterDeployment) killStreamLeader(t *testing.T, stream string) int {
 		t.Fatal(err)
 	}
 	return victim
-}
-
-// waitCaughtUp waits until node i holds every stream of the deployment
-// and is current with each stream's leader.
-func (d *clusterDeployment) waitCaughtUp(t *testing.T, i int, within time.Duration) {
-	t.Helper()
-	nc := d.connect(t, "caught-up check", -1)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	retryFor(t, 30*time.Second, "list streams", func(ctx context.Context) error {
-		names = names[:0]
-		l := js.StreamNames(ctx)
-		for n := range l.Name() {
-			names = append(names, n)
-		}
-		return l.Err()
-	})
-	bustest.WaitFor(t, within, d.c.Name(i)+" current on every stream", func() bool {
-		for _, s := range names {
-			if !d.c.StreamCurrent(i, s) {
-				return false
-			}
-		}
-		return true
-	})
-	nc.Close()
 }
 
 // retryFor calls fn with a 15 s context until it succeeds or within has

@@ -223,13 +223,6 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
-// StreamCurrent reports whether node i holds stream and is caught up with
-// its leader.
-func (c *Cluster) StreamCurrent(i int, stream string) bool {
-	s := c.Server(i)
-	return s != nil && s.JetStreamIsStreamCurrent(globalAccount, stream)
-}
-
 // WaitMetaLeader waits until exactly one running node leads the meta group
 // and every running node is current with it. The leader can still move
 // after a first election, so callers that create streams retry.
