@@ -311,16 +311,16 @@ const (
 )
 
 // transientPublish reports a publish failure that a leader change
-// explains: no acknowledgement in time, no responder, the stream
-// temporarily unavailable (503), or the same message id still in process
-// on the new leader (409, JetStream error 10158).
+// explains: no acknowledgement in time, the stream temporarily unavailable
+// (503), or the same message id still in process on the new leader (409,
+// JetStream error 10158). No responder at all is not one: no stream
+// stores the subject (it was deleted), and the caller hears so at once.
 func transientPublish(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		return apiErr.Code == 503 || apiErr.ErrorCode == 10158
 	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 // PublishAsync is Publish without waiting for the acknowledgement: the
