@@ -774,11 +774,30 @@ func (w *spawnWave) wait(ctx context.Context) {
 // terminal; a gateway that took it already finds no registry record and
 // refuses it, see gateway.startChild) and the entry this call created is
 // deleted, so no run goes ahead without a child record.
+//
+// A failure that is no refusal by the server (the connection dropped with
+// the acknowledgement pending, as when a cluster node dies) leaves the
+// outcome unknown: the record is read back, and if it landed the spawn
+// committed and is finished like one whose later writes were lost.
 func (d *Deps) spawnRejected(ctx context.Context, rec *subagents.Record, w *spawnWave, accepted func(*subagents.Record) *spawnResult) (any, error) {
 	if bus.IsWrongLastSeq(w.regErr) {
 		first, _, err := d.Subagents.Get(ctx, rec.ChildSessionKey)
 		if err == nil && first.RunID == rec.RunID {
 			return idempotentSpawn(first, rec.IdempotencyKey, accepted)
+		}
+	} else if !serverRefused(w.regErr) {
+		first, rev, err := d.readBackRegistration(ctx, rec.ChildSessionKey)
+		switch {
+		case err == nil && first.RunID == rec.RunID && first.IdempotencyKey == rec.IdempotencyKey:
+			if cerr := subagents.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
+				d.Log.Warn("sessions_spawn: spawn registered but not queued; a gateway sweep completes it", "child", rec.ChildSessionKey, "err", cerr)
+			}
+			d.Children.Note(first, rev)
+			return accepted(first), nil
+		case err != nil && !errors.Is(err, subagents.ErrNotFound):
+			// still unknown: undoing could break a committed spawn, and a
+			// run without its registry record is refused by the gateways
+			return spawnFail("error", "Failed to register subagent run: "+w.regErr.Error()), nil
 		}
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -803,6 +822,33 @@ func (d *Deps) spawnRejected(ctx context.Context, rec *subagents.Record, w *spaw
 		d.Log.Warn("sessions_spawn: undo a spawn whose registration failed (a gateway refuses its run)", "child", rec.ChildSessionKey, "run", rec.RunID, "err", err)
 	}
 	return spawnFail("error", "Failed to register subagent run: "+w.regErr.Error()), nil
+}
+
+// serverRefused reports an error the server answered (an API error), as
+// opposed to one that leaves a write's outcome unknown.
+func serverRefused(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr)
+}
+
+// readBackRegistration reads a child's registry record after a write whose
+// acknowledgement was lost, retrying for a few seconds while the
+// connection reconnects.
+func (d *Deps) readBackRegistration(ctx context.Context, childKey string) (*subagents.Record, uint64, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rec, rev, err := d.Subagents.Get(rctx, childKey)
+		cancel()
+		if err == nil || errors.Is(err, subagents.ErrNotFound) || ctx.Err() != nil || time.Now().After(deadline) {
+			return rec, rev, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // idempotentSpawn answers a retried spawn with the first call's ids.

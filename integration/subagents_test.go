@@ -135,10 +135,15 @@ func (b *subagentBus) count(kids []*subagents.Record, ok func(*subagents.Record)
 
 var sessionKeyLine = regexp.MustCompile(`(?m)^session_key: (.+)$`)
 
+// announcesIn is the package's announcesIn on b's transcripts.
+func (b *subagentBus) announcesIn(t *testing.T, session string) (map[string]int, map[string]string) {
+	return announcesIn(t, b.tr, session)
+}
+
 // announcesIn counts the completion announces in session's transcript per
 // child session key, and checks every (run, part) appears once.
-func (b *subagentBus) announcesIn(t *testing.T, session string) (map[string]int, map[string]string) {
-	entries := transcriptEntries(t, b.tr, session)
+func announcesIn(t *testing.T, tr *transcripts.Store, session string) (map[string]int, map[string]string) {
+	entries := transcriptEntries(t, tr, session)
 	perChild, text := map[string]int{}, map[string]string{}
 	parts := map[string]int{}
 	for _, e := range entries {
@@ -156,8 +161,8 @@ func (b *subagentBus) announcesIn(t *testing.T, session string) (map[string]int,
 		if m.Marker != nil {
 			parts[m.Marker.Run+"/"+m.Marker.Part]++
 		}
-		if m.Role != "user" || m.Provenance == nil || m.Provenance.Kind != "internal_system" {
-			continue
+		if m.Role != "user" || m.Provenance == nil || m.Provenance.Kind != "internal_system" || noticeLine.MatchString(m.Content) {
+			continue // not an announce (a notice is counted by the notice tests)
 		}
 		k := sessionKeyLine.FindStringSubmatch(m.Content)
 		if k == nil {

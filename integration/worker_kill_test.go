@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,9 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // TestWorkerSIGKILL kills one of two worker processes while requests flow:
@@ -94,4 +99,109 @@ func TestWorkerSIGKILL(t *testing.T) {
 func isUnavailable(err error) bool {
 	e, ok := bus.AsError(err)
 	return ok && e.Code == bus.CodeUnavailable
+}
+
+// workerKillSendConfig: turns take a second, so sends are still waiting
+// on their worker when it is killed.
+const workerKillSendConfig = `
+agents:
+  list:
+    - id: main
+      runtime: script
+      script:
+        rules:
+          - match: ".*"
+            delayMs: 1000
+            reply: "ok {{message}}"
+`
+
+// TestWorkerSIGKILLMidSend: 20 sessions_send calls wait on the only worker
+// process when it is SIGKILLed; the callers get no answer. Each retries
+// with the same idempotencyKey against a new worker and gets the reply of
+// the one run its first call started: one run record per key, one attempt,
+// the prompt and the reply once in the transcript.
+func TestWorkerSIGKILLMidSend(t *testing.T) {
+	const sends = 20
+	dep := newDeployment(t, workerKillSendConfig)
+	ctx := bustest.Context(t)
+	names := bus.NewNames(dep.cfg.Bus.Prefix)
+	store, err := sessions.Open(ctx, dep.js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := make([]string, 4)
+	for i := range targets {
+		targets[i] = fmt.Sprintf("agent:main:subagent:wk%d", i)
+		now := time.Now().UnixMilli()
+		if _, err := store.Create(ctx, &sessions.Entry{Key: targets[i], AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now, SpawnedBy: "agent:main:main"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := gateway.StartWithOptions(ctx, dep.nc, dep.cfg, dep.op, "gw-wk", nil, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	w1 := start(t, "worker", "--server", dep.s.URL(), "--creds", dep.creds, "--config", dep.cfgPath, "--log-level", "warn")
+	w1.waitLine(t, "ready ")
+
+	tok, _ := dep.op.Mint(bus.Caller{SessionKey: "agent:main:main"}, time.Hour)
+	params := func(i int) []byte {
+		b, _ := json.Marshal(map[string]any{"sessionKey": targets[i%len(targets)], "message": fmt.Sprintf("m-%02d", i), "timeoutSeconds": 30, "idempotencyKey": fmt.Sprintf("wk-%02d", i)})
+		return b
+	}
+	firstErrs := make([]error, sends)
+	var wg sync.WaitGroup
+	for i := range sends {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, firstErrs[i] = bus.Call(cctx, dep.nc, names, tok, "sessions_send", params(i))
+		})
+	}
+	// kill the worker once every send is queued (a pending or running
+	// record per key), so all of them wait on it
+	bustest.WaitFor(t, 30*time.Second, "every send queued", func() bool {
+		keys, err := g.Runs().KV().Keys(ctx)
+		return err == nil && len(keys) == sends
+	})
+	if err := w1.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-w1.done
+	w1.done <- nil
+	wg.Wait()
+	for i, err := range firstErrs {
+		if err == nil {
+			t.Fatalf("send %d was answered although its worker was killed while it waited", i)
+		}
+	}
+	w2 := start(t, "worker", "--server", dep.s.URL(), "--creds", dep.creds, "--config", dep.cfgPath, "--log-level", "warn")
+	w2.waitLine(t, "ready ")
+	runIDs := make([]string, sends)
+	for i := range sends {
+		cctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		out, err := bus.Call(cctx, dep.nc, names, tok, "sessions_send", params(i))
+		cancel()
+		var res sendResult
+		if err != nil || json.Unmarshal(out, &res) != nil || res.Status != "ok" || res.Reply != fmt.Sprintf("ok m-%02d", i) {
+			t.Fatalf("retry of send %d: %s %v", i, out, err)
+		}
+		runIDs[i] = res.RunID
+	}
+	keys, err := g.Runs().KV().Keys(ctx)
+	if err != nil || len(keys) != sends {
+		t.Fatalf("%d run records for %d sends (%v)", len(keys), sends, err)
+	}
+	perTarget := map[string][]string{}
+	for i, id := range runIDs {
+		rec, _, err := g.Runs().Get(ctx, id)
+		if err != nil || rec.Status != runs.OK || rec.Attempts != 1 {
+			t.Errorf("send %d: run %+v %v", i, rec, err)
+		}
+		perTarget[targets[i%len(targets)]] = append(perTarget[targets[i%len(targets)]], id)
+	}
+	for _, target := range targets {
+		checkRunParts(t, g.Transcripts(), target, perTarget[target])
+	}
 }

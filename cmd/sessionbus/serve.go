@@ -30,6 +30,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	authOn := fs.Bool("auth", false, "NATS-level auth: every connection needs a role's credentials (written to DATA/creds); see docs/security.md")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	grace := shutdownGraceFlag(fs)
+	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -40,6 +41,17 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "sessionbus serve:", err)
 		return 2
+	}
+	if *nodes > 0 {
+		if *authOn {
+			_ = failLine(stderr, "serve", fmt.Errorf("--cluster does not take --auth yet: run the cluster without it on loopback, or a real cluster with the config of docs/security.md"))
+			return 2
+		}
+		if err := checkListen(*listen, false); err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 2
+		}
+		return serveCluster(clusterServe{nodes: *nodes, data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, noGateway: *noGateway, demo: *runDemo, sync: syncMode, grace: *grace}, stdout, stderr)
 	}
 	sigs, release := catchStop()
 	defer release()

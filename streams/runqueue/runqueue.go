@@ -282,10 +282,45 @@ func (q *Queue) Publish(ctx context.Context, req *Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id)); err != nil {
-		return fmt.Errorf("queue run %s: %w", id, err)
+	// While an R3 stream elects a new leader a publish times out or finds
+	// no responder; the same message id again is safe (SB_RUNS drops a
+	// duplicate), and giving up would mark an idempotent run failed for
+	// good, since a retry of the call finds its record.
+	deadline := time.Now().Add(publishRetryFor)
+	for {
+		_, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || !transientPublish(err) || time.Now().After(deadline) {
+			return fmt.Errorf("queue run %s: %w", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("queue run %s: %w", id, err)
+		case <-time.After(publishRetryWait):
+		}
 	}
-	return nil
+}
+
+// publishRetryFor bounds Publish's retries: a leader election takes a few
+// seconds, more on a loaded machine.
+const (
+	publishRetryFor  = 30 * time.Second
+	publishRetryWait = 200 * time.Millisecond
+)
+
+// transientPublish reports a publish failure that a leader change
+// explains: no acknowledgement in time, the stream temporarily unavailable
+// (503), or the same message id still in process on the new leader (409,
+// JetStream error 10158). No responder at all is not one: no stream
+// stores the subject (it was deleted), and the caller hears so at once.
+func transientPublish(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 503 || apiErr.ErrorCode == 10158
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 // PublishAsync is Publish without waiting for the acknowledgement: the

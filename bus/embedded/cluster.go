@@ -1,0 +1,286 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ClusterOptions configure a local JetStream cluster run in one process:
+// what `serve --cluster N` starts for trying a replicated deployment, and
+// what the fault tests start, kill and restart node by node.
+type ClusterOptions struct {
+	DataDir     string // node i stores under DataDir/n<i+1>
+	Host        string // listen host of every node (default 127.0.0.1)
+	ClientPorts []int  // one per node; fixed, so clients reconnect to a restarted node
+	RoutePorts  []int  // one per node
+	Name        string // cluster name (default sessionbus)
+	Sync        Sync   // every node's file-store sync; the zero value flushes every write
+	NoLock      bool   // skip the data-dir lock (tests own their temp dirs)
+}
+
+// Cluster is a set of clustered nats-servers in this process.
+type Cluster struct {
+	mu    sync.Mutex
+	nodes []*clusterNode
+	lock  *flock.Flock
+}
+
+type clusterNode struct {
+	opts server.Options // a copy is started each time: the server keeps its own
+	ns   *server.Server // nil while stopped
+}
+
+// globalAccount is where every stream lives: the embedded servers have no
+// accounts configured.
+const globalAccount = server.DEFAULT_GLOBAL_ACCOUNT
+
+// StartCluster starts len(o.ClientPorts) nodes, each listing every route
+// (nats-server's own test recipe), and waits until they elect a meta
+// leader, so streams can be created as soon as it returns.
+func StartCluster(o ClusterOptions) (*Cluster, error) {
+	n := len(o.ClientPorts)
+	if n < 1 || len(o.RoutePorts) != n {
+		return nil, fmt.Errorf("a cluster needs one client and one route port per node (got %d and %d)", n, len(o.RoutePorts))
+	}
+	if o.DataDir == "" {
+		return nil, errors.New("no data dir: pass --data DIR")
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s is not usable: %v (pass a writable --data DIR)", o.DataDir, err)
+	}
+	host, name := o.Host, o.Name
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if name == "" {
+		name = "sessionbus"
+	}
+	c := &Cluster{}
+	if !o.NoLock {
+		l, err := lockDataDir(o.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		c.lock = l
+	}
+	var routes []*url.URL
+	for _, p := range o.RoutePorts {
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort(host, strconv.Itoa(p))})
+	}
+	for i := range n {
+		for _, p := range []int{o.ClientPorts[i], o.RoutePorts[i]} {
+			l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+			if err != nil {
+				c.Shutdown()
+				return nil, fmt.Errorf("cannot listen on %s: %v (stop the other process or pass other ports)", net.JoinHostPort(host, strconv.Itoa(p)), err)
+			}
+			l.Close()
+		}
+		nodeName := fmt.Sprintf("n%d", i+1)
+		c.nodes = append(c.nodes, &clusterNode{opts: server.Options{
+			ServerName: nodeName,
+			Host:       host, Port: o.ClientPorts[i],
+			JetStream:    true,
+			StoreDir:     filepath.Join(o.DataDir, nodeName),
+			MaxPayload:   MaxPayload,
+			SyncAlways:   o.Sync.Always(),
+			SyncInterval: o.Sync.Interval,
+			Cluster:      server.ClusterOpts{Name: name, Host: host, Port: o.RoutePorts[i]},
+			Routes:       routes,
+			NoLog:        true, NoSigs: true,
+		}})
+	}
+	for i := range c.nodes {
+		if err := c.Start(i); err != nil {
+			c.Shutdown()
+			return nil, err
+		}
+	}
+	if err := c.WaitMetaLeader(60 * time.Second); err != nil {
+		c.Shutdown()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Len is the number of nodes, running or not.
+func (c *Cluster) Len() int { return len(c.nodes) }
+
+// Name is node i's server name (n1, n2, ...).
+func (c *Cluster) Name(i int) string { return c.nodes[i].opts.ServerName }
+
+// URL is node i's client URL, known while it is stopped too.
+func (c *Cluster) URL(i int) string {
+	o := c.nodes[i].opts
+	return "nats://" + net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+}
+
+// URLs lists every node's client URL, for nats.Connect.
+func (c *Cluster) URLs() string {
+	us := make([]string, len(c.nodes))
+	for i := range c.nodes {
+		us[i] = c.URL(i)
+	}
+	return strings.Join(us, ",")
+}
+
+// DataDir is node i's JetStream store.
+func (c *Cluster) DataDir(i int) string { return c.nodes[i].opts.StoreDir }
+
+// Server is node i's running server (nil while stopped).
+func (c *Cluster) Server(i int) *server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i].ns
+}
+
+// Start starts node i again (or the first time) with its ports and store.
+func (c *Cluster) Start(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nd := c.nodes[i]
+	if nd.ns != nil {
+		return nil
+	}
+	opts := nd.opts
+	ns, err := server.NewServer(&opts)
+	if err != nil {
+		return fmt.Errorf("start node %s: %v", nd.opts.ServerName, err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return fmt.Errorf("node %s on %s did not become ready within 30s", nd.opts.ServerName, c.URL(i))
+	}
+	nd.ns = ns
+	return nil
+}
+
+// Stop shuts node i down (what a crashed node looks like to the others:
+// its routes and client connections close).
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	ns := c.nodes[i].ns
+	c.nodes[i].ns = nil
+	c.mu.Unlock()
+	if ns != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}
+}
+
+// Wipe removes stopped node i's JetStream store, as if its disk were
+// replaced: when it starts again it must catch up from its peers.
+func (c *Cluster) Wipe(i int) error {
+	if c.Server(i) != nil {
+		return fmt.Errorf("node %s is running: stop it before wiping its data", c.Name(i))
+	}
+	return os.RemoveAll(c.nodes[i].opts.StoreDir)
+}
+
+// running returns the running servers by node index.
+func (c *Cluster) running() map[int]*server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[int]*server.Server{}
+	for i, nd := range c.nodes {
+		if nd.ns != nil {
+			out[i] = nd.ns
+		}
+	}
+	return out
+}
+
+// MetaLeader is the index of the node that leads the JetStream meta
+// group, or -1 while there is none.
+func (c *Cluster) MetaLeader() int {
+	for i, s := range c.running() {
+		if s.JetStreamIsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// StreamLeader is the index of the node that leads stream (a KV bucket's
+// stream is KV_<bucket>), or -1 while there is none.
+func (c *Cluster) StreamLeader(stream string) int {
+	for i, s := range c.running() {
+		if s.JetStreamIsStreamLeader(globalAccount, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitMetaLeader waits until exactly one running node leads the meta group
+// and every running node is current with it. The leader can still move
+// after a first election, so callers that create streams retry.
+func (c *Cluster) WaitMetaLeader(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		leaders, current := 0, true
+		for _, s := range c.running() {
+			if s.JetStreamIsLeader() {
+				leaders++
+			}
+			if !s.JetStreamIsCurrent() {
+				current = false
+			}
+		}
+		if leaders == 1 && current {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the cluster has no JetStream meta leader after %v", within)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the servers' own state: there is no event to wait on
+	}
+}
+
+// Shutdown stops every node and releases the data-dir lock.
+func (c *Cluster) Shutdown() {
+	for i := range c.nodes {
+		c.Stop(i)
+	}
+	if c.lock != nil {
+		_ = c.lock.Unlock()
+		c.lock = nil
+	}
+}
+
+// StreamState is what one node holds of a stream.
+type StreamState struct {
+	Msgs, FirstSeq, LastSeq uint64
+}
+
+// StreamStates reads the state of every stream node i holds, from its own
+// store (not the leader's): how a test sees whether a node caught up.
+func (c *Cluster) StreamStates(i int) (map[string]StreamState, error) {
+	s := c.Server(i)
+	if s == nil {
+		return nil, fmt.Errorf("node %s is stopped", c.Name(i))
+	}
+	jsz, err := s.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]StreamState{}
+	for _, a := range jsz.AccountDetails {
+		for _, st := range a.Streams {
+			out[st.Name] = StreamState{Msgs: st.State.Msgs, FirstSeq: st.State.FirstSeq, LastSeq: st.State.LastSeq}
+		}
+	}
+	return out, nil
+}
