@@ -51,6 +51,9 @@ type Deps struct {
 	// OnHumanTurn, when set, is told of each human turn the ingress
 	// accepts (the signal log's human_direct_message); see WithHumanTurnHook.
 	OnHumanTurn HumanTurnHook
+	// ToolObserver, when set, is told of every answered request (metrics);
+	// see WithToolObserver.
+	ToolObserver bus.ToolObserver
 
 	views     *viewCache                      // sessions_history's entry views, set by Tools
 	usageSeen *lru.Cache[usageKey, usageSeen] // session_status's usage parse per entry, set by Tools
