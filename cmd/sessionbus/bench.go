@@ -21,8 +21,12 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	tcp := fs.Bool("tcp", false, "connect the worker and gateways over TCP loopback, as separate processes would (default: in-process, as serve runs them)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
+	lf := loadFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *lf.duration != 0 {
+		return runLoad(lf, *asJSON, *quiet, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sessionbus bench: unexpected argument %q\n", fs.Arg(0))
