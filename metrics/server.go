@@ -79,7 +79,7 @@ func (s *Server) Close() {
 func Streams(n bus.Names) []string {
 	return []string{
 		n.RunsStream(), n.TranscriptsStream(), n.SignalsStream(), n.EventsStream(),
-		"KV_" + n.SessionsBucket(), "KV_" + n.RunsBucket(),
+		bus.KVStream(n.SessionsBucket()), bus.KVStream(n.RunsBucket()),
 	}
 }
 

@@ -19,6 +19,8 @@ commands:
   chat      play a human on a channel: send one message into a session, print the reply
   import    load a JSONL transcript (stdin) into a session
   bench     run the benchmark suite
+  inspect   streams, buckets, consumer lag, stuck runs, pending announces and notices
+  replay    one session's transcript, runs and signal log in time order (--follow)
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -41,6 +43,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"bench":   cmdBench,
 		"gateway": cmdGateway,
 		"chat":    cmdChat,
+		"inspect": cmdInspect,
+		"replay":  cmdReplay,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
