@@ -200,11 +200,11 @@ func TestOpsDocsCommands(t *testing.T) {
 		"nats kv ls watchers":                      {".=w."},
 		"nats sub sb.tr.agent.main.main --stream SB_TRANSCRIPTS --all -T --raw": {`"role":"user"`, `"hello ops"`},
 		"nats sub sb.sig.agent.main.main --stream SB_SIGNALS --all -T --raw":    {`"kind":"human_direct_message"`},
-		"nats stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main":    {`"role":"assistant"`},
-		"curl -s http://127.0.0.1:9464/metrics":                              {"sessionbus_run_queue_up 1", "sessionbus_tool_requests_total"},
-		"curl -s http://127.0.0.1:9464/healthz":                              {"ok"},
-		"curl -s http://127.0.0.1:9464/readyz":                               {"ready"},
-		"nats micro stats sessionbus":                                        {"sessions_list"},
+		"nats stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main":       {`"role":"assistant"`},
+		"curl -s http://127.0.0.1:9464/metrics":                                 {"sessionbus_run_queue_up 1", "sessionbus_tool_requests_total"},
+		"curl -s http://127.0.0.1:9464/healthz":                                 {"ok"},
+		"curl -s http://127.0.0.1:9464/readyz":                                  {"ready"},
+		"nats micro stats sessionbus":                                           {"sessions_list"},
 	}
 	special := map[string]bool{"sessionbus replay --follow agent:main:main": true, "sessionbus worker --metrics 127.0.0.1:9464": true}
 	for _, c := range cmds {
