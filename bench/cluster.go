@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -80,15 +79,6 @@ func startCluster(dir string, n int, syncAlways bool) (*localCluster, error) {
 
 // url is node i's client URL.
 func (c *localCluster) url(i int) string { return c.servers[i%len(c.servers)].ClientURL() }
-
-// urls is every node's client URL, for a client that may fail over.
-func (c *localCluster) urls() string {
-	var us []string
-	for _, s := range c.servers {
-		us = append(us, s.ClientURL())
-	}
-	return strings.Join(us, ",")
-}
 
 func (c *localCluster) shutdown() {
 	for _, s := range c.servers {
