@@ -25,12 +25,12 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *lf.duration != 0 {
-		return runLoad(lf, *asJSON, *quiet, stdout, stderr)
-	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sessionbus bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	if *lf.duration != 0 {
+		return runLoad(lf, *asJSON, *quiet, stdout, stderr)
 	}
 	var names []string
 	if *only != "" {
