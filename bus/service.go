@@ -86,6 +86,16 @@ type ServiceOptions struct {
 	// adapter tokens (ops mint one for '*'); the handler checks the
 	// channel.
 	Ops map[string]Handler
+	// Observer, when set, is told of every answered request as the micro
+	// stats count it (metrics); nil observes nothing.
+	Observer ToolObserver
+}
+
+// ToolObserver is told of each request the service answers: its endpoint,
+// the time until its reply was sent and its thrown error code ("" when it
+// succeeded). It runs on the answering goroutine, so it must be quick.
+type ToolObserver interface {
+	ToolDone(tool string, took time.Duration, code string)
 }
 
 // InboundEndpoint names the inbound endpoint (Request.Tool of its calls).
@@ -109,9 +119,10 @@ type Service struct {
 	id      string
 	started time.Time
 
-	tools   map[string]*endpoint
-	inbound *endpoint // nil unless ServiceOptions.Inbound
-	known   string    // the sorted tool names, for the 404 text
+	tools    map[string]*endpoint
+	inbound  *endpoint    // nil unless ServiceOptions.Inbound
+	observer ToolObserver // nil unless ServiceOptions.Observer
+	known    string       // the sorted tool names, for the 404 text
 	// subs take requests (tools, then inbound); subsDone[i] is closed when
 	// subs[i] delivers no more
 	subs     []*nats.Subscription
@@ -155,7 +166,7 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 		nc: nc, names: o.Names, verify: o.Verifier, log: o.Logger,
 		id: rand.Text(), started: time.Now().UTC(),
 		tools: make(map[string]*endpoint, len(tools)), known: strings.Join(slices.Sorted(maps.Keys(tools)), ", "),
-		ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight),
+		ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight), observer: o.Observer,
 	}
 	for name, h := range tools {
 		s.tools[name] = &endpoint{name: name, subject: o.Names.Tool(name), h: h}
@@ -297,11 +308,15 @@ func (s *Service) handle(ep *endpoint, req *Request) *nats.Msg {
 func (s *Service) finish(ep *endpoint, start time.Time, reply string, m *nats.Msg) {
 	s.send(reply, m)
 	took := time.Since(start)
+	code := m.Header.Get(HeaderServiceCode)
+	if s.observer != nil {
+		s.observer.ToolDone(ep.name, took, code)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ep.requests++
 	ep.processing += took
-	if code := m.Header.Get(HeaderServiceCode); code != "" {
+	if code != "" {
 		ep.errors++
 		ep.lastError = code + ":" + m.Header.Get(HeaderServiceErr)
 	}

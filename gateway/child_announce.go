@@ -91,9 +91,11 @@ func (g *Gateway) deliverAnnounce(ctx context.Context, childKey, childRunID stri
 		err = g.submitOnce(ctx, req)
 	}
 	if err != nil {
+		g.opts.Observer.Delivered("announce", err)
 		_ = g.claims.Release(context.WithoutCancel(ctx), key, rev)
 		return g.announceFailed(ctx, c, err)
 	}
+	g.opts.Observer.Delivered("announce", nil)
 	now := time.Now().UnixMilli()
 	if _, err := g.reg.Update(ctx, childKey, func(r *subagents.Record) error {
 		if r.RunID != childRunID || r.Announce == nil || r.Announce.State != subagents.AnnouncePending {

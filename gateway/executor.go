@@ -46,8 +46,15 @@ const opTimeout = 10 * time.Second
 
 // handle executes one delivered run request and acks, naks or leaves it.
 func (g *Gateway) handle(msg jetstream.Msg) {
+	obs, outcome := g.opts.Observer, "ok"
+	obs.RunStarted()
+	defer func() { obs.RunDone(outcome) }()
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+		obs.Redelivered()
+	}
 	var req runqueue.Request
 	if err := json.Unmarshal(msg.Data(), &req); err != nil || req.RunID == "" || req.SessionKey == "" {
+		outcome = "malformed"
 		reason := "malformed run request: not JSON with runId and sessionKey"
 		if err != nil {
 			reason = "malformed run request: " + err.Error()
@@ -60,14 +67,17 @@ func (g *Gateway) handle(msg jetstream.Msg) {
 	ctx := g.ctx
 	if err := g.execute(ctx, msg, &req); err != nil {
 		if errors.Is(err, lanes.ErrBusy) {
+			outcome = "busy"
 			_ = msg.NakWithDelay(laneRetryDelay(msg))
 			return
 		}
 		if ctx.Err() != nil {
 			// Stopping: another replica picks it up at once.
+			outcome = "stopping"
 			_ = msg.Nak()
 			return
 		}
+		outcome = "failed"
 		g.failed(msg, &req, err, log)
 		return
 	}

@@ -63,6 +63,9 @@ type Options struct {
 	// RetryDelay is the wait before a failed run's first retry (default
 	// 1 s); it doubles with each failure, up to MaxRetryDelay.
 	RetryDelay time.Duration
+	// Observer is told of runs and deliveries (metrics); nil observes
+	// nothing.
+	Observer Observer
 }
 
 // Gateway is one running gateway replica.
@@ -161,6 +164,9 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	}
 	if o.RetryDelay <= 0 {
 		o.RetryDelay = DefaultRetryDelay
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

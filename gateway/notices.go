@@ -114,7 +114,9 @@ func (g *Gateway) deliverNotice(ctx context.Context, b notices.Body) error {
 		ChainID:    id, CreatedAt: now,
 		Notice: &runqueue.NoticeRef{Watcher: b.Watcher, Target: b.Target, LastSeenSequence: b.LastSeenSequence},
 	}
-	if err := g.submitOnce(ctx, req); err != nil {
+	err = g.submitOnce(ctx, req)
+	g.opts.Observer.Delivered("notice", err)
+	if err != nil {
 		_ = g.claims.Release(ctx, "notice."+id, rev)
 		return err
 	}

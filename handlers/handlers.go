@@ -59,6 +59,9 @@ type Deps struct {
 	// Lifecycle deletes, resets and lists archived sessions (nil: the
 	// session ops and sessions_list archived:true are unavailable).
 	Lifecycle *lifecycle.Ops
+	// ToolObserver, when set, is told of every answered request (metrics);
+	// see WithToolObserver.
+	ToolObserver bus.ToolObserver
 
 	views     *viewCache                      // sessions_history's entry views, set by Tools
 	usageSeen *lru.Cache[usageKey, usageSeen] // session_status's usage parse per entry, set by Tools

@@ -48,6 +48,10 @@ func WithHumanTurnHook(fn HumanTurnHook) WorkerOption {
 	return func(d *Deps) { d.OnHumanTurn = fn }
 }
 
+// WithToolObserver has the worker's service report every answered request
+// to o (metrics).
+func WithToolObserver(o bus.ToolObserver) WorkerOption { return func(d *Deps) { d.ToolObserver = o } }
+
 // StartWorker creates the streams and buckets it needs (idempotently),
 // loads the session index and starts answering tool requests and inbound
 // human turns.
@@ -130,7 +134,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	for _, o := range opts {
 		o(d)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps()}); err != nil {
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(), Observer: d.ToolObserver}); err != nil {
 		return fail(err)
 	}
 	return w, nil

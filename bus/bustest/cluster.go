@@ -1,7 +1,6 @@
 package bustest
 
 import (
-	"net"
 	"strings"
 	"testing"
 
@@ -16,12 +15,7 @@ import (
 // started again on the same ports; every node stops when the test ends.
 func NewCluster(t testing.TB, n int) *embedded.Cluster {
 	t.Helper()
-	o := embedded.ClusterOptions{DataDir: t.TempDir(), Name: "sessionbus-test", NoLock: true, Sync: embedded.LazySync}
-	for range n {
-		o.ClientPorts = append(o.ClientPorts, freePort(t))
-		o.RoutePorts = append(o.RoutePorts, freePort(t))
-	}
-	c, err := embedded.StartCluster(o)
+	c, err := embedded.StartLoopbackCluster(t.TempDir(), "sessionbus-test", n, embedded.LazySync)
 	if err != nil {
 		t.Fatalf("cluster: %v", err)
 	}
@@ -47,17 +41,4 @@ func URLs(servers []*server.Server) string {
 		us = append(us, s.ClientURL())
 	}
 	return strings.Join(us, ",")
-}
-
-// freePort finds a free port for a listener whose address must be known
-// before the servers start (routes name every node; a restarted node keeps
-// its client port). A small race, acceptable in tests.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

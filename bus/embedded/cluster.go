@@ -284,3 +284,25 @@ func (c *Cluster) StreamStates(i int) (map[string]StreamState, error) {
 	}
 	return out, nil
 }
+
+// StartLoopbackCluster starts n nodes on free loopback ports (client and
+// route), each storing under dir/n<i+1>: the cluster tests and the load
+// bench start. A port found free can be taken before the node binds it, a
+// small race that only such throwaway clusters accept.
+func StartLoopbackCluster(dir, name string, n int, sync Sync) (*Cluster, error) {
+	o := ClusterOptions{DataDir: dir, Name: name, NoLock: true, Sync: sync}
+	for range 2 * n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("no free loopback port for a cluster node: %v", err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if len(o.ClientPorts) < n {
+			o.ClientPorts = append(o.ClientPorts, p)
+		} else {
+			o.RoutePorts = append(o.RoutePorts, p)
+		}
+	}
+	return StartCluster(o)
+}

@@ -23,6 +23,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	syncFlag := syncFlags(fs)
 	authOn := fs.Bool("auth", false, "run the server with NATS-level auth, as serve --auth does (every connection a role's user; baselines too)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
+	lf := loadFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -34,6 +35,9 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 2
+	}
+	if *lf.duration != 0 {
+		return runLoad(lf, syncMode, *asJSON, *quiet, stdout, stderr)
 	}
 	var names []string
 	if *only != "" {

@@ -23,6 +23,7 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	concurrency := fs.Int("concurrency", gateway.DefaultConcurrency, "concurrent runs")
 	ackWait := fs.Duration("ack-wait", gateway.DefaultAckWait, "how long a run whose gateway died waits before another replica takes it (applies when the first gateway creates the shared consumer)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := metricsFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -47,8 +48,14 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
+	pm, err := startMetrics(*metricsAddr, nc, cfg, log)
+	if err != nil {
+		_ = failLine(stderr, "gateway", err)
+		return 1
+	}
+	defer pm.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	g, err := gateway.StartWithOptions(ctx, nc, cfg, op, *id, log, gateway.Options{Concurrency: *concurrency, AckWait: *ackWait})
+	g, err := gateway.StartWithOptions(ctx, nc, cfg, op, *id, log, gateway.Options{Concurrency: *concurrency, AckWait: *ackWait, Observer: pm.gateway()})
 	cancel()
 	if err != nil {
 		_ = failLine(stderr, "gateway", err)

@@ -22,6 +22,8 @@ commands:
   session   delete|reset a session (its transcript archived first)
   archive   ls|get|restore|budget: archived transcripts and the disk budget
   creds     mint a role's NATS credentials file, or print the server config that trusts them
+  inspect   streams, buckets, consumer lag, stuck runs, pending announces and notices
+  replay    one session's transcript, runs and signal log in time order (--follow)
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -47,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"session": cmdSession,
 		"archive": cmdArchive,
 		"creds":   cmdCreds,
+		"inspect": cmdInspect,
+		"replay":  cmdReplay,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

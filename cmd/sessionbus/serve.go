@@ -29,6 +29,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	syncFlag := syncFlags(fs)
 	authOn := fs.Bool("auth", false, "NATS-level auth: every connection needs a role's credentials (written to DATA/creds); see docs/security.md")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := metricsFlag(fs)
 	grace := shutdownGraceFlag(fs)
 	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
 	if err := fs.Parse(args); err != nil {
@@ -103,7 +104,13 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
-	w, err := startWorker(nc, cfg, op.PublicKey(), log)
+	pm, err := startMetrics(*metricsAddr, nc, cfg, log)
+	if err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
+	defer pm.close()
+	w, err := startWorker(nc, cfg, op.PublicKey(), log, pm.worker()...)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
@@ -118,7 +125,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}()
 	if !*noGateway {
 		gctx, gcancel := context.WithTimeout(context.Background(), 60*time.Second)
-		gw, err = gateway.Start(gctx, nc, cfg, op, "serve", log)
+		gw, err = gateway.StartWithOptions(gctx, nc, cfg, op, "serve", log, gateway.Options{Observer: pm.gateway()})
 		gcancel()
 		if err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve:", err)
@@ -147,6 +154,7 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	issuer := fs.String("issuer", "", "operator public key to trust instead of reading --creds")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := metricsFlag(fs)
 	grace := shutdownGraceFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -173,7 +181,13 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
-	w, err := startWorker(nc, cfg, pub, log)
+	pm, err := startMetrics(*metricsAddr, nc, cfg, log)
+	if err != nil {
+		_ = failLine(stderr, "worker", err)
+		return 1
+	}
+	defer pm.close()
+	w, err := startWorker(nc, cfg, pub, log, pm.worker()...)
 	if err != nil {
 		_ = failLine(stderr, "worker", err)
 		return 1
@@ -187,8 +201,8 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 // startWorker gives stream and bucket creation a bounded time: on a cluster
 // still electing leaders it fails with a clear error instead of hanging.
-func startWorker(nc *nats.Conn, cfg *config.Config, issuer string, log *slog.Logger) (*handlers.Worker, error) {
+func startWorker(nc *nats.Conn, cfg *config.Config, issuer string, log *slog.Logger, opts ...handlers.WorkerOption) (*handlers.Worker, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(issuer), log)
+	return handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(issuer), log, opts...)
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/inspect"
+)
+
+// opsFlags are the flags inspect and replay share: they read a
+// deployment's streams and buckets directly.
+type opsFlags struct {
+	server, creds, prefix *string
+	asJSON                *bool
+}
+
+func newOpsFlags(fs *flag.FlagSet) opsFlags {
+	return opsFlags{
+		server: fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL"),
+		// only reads streams and buckets: no caller token is minted
+		creds:  fs.String("creds", defaultCreds(), "operator credentials (not needed: this command reads streams and buckets, it calls no tool)"),
+		prefix: fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)"),
+		asJSON: fs.Bool("json", false, "print JSON instead of text"),
+	}
+}
+
+// open connects for a read-only command.
+func (o opsFlags) open(name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := connect(*o.server, "sessionbus "+name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+func cmdInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("inspect", stderr)
+	of := newOpsFlags(fs)
+	stuck := fs.Duration("stuck", inspect.DefaultStuckAfter, "list a run as stuck when it has been pending or running this long")
+	timeout := fs.Duration("timeout", time.Minute, "give up reading after this long")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sessionbus inspect [flags]\n\nStreams and buckets with their sizes, consumers and their lag, stuck runs, children past their deadline, pending announces and notices.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sessionbus inspect: unexpected argument %q (it takes flags only)\n", fs.Arg(0))
+		return 2
+	}
+	if *stuck <= 0 {
+		fmt.Fprintf(stderr, "sessionbus inspect: --stuck %v: give a positive duration such as 15m\n", *stuck)
+		return 2
+	}
+	nc, js, err := of.open("inspect")
+	if err != nil {
+		_ = failLine(stderr, "inspect", err)
+		return 1
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	rep, err := inspect.Read(ctx, js, inspect.Options{Names: bus.NewNames(*of.prefix), StuckAfter: *stuck})
+	if err != nil {
+		_ = failLine(stderr, "inspect", err)
+		return 1
+	}
+	if *of.asJSON {
+		printJSON(stdout, rep)
+		return 0
+	}
+	if err := rep.WriteText(stdout); err != nil {
+		_ = failLine(stderr, "inspect", err)
+		return 1
+	}
+	return 0
+}
