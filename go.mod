@@ -13,6 +13,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nkeys v0.4.17
 	github.com/spf13/viper v1.21.0
+	github.com/titanous/json5 v1.0.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/text v0.43.0
 )
