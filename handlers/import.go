@@ -164,8 +164,21 @@ func importID(msgs [][]byte) string {
 // entries start (its import mark); a re-run compares the transcript from
 // there with the file, byte for byte, and appends only what is missing. A
 // crash anywhere leaves the mark, the appended prefix or both, and the next
-// run finishes the job without doubling an entry.
+// run finishes the job without doubling an entry. Appends are conditional on
+// the transcript's length (AppendIfLen), so two identical imports running at
+// once cannot both append the file: the one that loses a position re-reads,
+// finds the other's entries equal to its own and appends only what is left.
 func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Store, key, enc string, res *ImportResult, msgs [][]byte) error {
+	const attempts = 8
+	for attempt := 1; ; attempt++ {
+		err := appendOnceTry(ctx, store, tr, key, enc, res, msgs)
+		if err == nil || !errors.Is(err, transcripts.ErrConflict) || attempt == attempts {
+			return err
+		}
+	}
+}
+
+func appendOnceTry(ctx context.Context, store *sessions.Store, tr *transcripts.Store, key, enc string, res *ImportResult, msgs [][]byte) error {
 	count, err := tr.Count(ctx, enc)
 	if err != nil {
 		return fmt.Errorf("read transcript of %s: %w", key, err)
@@ -195,22 +208,27 @@ func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Stor
 	}
 	res.Present, res.FirstEntry = present, mark.At
 	if present == len(msgs) {
+		res.Imported = 0
 		return nil
 	}
-	if end := mark.At + uint64(present); end != count {
+	end := mark.At + uint64(present)
+	if end != count {
 		if present > 0 {
 			return fmt.Errorf("an earlier import of this file into %s stopped after %d of %d entries, and %d other entries were appended since: "+
 				"import the file's remaining lines (from entry %d) as a new file", key, present, len(msgs), count-end, present+1)
 		}
 		// Nothing of the file landed where the mark says, and the
 		// transcript moved on: the file starts at the end now.
-		mark.At = count
+		mark.At, end = count, count
 		if _, _, err := store.Update(ctx, key, func(e *sessions.Entry) error { e.SetImport(mark); return nil }); err != nil {
 			return fmt.Errorf("record import in session %s: %w", key, err)
 		}
 		res.FirstEntry = count
 	}
-	if _, err := tr.Append(ctx, enc, msgs[present:]...); err != nil {
+	if _, err := tr.AppendIfLen(ctx, enc, end, msgs[present:]...); err != nil {
+		if errors.Is(err, transcripts.ErrConflict) {
+			return err
+		}
 		return fmt.Errorf("append transcript of %s (run the same import again to finish it): %w", key, err)
 	}
 	res.Imported = len(msgs) - present

@@ -183,3 +183,32 @@ func TestImportMatrixIPv6RoomKey(t *testing.T) {
 		t.Errorf("sessions_list does not list %s: %v", key, l["sessions"])
 	}
 }
+
+// Identical imports running at once leave the file in the session once:
+// the appends are conditional on the transcript's length, so the run that
+// loses a position re-reads and finds the other's entries.
+func TestConcurrentIdenticalImportsDoNotDouble(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	d := s.Worker.Deps
+	file := transcriptLines(600, "race")
+	for round := range 3 {
+		key := fmt.Sprintf("agent:main:race%d", round)
+		const runs = 4
+		errs := make(chan error, runs)
+		start := make(chan struct{})
+		for range runs {
+			go func() {
+				<-start
+				_, err := handlers.Import(t.Context(), d.Store, d.Transcripts, handlers.ImportOptions{SessionKey: key}, strings.NewReader(file), time.Now())
+				errs <- err
+			}()
+		}
+		close(start)
+		for range runs {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkTranscript(t, s, key, lines(file))
+	}
+}
