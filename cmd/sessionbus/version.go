@@ -5,6 +5,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -28,6 +29,9 @@ func cmdVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	commit := bus.BuildCommit()
 	if commit == "" {
+		commit = pseudoVersionCommit()
+	}
+	if commit == "" {
 		commit = "unknown"
 	}
 	fmt.Fprintf(stdout, "sessionbus %s\ncommit %s\nnats-server %s\n%s\n", moduleVersion(), commit, server.VERSION, runtime.Version())
@@ -45,4 +49,26 @@ func moduleVersion() string {
 		}
 	}
 	return v
+}
+
+// pseudoVersionCommit is the commit a `go install …@latest` of an untagged
+// commit names in its pseudo-version (v0.0.0-20261203150000-0123456789ab):
+// such a build records no VCS settings, only the module version.
+func pseudoVersionCommit() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	v := strings.TrimSuffix(info.Main.Version, "+incompatible")
+	i := strings.LastIndexByte(v, '-')
+	if i < 0 || len(v)-i-1 != 12 || strings.Count(v, "-") < 2 {
+		return ""
+	}
+	rev := v[i+1:]
+	for _, c := range rev {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+	}
+	return rev[:7]
 }
