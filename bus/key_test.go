@@ -20,6 +20,10 @@ func TestEncodeKey(t *testing.T) {
 		"trail:":                           "trail=3A",
 		"::":                               "=3A=3A",
 		"ü":                                "=C3=BC",
+		// IPv6 literal in a Matrix room key: the empty segment of "::"
+		// is escaped, the other ":" stay token separators.
+		"agent:main:matrix:channel:!room:[2001:db8::1]": "agent.main.matrix.channel.=21room.=5B2001.db8=3A.1=5D",
+		"agent:main:matrix:channel:!room:[::1]":         "agent.main.matrix.channel.=21room.=5B=3A.1=5D",
 	}
 	for in, want := range cases {
 		got := EncodeKey(in)

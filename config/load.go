@@ -1,9 +1,9 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -53,30 +53,44 @@ var defaults = map[string]any{
 	"logging.redactPatterns":                         []string{},
 }
 
-// Load reads path (or, when empty, sessionbus.yaml/.json in the working
-// directory if present), then SESSIONBUS_* environment variables, and
-// validates. Warnings (a value the reference falls back on) are logged.
+// Load reads path (or, when empty, sessionbus.yaml/.json/.json5 in the
+// working directory if present), then SESSIONBUS_* environment variables,
+// and validates. A .json or .json5 file is read as JSON5, so OpenClaw's
+// openclaw.json loads as it is. Warnings (a value the reference falls back on) are logged.
 func Load(path string, log *slog.Logger) (*Config, error) {
 	v := withDefaults()
 	v.SetEnvPrefix("SESSIONBUS")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
+	if log == nil {
+		log = slog.Default()
+	}
+	if path == "" {
+		path = findDefaultConfig()
+	}
 	if path != "" {
 		v.SetConfigFile(path)
-		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+		read := v.ReadInConfig
+		if isJSONConfig(path) {
+			read = func() error { return readJSON5(v, path, log) }
 		}
-	} else {
-		v.SetConfigName("sessionbus")
-		v.AddConfigPath(".")
-		if err := v.ReadInConfig(); err != nil {
-			var nf viper.ConfigFileNotFoundError
-			if !errors.As(err, &nf) {
-				return nil, fmt.Errorf("config: %w", err)
-			}
+		if err := read(); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
 	return decode(v, log)
+}
+
+// findDefaultConfig is the sessionbus.* file in the working directory that
+// Load reads when given none: viper's order of extensions, then .json5.
+func findDefaultConfig() string {
+	for _, ext := range append(viper.SupportedExts, "json5") {
+		p := "sessionbus." + ext
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return ""
 }
 
 // Default is the configuration with no file and no environment.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sessionbus/sessionbus/handlers/sanitize"
 )
 
 var agentIDRe = regexp.MustCompile(`(?i)^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -115,6 +117,7 @@ func (c *Config) Validate(log *slog.Logger) error {
 		log.Warn("session.maintenance.maxDiskBytes is malformed: the disk budget is DISABLED, no archive or session is evicted; "+
 			"set a size such as 2gb or 500mb", "key", "session.maintenance.maxDiskBytes", "value", c.Session.Maintenance.MaxDiskBytes)
 	}
+	c.Logging.RedactPatterns = usablePatterns(c.Logging.RedactPatterns, log)
 	switch strings.ToLower(c.Logging.RedactSensitive) {
 	case "", "off", "tools":
 	default:
@@ -206,4 +209,25 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("not a size (use a number with an optional kb, mb, gb or tb suffix)")
 	}
 	return int64(n * float64(mult)), nil
+}
+
+// usablePatterns drops the logging.redactPatterns entries that OpenClaw
+// ignores (an unsafe regex: nested repetition; or an invalid one), each
+// with a warning naming it, and keeps the others in order. (Entries that
+// are valid JavaScript but beyond RE2, such as back-references, are
+// dropped the same way; the warning says the pattern masks nothing.)
+func usablePatterns(ps []string, log *slog.Logger) []string {
+	var kept []string
+	for _, p := range ps {
+		if err := sanitize.CheckPattern(p); err != nil {
+			log.Warn("logging.redactPatterns entry ignored, as OpenClaw ignores it; the other patterns apply and text it would match is not masked by it",
+				"key", "logging.redactPatterns", "pattern", p, "reason", err.Error())
+			continue
+		}
+		kept = append(kept, p)
+	}
+	if len(kept) == 0 && len(ps) == 0 {
+		return ps
+	}
+	return kept
 }

@@ -87,11 +87,10 @@ func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o
 	if len([]rune(o.Label)) > labelMaxLength {
 		return nil, badRequest(fmt.Sprintf("--label is %d characters; the limit is %d", len([]rune(o.Label)), labelMaxLength))
 	}
-	msgs, skipped, err := readTranscript(in)
+	msgs, skipped, err := readTranscript(in, false)
 	if err != nil {
 		return nil, badRequest(err.Error())
 	}
-	res := &ImportResult{SessionKey: key, Skipped: skipped}
 	e := &sessions.Entry{
 		Key: key, AgentID: agentID, SessionID: sessions.NewID(), Label: o.Label,
 		SpawnedBy: o.SpawnedBy, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli(),
@@ -103,6 +102,15 @@ func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o
 		}
 		e.SpawnDepth = &depth
 	}
+	return importInto(ctx, store, tr, e, msgs, skipped, importID(msgs), now.UnixMilli())
+}
+
+// importInto creates e unless its key exists, appends msgs once under
+// importID (appendOnce) and, when touch is not 0, moves the session's
+// updatedAt to at least touch.
+func importInto(ctx context.Context, store *sessions.Store, tr *transcripts.Store, e *sessions.Entry, msgs [][]byte, skipped int, id string, touch int64) (*ImportResult, error) {
+	key := e.Key
+	res := &ImportResult{SessionKey: key, Skipped: skipped}
 	switch _, err := store.Create(ctx, e); {
 	case err == nil:
 		res.Created = true
@@ -110,7 +118,7 @@ func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o
 	default:
 		return nil, fmt.Errorf("create session %s: %w", key, err)
 	}
-	res.ImportID = importID(msgs)
+	res.ImportID = id
 	enc := bus.EncodeKey(key)
 	if len(msgs) > 0 {
 		if err := appendOnce(ctx, store, tr, key, enc, res, msgs); err != nil {
@@ -118,11 +126,18 @@ func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o
 		}
 	}
 	cur, _, err := store.Update(ctx, key, func(cur *sessions.Entry) error {
-		cur.UpdatedAt = max(cur.UpdatedAt, now.UnixMilli())
+		changed := false
+		if touch > cur.UpdatedAt {
+			cur.UpdatedAt, changed = touch, true
+		}
 		if m := cur.Import(res.ImportID); m != nil && !m.Done {
 			done := *m
 			done.Done = true
 			cur.SetImport(done)
+			changed = true
+		}
+		if !changed {
+			return record.ErrUnchanged
 		}
 		return nil
 	})
@@ -139,7 +154,7 @@ func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o
 // ImportID is the id Import gives the transcript in in (after the same
 // checks), so ops can tell which import a session's mark belongs to.
 func ImportID(in io.Reader) (string, error) {
-	msgs, _, err := readTranscript(in)
+	msgs, _, err := readTranscript(in, false)
 	if err != nil {
 		return "", badRequest(err.Error())
 	}
@@ -164,8 +179,21 @@ func importID(msgs [][]byte) string {
 // entries start (its import mark); a re-run compares the transcript from
 // there with the file, byte for byte, and appends only what is missing. A
 // crash anywhere leaves the mark, the appended prefix or both, and the next
-// run finishes the job without doubling an entry.
+// run finishes the job without doubling an entry. Appends are conditional on
+// the transcript's length (AppendIfLen), so two identical imports running at
+// once cannot both append the file: the one that loses a position re-reads,
+// finds the other's entries equal to its own and appends only what is left.
 func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Store, key, enc string, res *ImportResult, msgs [][]byte) error {
+	const attempts = 8
+	for attempt := 1; ; attempt++ {
+		err := appendOnceTry(ctx, store, tr, key, enc, res, msgs)
+		if err == nil || !errors.Is(err, transcripts.ErrConflict) || attempt == attempts {
+			return err
+		}
+	}
+}
+
+func appendOnceTry(ctx context.Context, store *sessions.Store, tr *transcripts.Store, key, enc string, res *ImportResult, msgs [][]byte) error {
 	count, err := tr.Count(ctx, enc)
 	if err != nil {
 		return fmt.Errorf("read transcript of %s: %w", key, err)
@@ -195,22 +223,27 @@ func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Stor
 	}
 	res.Present, res.FirstEntry = present, mark.At
 	if present == len(msgs) {
+		res.Imported = 0
 		return nil
 	}
-	if end := mark.At + uint64(present); end != count {
+	end := mark.At + uint64(present)
+	if end != count {
 		if present > 0 {
 			return fmt.Errorf("an earlier import of this file into %s stopped after %d of %d entries, and %d other entries were appended since: "+
 				"import the file's remaining lines (from entry %d) as a new file", key, present, len(msgs), count-end, present+1)
 		}
 		// Nothing of the file landed where the mark says, and the
 		// transcript moved on: the file starts at the end now.
-		mark.At = count
+		mark.At, end = count, count
 		if _, _, err := store.Update(ctx, key, func(e *sessions.Entry) error { e.SetImport(mark); return nil }); err != nil {
 			return fmt.Errorf("record import in session %s: %w", key, err)
 		}
 		res.FirstEntry = count
 	}
-	if _, err := tr.Append(ctx, enc, msgs[present:]...); err != nil {
+	if _, err := tr.AppendIfLen(ctx, enc, end, msgs[present:]...); err != nil {
+		if errors.Is(err, transcripts.ErrConflict) {
+			return err
+		}
 		return fmt.Errorf("append transcript of %s (run the same import again to finish it): %w", key, err)
 	}
 	res.Imported = len(msgs) - present
@@ -218,48 +251,83 @@ func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Stor
 }
 
 // readTranscript parses and checks every line, returning compact messages.
-func readTranscript(in io.Reader) ([][]byte, int, error) {
+// Strict (stdin import): a bad line refuses the file. Lenient (an OpenClaw
+// store): a line OpenClaw's own reader would pass over, such as the torn
+// last line of a crash, is skipped and counted.
+func readTranscript(in io.Reader, lenient bool) ([][]byte, int, error) {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), importMaxLine)
 	var out [][]byte
 	skipped := 0
 	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
+		msg, skip, err := transcriptLine(sc.Bytes(), n)
+		switch {
+		case err != nil && lenient:
+			skipped++
+		case err != nil:
+			return nil, 0, err
+		case skip:
+			skipped++
+		case msg != nil:
+			out = append(out, msg)
 		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(line, &obj); err != nil {
-			return nil, 0, fmt.Errorf("line %d is not a JSON object (%v): %s", n, err, importLineFormat)
-		}
-		if t, ok := obj["type"]; ok {
-			var typ string
-			_ = json.Unmarshal(t, &typ)
-			if typ != "message" {
-				skipped++ // session headers, model changes: not messages
-				continue
-			}
-			inner, ok := obj["message"]
-			if !ok {
-				return nil, 0, fmt.Errorf(`line %d has "type":"message" but no "message" object: %s`, n, importLineFormat)
-			}
-			if err := json.Unmarshal(inner, &obj); err != nil {
-				return nil, 0, fmt.Errorf("line %d: message is not a JSON object: %s", n, importLineFormat)
-			}
-			line = inner
-		}
-		var r string
-		if err := json.Unmarshal(obj["role"], &r); err != nil || strings.TrimSpace(r) == "" {
-			return nil, 0, fmt.Errorf(`line %d has no "role" string: %s`, n, importLineFormat)
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, line); err != nil {
-			return nil, 0, fmt.Errorf("line %d: %v", n, err)
-		}
-		out = append(out, buf.Bytes())
 	}
 	if err := sc.Err(); err != nil {
 		return nil, 0, fmt.Errorf("read transcript: %w", err)
 	}
 	return out, skipped, nil
+}
+
+// transcriptLine checks line n: a compact message, skip for a non-message
+// event (session header, model change), nothing for a blank line.
+func transcriptLine(raw []byte, n int) (msg []byte, skip bool, err error) {
+	line := bytes.TrimSpace(raw)
+	if len(line) == 0 {
+		return nil, false, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil {
+		return nil, false, fmt.Errorf("line %d is not a JSON object (%v): %s", n, err, importLineFormat)
+	}
+	if t, ok := obj["type"]; ok {
+		var typ string
+		_ = json.Unmarshal(t, &typ)
+		if typ != "message" {
+			return nil, true, nil // session headers, model changes: not messages
+		}
+		inner, ok := obj["message"]
+		if !ok {
+			return nil, false, fmt.Errorf(`line %d has "type":"message" but no "message" object: %s`, n, importLineFormat)
+		}
+		if err := json.Unmarshal(inner, &obj); err != nil {
+			return nil, false, fmt.Errorf("line %d: message is not a JSON object: %s", n, importLineFormat)
+		}
+		line = inner
+	}
+	var r string
+	if err := json.Unmarshal(obj["role"], &r); err != nil || strings.TrimSpace(r) == "" {
+		return nil, false, fmt.Errorf(`line %d has no "role" string: %s`, n, importLineFormat)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, line); err != nil {
+		return nil, false, fmt.Errorf("line %d: %v", n, err)
+	}
+	return buf.Bytes(), false, nil
+}
+
+// ImportEntry loads one session from another store (an OpenClaw state
+// directory): e is created as given, keeping its key, session id, labels,
+// parents, routes and timestamps (an existing session of that key is left
+// as it is), and its transcript is appended once under importID, so running
+// the same import again appends only what the source gained since. Lines
+// OpenClaw's reader would pass over are skipped (ImportResult.Skipped).
+func ImportEntry(ctx context.Context, store *sessions.Store, tr *transcripts.Store, e *sessions.Entry, importID string, transcript io.Reader) (*ImportResult, error) {
+	if err := rules.ValidateSessionKeyInput(e.Key); err != nil {
+		return nil, thrown(err)
+	}
+	msgs, skipped, err := readTranscript(transcript, true)
+	if err != nil {
+		return nil, fmt.Errorf("transcript of %s: %w", e.Key, err)
+	}
+	return importInto(ctx, store, tr, e, msgs, skipped, importID, 0)
 }

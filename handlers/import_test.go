@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
@@ -152,4 +153,62 @@ func TestImportResumesAfterInterruption(t *testing.T) {
 		t.Fatalf("restart after nothing landed %+v", r)
 	}
 	checkTranscript(t, s, "agent:main:none", append([]string{run}, want...))
+}
+
+// A key OpenClaw accepts with an IPv6 literal (a doubled ":") imports, and
+// the tools find the session under exactly that key.
+func TestImportMatrixIPv6RoomKey(t *testing.T) {
+	const key = "agent:main:matrix:channel:!room:[2001:db8::1]"
+	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.Sessions.Visibility = "all" })
+	res := importFile(t, s, key, `{"role":"user","content":"hello from matrix"}`)
+	if !res.Created || res.Imported != 1 {
+		t.Fatalf("import = %+v, want a created session with 1 entry", res)
+	}
+	h := s.MustCall("agent:main:main", "sessions_history", `{"sessionKey":"`+key+`"}`)
+	if h["sessionKey"] != key {
+		t.Errorf("sessions_history sessionKey = %v, want %s", h["sessionKey"], key)
+	}
+	msgs, _ := h["messages"].([]any)
+	if len(msgs) != 1 || !strings.Contains(fmt.Sprint(msgs[0]), "hello from matrix") {
+		t.Errorf("sessions_history messages = %v, want the imported line", msgs)
+	}
+	l := s.MustCall("agent:main:main", "sessions_list", `{}`)
+	found := false
+	for _, r := range l["sessions"].([]any) {
+		if r.(map[string]any)["key"] == key {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("sessions_list does not list %s: %v", key, l["sessions"])
+	}
+}
+
+// Identical imports running at once leave the file in the session once:
+// the appends are conditional on the transcript's length, so the run that
+// loses a position re-reads and finds the other's entries.
+func TestConcurrentIdenticalImportsDoNotDouble(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	d := s.Worker.Deps
+	file := transcriptLines(600, "race")
+	for round := range 3 {
+		key := fmt.Sprintf("agent:main:race%d", round)
+		const runs = 4
+		errs := make(chan error, runs)
+		start := make(chan struct{})
+		for range runs {
+			go func() {
+				<-start
+				_, err := handlers.Import(t.Context(), d.Store, d.Transcripts, handlers.ImportOptions{SessionKey: key}, strings.NewReader(file), time.Now())
+				errs <- err
+			}()
+		}
+		close(start)
+		for range runs {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkTranscript(t, s, key, lines(file))
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/openclawstore"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
@@ -22,13 +23,29 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	spawnedBy := fs.String("spawned-by", "", "parent session key, so the session joins its parent's tree")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	creds := fs.String("creds", defaultCreds(), "credentials file; with NATS auth, one with the admin's NATS user (serve --auth writes it as operator.creds)")
+	openclaw := fs.String("openclaw", "", "import an OpenClaw state directory (such as ~/.openclaw): every agent's sessions and transcripts, instead of one transcript from stdin")
+	parallel := fs.Int("parallel", 8, "with --openclaw: sessions imported at once")
+	skipInvalid := fs.Bool("skip-invalid", false, "with --openclaw: import the valid sessions when some cannot be imported (they are listed), instead of refusing the store")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sessionbus import [flags] SESSIONKEY < transcript.jsonl")
+		fmt.Fprintln(stderr, "       sessionbus import [flags] --openclaw STATEDIR")
 		fmt.Fprintln(stderr, "Importing the same file into the same session again appends nothing; an interrupted import run again appends only what is missing.")
+		fmt.Fprintln(stderr, "With --openclaw, running the same import again appends only what the OpenClaw transcripts gained since.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *openclaw != "" {
+		if fs.NArg() != 0 || *agent != "" || *label != "" || *spawnedBy != "" {
+			fmt.Fprintln(stderr, "sessionbus import: --openclaw takes no SESSIONKEY, --agent, --label or --spawned-by (keys, agents, labels and parents come from the store)")
+			return 2
+		}
+		if *parallel < 1 || *parallel > 256 {
+			fmt.Fprintf(stderr, "sessionbus import: --parallel %d must be between 1 and 256\n", *parallel)
+			return 2
+		}
+		return importOpenClaw(*server, *prefix, *openclaw, openclawstore.Options{Parallel: *parallel, SkipInvalid: *skipInvalid}, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

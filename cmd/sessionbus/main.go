@@ -24,6 +24,7 @@ commands:
   creds     mint a role's NATS credentials file, or print the server config that trusts them
   inspect   streams, buckets, consumer lag, stuck runs, pending announces and notices
   replay    one session's transcript, runs and signal log in time order (--follow)
+  version   print the version, commit and nats-server version
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -51,6 +52,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"creds":   cmdCreds,
 		"inspect": cmdInspect,
 		"replay":  cmdReplay,
+		"version": cmdVersion,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

@@ -20,7 +20,7 @@ const (
 
 // ValidateSessionKeyInput refuses, at the edge, keys that could not be stored
 // or addressed safely: the store encodes keys into subjects and KV keys, so
-// wildcards, empty segments and path-like segments must never reach it. It
+// wildcards, leading/trailing ":" and path-like segments must never reach it. It
 // does not trim: callers pass what they will use (Params.String already
 // trims). Errors are *InputError and say what is wrong and what a valid key
 // looks like.
@@ -53,10 +53,19 @@ func ValidateSessionKeyInput(k string) error {
 			return bad("it contains " + strconv.Quote(string(r)) + ", a NATS wildcard")
 		}
 	}
+	// A doubled ":" inside a key is OpenClaw's: an IPv6 literal in a Matrix
+	// room key (agent:main:matrix:channel:!room:[2001:db8::1]) has one, and
+	// OpenClaw stores the key as is (its parser only skips the empty
+	// segment). bus.EncodeKey escapes such a ":" (=3A), so the key still
+	// has a subject and a KV key of its own. Refused are what is not a key
+	// in OpenClaw either: a leading or trailing ":", and an agent key whose
+	// agent id or rest is empty (agent::broken, "malformed_agent").
+	if strings.HasPrefix(k, ":") || strings.HasSuffix(k, ":") ||
+		(strings.Contains(k, "::") && ClassifyKeyShape(k) == ShapeMalformedAgent) {
+		return bad(`it has an empty segment (a leading, trailing or doubled ":")`)
+	}
 	for _, seg := range strings.Split(k, ":") {
 		switch seg {
-		case "":
-			return bad(`it has an empty segment (a leading, trailing or doubled ":")`)
 		case ".", "..":
 			return bad("it has a " + strconv.Quote(seg) + " segment")
 		}

@@ -19,6 +19,12 @@ func TestValidateSessionKeyInputAccepts(t *testing.T) {
 		"0f8fad5b-d9cb-469f-a165-70867728950e",
 		"agent:main:discord:group:ünïcödé",
 		"a.b", // dots inside a segment are fine (the store escapes them)
+		// OpenClaw keys with a doubled ":" inside: IPv6 literals in Matrix
+		// room ids (the store escapes the empty segment's ":").
+		"agent:main:matrix:channel:!room:[2001:db8::1]",
+		"agent:main:matrix:channel:!abc:[::1]:thread:$ev",
+		"matrix:channel:!room:[fe80::1]",
+		"agent::main:main",
 		strings.Repeat("a", MaxSessionKeyBytes),
 	} {
 		if err := ValidateSessionKeyInput(k); err != nil {

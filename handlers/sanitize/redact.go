@@ -326,6 +326,15 @@ func NewRedactor(mode string, custom []string) (*Redactor, error) {
 	return r, nil
 }
 
+// CheckPattern reports why NewRedactor would refuse one
+// logging.redactPatterns entry (unsafe, invalid, or beyond what sessionbus
+// can run), or nil. Config loading uses it to drop such an entry with a
+// warning, as OpenClaw ignores it, instead of refusing the whole config.
+func CheckPattern(raw string) error {
+	_, err := parseUserPattern(raw)
+	return err
+}
+
 var slashPattern = regexp.MustCompile(`^/([^\n\r\x{2028}\x{2029}]+)/([gimsuy]*)$`)
 
 func parseUserPattern(raw string) (*redactPattern, error) {

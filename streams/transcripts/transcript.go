@@ -375,6 +375,20 @@ func parseHeaderBlock(b []byte) nats.Header {
 // entries are given, a concurrent writer may land between two batches.
 // If a later batch fails, earlier batches stay written and the error says so.
 func (t *Store) Append(ctx context.Context, encKey string, entries ...[]byte) (uint64, error) {
+	return t.appendEntries(ctx, encKey, false, 0, entries)
+}
+
+// AppendIfLen appends entries only if the transcript holds exactly want
+// entries, as one writer that must not interleave with another: when the
+// transcript is longer (a concurrent writer got there first) it fails with
+// an error matching ErrConflict and writes nothing of that batch, where
+// Append would retry after the other writer's entries. An importer uses it
+// so two runs of the same import cannot both append the same lines.
+func (t *Store) AppendIfLen(ctx context.Context, encKey string, want uint64, entries ...[]byte) (uint64, error) {
+	return t.appendEntries(ctx, encKey, true, want, entries)
+}
+
+func (t *Store) appendEntries(ctx context.Context, encKey string, exact bool, want uint64, entries [][]byte) (uint64, error) {
 	if len(entries) == 0 {
 		return 0, ErrEmptyEntry
 	}
@@ -396,6 +410,9 @@ func (t *Store) Append(ctx context.Context, encKey string, entries ...[]byte) (u
 	h, _, err := t.loadState(ctx, p, encKey, false)
 	if err != nil {
 		return 0, err
+	}
+	if exact && h.Count != want {
+		return 0, fmt.Errorf("%w: %s has %d entries, not %d", ErrConflict, encKey, h.Count, want)
 	}
 	// After the first CAS failure the next attempt publishes right after the
 	// probed newest message (top) and leaves the index catch-up for after the
@@ -423,6 +440,11 @@ func (t *Store) Append(ctx context.Context, encKey string, entries ...[]byte) (u
 			}
 			if !bus.IsWrongLastSeq(err) {
 				return firstN, t.partial(err, encKey, off, len(entries))
+			}
+			if exact {
+				// Someone else appended (or the index lagged): the caller
+				// re-reads and decides; a blind retry could double.
+				return firstN, t.partial(fmt.Errorf("%w: %s changed while appending", ErrConflict, encKey), encKey, off, len(entries))
 			}
 			if attempt+1 >= maxAppendAttempts {
 				return firstN, t.partial(fmt.Errorf("%w (session %s, %d attempts)", ErrConflict, encKey, attempt+1), encKey, off, len(entries))
