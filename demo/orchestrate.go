@@ -66,6 +66,11 @@ func orchestrateScenario(ctx context.Context, o Options) (child string, err erro
 	}
 	fmt.Fprintf(w, "announces delivered: %d of %d\n", delivered, len(done))
 
+	// The registry writes seen above reach the worker's index by its own
+	// watch: wait for it, or the list may show a child one write behind.
+	if err := o.Deps.Children.Sync(ctx); err != nil {
+		return "", err
+	}
 	if err := listStep(ctx, o); err != nil {
 		return "", err
 	}

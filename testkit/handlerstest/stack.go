@@ -134,4 +134,9 @@ func (s *Stack) Put(e *sessions.Entry) {
 	if _, err := s.Worker.Deps.Store.Create(ctx, e); err != nil {
 		s.T.Fatalf("create %s: %v", e.Key, err)
 	}
+	// A test calls a tool next: the worker's watched index must hold the
+	// entry first, or a read may run before the watch delivers it.
+	if err := s.Worker.Deps.Index.Sync(ctx); err != nil {
+		s.T.Fatalf("index sync after creating %s: %v", e.Key, err)
+	}
 }
