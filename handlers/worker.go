@@ -114,7 +114,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	for _, o := range opts {
 		o(d)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log, Inbound: d.Inbound()}); err != nil {
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: log, Inbound: d.Inbound(), Schema: d.Schema()}); err != nil {
 		return fail(err)
 	}
 	return w, nil

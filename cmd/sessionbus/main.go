@@ -19,6 +19,7 @@ commands:
   chat      play a human on a channel: send one message into a session, print the reply
   import    load a JSONL transcript (stdin) into a session
   bench     run the benchmark suite
+  schema    print the tools' JSON Schemas (parameters and results)
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -41,6 +42,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"bench":   cmdBench,
 		"gateway": cmdGateway,
 		"chat":    cmdChat,
+		"schema":  cmdSchema,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
