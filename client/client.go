@@ -91,7 +91,58 @@ func (c *Client) Call(ctx context.Context, tool string, params any) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	return c.call(ctx, tool, body, c.timeout, true)
+	timeout := c.timeout
+	if tool == "sessions_send" {
+		var p struct {
+			TimeoutSeconds json.Number `json:"timeoutSeconds"`
+		}
+		if json.Unmarshal(body, &p) == nil {
+			if n, err := p.TimeoutSeconds.Int64(); err == nil && n >= 0 {
+				timeout = max(timeout, time.Duration(n)*time.Second+sendSlack)
+			}
+		}
+	}
+	return c.call(ctx, tool, body, timeout, retrySafe(tool, body))
+}
+
+// retrySafe says whether a raw call may be sent again when no worker took
+// it: reads may, sends and spawns only with an idempotency key, the rest
+// (kill, steer, yield, setting a model) not.
+func retrySafe(tool string, body []byte) bool {
+	switch tool {
+	case "sessions_list", "sessions_history", "agents_list":
+		return true
+	case "sessions_send", "sessions_spawn":
+		var p struct {
+			IdempotencyKey any `json:"idempotencyKey"`
+		}
+		return json.Unmarshal(body, &p) == nil && p.IdempotencyKey != nil && p.IdempotencyKey != ""
+	}
+	return false
+}
+
+// Tools returns the tools the caller may call, with their parameter
+// schemas, as the workers' schema subject answers: the caller's tool
+// policy applied (a sub-agent is offered only its own tool set).
+func (c *Client) Tools(ctx context.Context) ([]schema.Function, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	tok, err := c.tokens.Token(ctx)
+	if err != nil {
+		return nil, &bus.Error{Code: bus.CodeUnauthorized, Message: "caller token: " + err.Error()}
+	}
+	data, err := bus.Schema(ctx, c.nc, c.names, tok)
+	if err != nil {
+		return nil, err
+	}
+	var fns []schema.Function
+	if err := json.Unmarshal(data, &fns); err != nil {
+		return nil, fmt.Errorf("decode the tool schemas: %w", err)
+	}
+	return fns, nil
 }
 
 func encode(params any) ([]byte, error) {

@@ -20,6 +20,7 @@ commands:
   import    load a JSONL transcript (stdin) into a session
   bench     run the benchmark suite
   schema    print the tools' JSON Schemas (parameters and results)
+  mcp       serve the session tools to an MCP host (stdio, or --http on loopback)
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -43,6 +44,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"gateway": cmdGateway,
 		"chat":    cmdChat,
 		"schema":  cmdSchema,
+		"mcp":     cmdMCP,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
