@@ -44,8 +44,9 @@ func TestMCPCommand(t *testing.T) {
 				t.Fatalf("%s: %v %+v", tool, err, res)
 			}
 			var out map[string]any
-			b, _ := json.Marshal(res.StructuredContent)
-			_ = json.Unmarshal(b, &out)
+			if tc, ok := res.Content[0].(*mcp.TextContent); !ok || json.Unmarshal([]byte(tc.Text), &out) != nil {
+				t.Fatalf("%s: content %+v", tool, res.Content)
+			}
 			return out
 		}
 		list := call("sessions_list", map[string]any{"label": "release-team"})

@@ -21,9 +21,19 @@ import (
 // Name is the MCP server's implementation name.
 const Name = "sessionbus"
 
+// Options configure the MCP server.
+type Options struct {
+	// Structured adds each tool's result schema (outputSchema) to the tool
+	// list and each reply as structuredContent, besides the JSON text
+	// every host reads. It sends each reply twice, and in the benchmark
+	// (mcp_roundtrip) costs about as much as the rest of MCP's overhead,
+	// so it is for hosts that use structured results.
+	Structured bool
+}
+
 // New builds an MCP server for c's caller. It asks the workers which
 // tools the caller may call, so a worker must be running.
-func New(ctx context.Context, c *client.Client) (*mcp.Server, error) {
+func New(ctx context.Context, c *client.Client, o Options) (*mcp.Server, error) {
 	fns, err := c.Tools(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ask the workers for the caller's tools: %w", err)
@@ -31,10 +41,10 @@ func New(ctx context.Context, c *client.Client) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: Name, Version: bus.Version}, nil)
 	for _, f := range fns {
 		t := &mcp.Tool{Name: f.Function.Name, Description: f.Function.Description, InputSchema: inputSchema(f.Function.Parameters)}
-		if st, ok := schema.Lookup(f.Function.Name); ok {
+		if st, ok := schema.Lookup(f.Function.Name); ok && o.Structured {
 			t.OutputSchema = outputSchema(st.Result)
 		}
-		s.AddTool(t, handler(c, f.Function.Name))
+		s.AddTool(t, handler(c, f.Function.Name, o.Structured))
 	}
 	return s, nil
 }
@@ -59,11 +69,10 @@ func outputSchema(r *jsonschema.Schema) *jsonschema.Schema {
 }
 
 // handler calls tool with the host's arguments as they are: the worker
-// checks them (and accepts the snake_case spellings too). The reply is
-// both the structured content and its JSON text, for hosts that read only
-// text. A thrown error ({error, code}) is a tool error the model sees, not
+// checks them (and accepts the snake_case spellings too). The reply is its
+// JSON text, and with structured also the structured content. A thrown error ({error, code}) is a tool error the model sees, not
 // a protocol error: it says what was wrong with the call.
-func handler(c *client.Client, tool string) mcp.ToolHandler {
+func handler(c *client.Client, tool string, structured bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args := req.Params.Arguments
 		if len(args) == 0 || string(args) == "null" {
@@ -78,9 +87,10 @@ func handler(c *client.Client, tool string) mcp.ToolHandler {
 			b, _ := json.Marshal(e)
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
 		}
-		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: string(reply)}},
-			StructuredContent: reply,
-		}, nil
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(reply)}}}
+		if structured {
+			res.StructuredContent = reply
+		}
+		return res, nil
 	}
 }

@@ -26,14 +26,14 @@ const mainKey = "agent:main:main"
 
 // stack is a real server and worker with two sessions; the MCP server acts
 // as caller.
-func stack(t *testing.T, caller string) (*handlerstest.Stack, *mcp.Server) {
+func stack(t *testing.T, caller string, o mcpserver.Options) (*handlerstest.Stack, *mcp.Server) {
 	t.Helper()
 	s := handlerstest.Start(t, nil)
 	s.Import(handlers.ImportOptions{SessionKey: mainKey, Label: "home"},
 		`{"role":"user","content":"What is the capital of France?"}`,
 		`{"role":"assistant","content":"Paris."}`)
 	c := client.New(s.Conn, client.Minted(s.Operator, bus.Caller{SessionKey: caller}, 0))
-	srv, err := mcpserver.New(bustest.Context(t), c)
+	srv, err := mcpserver.New(bustest.Context(t), c, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +63,10 @@ func connect(t *testing.T, tr mcp.Transport) *mcp.ClientSession {
 	return cs
 }
 
-// call runs tools/call and returns the structured result, checked against
-// the tool's published result schema.
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) map[string]any {
+// call runs tools/call and returns the result (its JSON text), checked
+// against the tool's published result schema; with structured, the
+// structured content must be the same value.
+func call(t *testing.T, cs *mcp.ClientSession, structured bool, tool string, args any) map[string]any {
 	t.Helper()
 	res, err := cs.CallTool(bustest.Context(t), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
@@ -75,12 +76,15 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) map[string
 		t.Fatalf("%s: tool error %v", tool, text(res))
 	}
 	var out map[string]any
-	b, _ := json.Marshal(res.StructuredContent)
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("%s structured content: %v", tool, err)
+	if err := json.Unmarshal([]byte(text(res)), &out); err != nil {
+		t.Fatalf("%s text content: %v", tool, err)
 	}
-	if text(res) != string(b) && !jsonEqual(text(res), b) {
+	b, _ := json.Marshal(res.StructuredContent)
+	switch {
+	case structured && !jsonEqual(text(res), b):
 		t.Errorf("%s: text content %s differs from the structured content %s", tool, text(res), b)
+	case !structured && res.StructuredContent != nil:
+		t.Errorf("%s: structured content %s not asked for", tool, b)
 	}
 	st, _ := schema.Lookup(tool)
 	rs, err := st.Result.Resolve(nil)
@@ -112,7 +116,7 @@ func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
 // exercise lists the tools and calls sessions_list, sessions_history and
 // sessions_send, as an MCP host would.
-func exercise(t *testing.T, cs *mcp.ClientSession) {
+func exercise(t *testing.T, cs *mcp.ClientSession, structured bool) {
 	t.Helper()
 	tools, err := cs.ListTools(bustest.Context(t), nil)
 	if err != nil {
@@ -121,25 +125,25 @@ func exercise(t *testing.T, cs *mcp.ClientSession) {
 	var names []string
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
-		if tl.Description == "" || tl.InputSchema == nil || tl.OutputSchema == nil {
-			t.Errorf("%s: missing description or schemas", tl.Name)
+		if tl.Description == "" || tl.InputSchema == nil || (tl.OutputSchema != nil) != structured {
+			t.Errorf("%s: description %q, input schema %v, output schema %v (structured %v)", tl.Name, tl.Description, tl.InputSchema != nil, tl.OutputSchema != nil, structured)
 		}
 	}
 	if !slices.Equal(names, slices.Sorted(slices.Values(schema.Names()))) && !slices.Equal(names, schema.Names()) {
 		t.Errorf("tools %v, want %v", names, schema.Names())
 	}
 
-	list := call(t, cs, "sessions_list", map[string]any{"limit": 5})
+	list := call(t, cs, structured, "sessions_list", map[string]any{"limit": 5})
 	rows, _ := list["sessions"].([]any)
 	if len(rows) != 1 || rows[0].(map[string]any)["label"] != "home" {
 		t.Errorf("sessions_list: %v", list)
 	}
-	hist := call(t, cs, "sessions_history", map[string]any{"sessionKey": mainKey})
+	hist := call(t, cs, structured, "sessions_history", map[string]any{"sessionKey": mainKey})
 	msgs, _ := hist["messages"].([]any)
 	if len(msgs) != 2 || msgs[1].(map[string]any)["content"] != "Paris." {
 		t.Errorf("sessions_history: %v", hist)
 	}
-	sent := call(t, cs, "sessions_send", map[string]any{"sessionKey": mainKey, "message": "and Spain?", "timeoutSeconds": 0})
+	sent := call(t, cs, structured, "sessions_send", map[string]any{"sessionKey": mainKey, "message": "and Spain?", "timeoutSeconds": 0})
 	if sent["status"] != "accepted" || sent["runId"] == "" {
 		t.Errorf("sessions_send: %v", sent)
 	}
@@ -151,21 +155,26 @@ func exercise(t *testing.T, cs *mcp.ClientSession) {
 }
 
 func TestMCPInMemory(t *testing.T) {
-	_, srv := stack(t, mainKey)
-	exercise(t, connectInMemory(t, srv))
+	_, srv := stack(t, mainKey, mcpserver.Options{})
+	exercise(t, connectInMemory(t, srv), false)
+}
+
+func TestMCPInMemoryStructured(t *testing.T) {
+	_, srv := stack(t, mainKey, mcpserver.Options{Structured: true})
+	exercise(t, connectInMemory(t, srv), true)
 }
 
 func TestMCPStreamableHTTP(t *testing.T) {
-	_, srv := stack(t, mainKey)
+	_, srv := stack(t, mainKey, mcpserver.Options{})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(hs.Close) // after the client session closes (cleanups run last first): Close waits for its stream
-	exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL}))
+	exercise(t, connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL}), false)
 }
 
 // A sub-agent session's host is offered only its tool set: the tools the
 // workers would not refuse with a 403.
 func TestMCPAppliesToolPolicy(t *testing.T) {
-	s, srv := stack(t, "agent:main:subagent:leaf")
+	s, srv := stack(t, "agent:main:subagent:leaf", mcpserver.Options{})
 	cs := connectInMemory(t, srv)
 	tools, err := cs.ListTools(bustest.Context(t), nil)
 	if err != nil {

@@ -29,6 +29,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this loopback host:port instead of stdio (e.g. 127.0.0.1:8765)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long one tool call may take (a sessions_send waiting longer gets its wait)")
+	structured := fs.Bool("structured", false, "also send each tool's outputSchema and each result as structuredContent (for hosts that use structured results; the JSON text is always sent)")
 	level := fs.String("log-level", "info", "log level (logs go to stderr)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sessionbus mcp [flags] (--as SESSIONKEY | --token TOKEN) [--http 127.0.0.1:PORT]")
@@ -78,7 +79,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	startCtx, startCancel := context.WithTimeout(ctx, *timeout)
-	srv, err := mcpserver.New(startCtx, c)
+	srv, err := mcpserver.New(startCtx, c, mcpserver.Options{Structured: *structured})
 	startCancel()
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
