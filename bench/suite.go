@@ -116,6 +116,8 @@ var registry = []spec{
 	{name: "raw_js_publish", isBase: true, run: runRawJSPublish},
 	{name: "raw_kv_get", isBase: true, run: runRawKVGet},
 	{name: "session_status", baseline: "raw_kv_get", run: runSessionStatus},
+	{name: "client_roundtrip", baseline: "raw_request_reply", run: runClientRoundtrip},
+	{name: "mcp_roundtrip", baseline: "client_roundtrip", run: runMCPRoundtrip},
 	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
 	{name: "announce_latency", baseline: "raw_js_publish", run: runAnnounceLatency},
 	{name: "raw_send_chain", baseline: "raw_js_publish", run: runRawSendChain},

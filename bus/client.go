@@ -29,6 +29,12 @@ func SessionOp(ctx context.Context, nc *nats.Conn, names Names, op, token string
 	return request(ctx, nc, names.SessionOp(op), token, body)
 }
 
+// Schema asks names.Schema() for the tools the caller may call, in OpenAI
+// function-calling format (docs/clients.md).
+func Schema(ctx context.Context, nc *nats.Conn, names Names, token string) ([]byte, error) {
+	return request(ctx, nc, names.Schema(), token, nil)
+}
+
 // request is one request to a worker endpoint on subject.
 func request(ctx context.Context, nc *nats.Conn, subject, token string, params []byte) ([]byte, error) {
 	if len(params) == 0 {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sessionbus/sessionbus/schema"
 )
 
 // Version is sessionbus's release, reported by the micro service and the
@@ -81,6 +83,10 @@ type ServiceOptions struct {
 	// session tokens. It is no tool: `nats micro info|stats` list the tools
 	// only, one endpoint each.
 	Inbound Handler
+	// Schema, when set, answers Names.Schema(): the tool schemas in OpenAI
+	// function-calling format, filtered by the caller's tool policy. It
+	// takes session tokens, as the tools do, and is no tool either.
+	Schema Handler
 	// Ops, when set, answers Names.SessionOp(name) for each name (session
 	// lifecycle operations: delete, reset). Like Inbound they take only
 	// adapter tokens (ops mint one for '*'); the handler checks the
@@ -100,6 +106,9 @@ type ToolObserver interface {
 
 // InboundEndpoint names the inbound endpoint (Request.Tool of its calls).
 const InboundEndpoint = "inbound"
+
+// SchemaEndpoint names the schema endpoint (Request.Tool of its calls).
+const SchemaEndpoint = "schema"
 
 // Service is the running tool service of one worker: one queue
 // subscription for every tool request, and the micro monitoring subjects
@@ -121,6 +130,7 @@ type Service struct {
 
 	tools    map[string]*endpoint
 	inbound  *endpoint    // nil unless ServiceOptions.Inbound
+	schema   *endpoint    // nil unless ServiceOptions.Schema
 	observer ToolObserver // nil unless ServiceOptions.Observer
 	known    string       // the sorted tool names, for the 404 text
 	// subs take requests (tools, then inbound); subsDone[i] is closed when
@@ -144,6 +154,7 @@ type Service struct {
 type endpoint struct {
 	name, subject string
 	h             Handler
+	metadata      map[string]string // the tool's schemas, for INFO
 	requests      int
 	errors        int
 	lastError     string
@@ -169,7 +180,7 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 		ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight), observer: o.Observer,
 	}
 	for name, h := range tools {
-		s.tools[name] = &endpoint{name: name, subject: o.Names.Tool(name), h: h}
+		s.tools[name] = &endpoint{name: name, subject: o.Names.Tool(name), h: h, metadata: schema.Metadata(name)}
 	}
 	if err := s.subscribe(o.Names.ToolsGroup()+".>", s.onRequest); err != nil {
 		cancel(nil)
@@ -185,6 +196,13 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 	for name, h := range o.Ops {
 		ep := &endpoint{name: "session." + name, subject: o.Names.SessionOp(name), h: h}
 		if err := s.subscribe(ep.subject, func(m *nats.Msg) { s.dispatch(ep, m, time.Now(), true) }); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	if o.Schema != nil {
+		s.schema = &endpoint{name: SchemaEndpoint, subject: o.Names.Schema(), h: o.Schema}
+		if err := s.subscribe(s.schema.subject, func(m *nats.Msg) { s.dispatch(s.schema, m, time.Now(), false) }); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -399,7 +417,7 @@ func (s *Service) sortedEndpoints() []*endpoint {
 func (s *Service) Info() micro.Info {
 	info := micro.Info{ServiceIdentity: s.identity(), Type: micro.InfoResponseType, Description: description, Endpoints: []micro.EndpointInfo{}}
 	for _, ep := range s.sortedEndpoints() {
-		info.Endpoints = append(info.Endpoints, micro.EndpointInfo{Name: ep.name, Subject: ep.subject, QueueGroup: queueGroup})
+		info.Endpoints = append(info.Endpoints, micro.EndpointInfo{Name: ep.name, Subject: ep.subject, QueueGroup: queueGroup, Metadata: ep.metadata})
 	}
 	return info
 }

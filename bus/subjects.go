@@ -36,6 +36,10 @@ func (n Names) ToolsGroup() string { return n.p() + ".tools" }
 // Tool is the request subject of one tool.
 func (n Names) Tool(tool string) string { return n.ToolsGroup() + "." + tool }
 
+// Schema is the subject answering the tool schemas in OpenAI
+// function-calling format, filtered by the caller's tool policy.
+func (n Names) Schema() string { return n.p() + ".schema" }
+
 // Transcript is the subject holding the transcript entries of one encoded session key.
 func (n Names) Transcript(encKey string) string { return n.p() + ".tr." + encKey }
 

@@ -134,7 +134,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	for _, o := range opts {
 		o(d)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(), Observer: d.ToolObserver}); err != nil {
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(), Observer: d.ToolObserver, Schema: d.Schema()}); err != nil {
 		return fail(err)
 	}
 	return w, nil

@@ -42,7 +42,7 @@ type Role string
 // trust the caller-token key) and get the deployment's subjects; the others
 // get only what their job needs.
 const (
-	RoleAgent   Role = "agent"   // calls tools: publish <prefix>.tools.>, receive its own replies
+	RoleAgent   Role = "agent"   // calls tools: publish <prefix>.tools.> and <prefix>.schema, receive its own replies
 	RoleAdapter Role = "adapter" // a channel adapter: the ingress subject and <prefix>.deliver.>
 	RoleWorker  Role = "worker"  // tool workers
 	RoleGateway Role = "gateway" // gateway replicas
@@ -303,8 +303,9 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 	own := inbox + ".>"
 	switch role {
 	case RoleAgent:
-		// tool requests only; replies come to its own inbox
-		p.Pub.Allow.Add(names.ToolsGroup() + ".>")
+		// tool requests and the schema of the tools it may call; replies
+		// come to its own inbox
+		p.Pub.Allow.Add(names.ToolsGroup()+".>", names.Schema())
 		p.Sub.Allow.Add(own)
 	case RoleAdapter:
 		// the ingress, and the outbound deliveries: live, or read from

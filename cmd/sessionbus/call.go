@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/client"
 )
 
 func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -50,7 +51,7 @@ func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	reply, err := bus.Call(ctx, nc, bus.NewNames(*prefix), token, tool, params)
+	reply, err := client.New(nc, client.StaticToken(token), client.WithPrefix(*prefix)).Call(ctx, tool, json.RawMessage(params))
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

@@ -25,6 +25,8 @@ commands:
   inspect   streams, buckets, consumer lag, stuck runs, pending announces and notices
   replay    one session's transcript, runs and signal log in time order (--follow)
   version   print the version, commit and nats-server version
+  schema    print the tools' JSON Schemas (parameters and results)
+  mcp       serve the session tools to an MCP host (stdio, or --http on loopback)
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -53,6 +55,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"inspect": cmdInspect,
 		"replay":  cmdReplay,
 		"version": cmdVersion,
+		"schema":  cmdSchema,
+		"mcp":     cmdMCP,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
