@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/sessionbus/sessionbus/bus/auth"
-	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
 // serve without --auth says so and will not listen beyond loopback.
@@ -23,7 +22,7 @@ func TestServeWithoutAuth(t *testing.T) {
 	}
 	srv := start(t, "serve", "--data", t.TempDir(), "--listen", freePort(t))
 	srv.waitLine(t, "ready ")
-	waitStderr(t, srv, "NATS auth is off")
+	waitStderr(t, srv.cmd, "NATS auth is off")
 }
 
 // serve --auth writes one credentials file per role; call, chat and import
@@ -37,7 +36,7 @@ func TestServeAuthCLI(t *testing.T) {
 	srv := start(t, "serve", "--auth", "--no-gateway", "--data", data, "--listen", addr)
 	srv.waitLine(t, "ready ")
 	url := "nats://" + addr
-	waitStderr(t, srv, filepath.Join(data, "creds"))
+	waitStderr(t, srv.cmd, filepath.Join(data, "creds"))
 	credsDir := filepath.Join(data, "creds")
 	for _, r := range auth.Roles {
 		st, err := os.Stat(filepath.Join(credsDir, string(r)+".creds"))
@@ -106,18 +105,6 @@ func TestServeAuthCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "SB_TRANSCRIPTS") || !strings.Contains(out, `"role":`) {
 		t.Fatalf("ops stream get: %d %s %s", code, out, errOut)
 	}
-}
-
-// waitStderr waits until p's stderr (copied by its own goroutine, under
-// the syncWriter's lock) contains want.
-func waitStderr(t *testing.T, p *proc, want string) {
-	t.Helper()
-	sw := p.cmd.Stderr.(*syncWriter)
-	bustest.WaitFor(t, 10*time.Second, "stderr saying "+want, func() bool {
-		sw.mu.Lock()
-		defer sw.mu.Unlock()
-		return strings.Contains(sw.w.String(), want)
-	})
 }
 
 func inboxOf(t *testing.T, path string) string {
