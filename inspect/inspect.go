@@ -20,6 +20,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/lifecycle"
 )
 
 // DefaultStuckAfter is how long a run may stay pending or running before
@@ -43,11 +44,15 @@ type Report struct {
 	ExpiredChildren  []Child    `json:"expiredChildren"`
 	PendingAnnounces []Announce `json:"pendingAnnounces"`
 	PendingNotices   []Notice   `json:"pendingNotices"`
-	// ARCHIVE BUDGET: the archive with a disk budget (another engineer's
-	// part of issue 15) adds its state here, e.g.
-	//   Archive *ArchiveBudget `json:"archive,omitempty"`
-	// filled in Read (see "ARCHIVE BUDGET" there) and printed by
-	// WriteText after the buckets.
+	// Archive is the archives' disk budget (session.maintenance.maxDiskBytes);
+	// nil when the deployment has no archives store yet. Read leaves it
+	// to the caller, which knows the configured budget.
+	Archive *lifecycle.Budget `json:"archive,omitempty"`
+}
+
+// HasStream reports whether the report lists a stream (KV buckets apart).
+func (r *Report) HasStream(name string) bool {
+	return slices.ContainsFunc(r.Streams, func(s Stream) bool { return s.Name == name })
 }
 
 // Stream is one stream that is not a KV bucket.
@@ -177,7 +182,6 @@ func Read(ctx context.Context, js jetstream.JetStream, o Options) (*Report, erro
 	}); err != nil {
 		return nil, err
 	}
-	// ARCHIVE BUDGET: read the archive's budget state here (r.Archive).
 	slices.SortFunc(r.StuckRuns, func(a, b Run) int { return int(b.AgeSeconds - a.AgeSeconds) })
 	slices.SortFunc(r.ExpiredChildren, func(a, b Child) int { return int(b.OverdueSeconds - a.OverdueSeconds) })
 	slices.SortFunc(r.PendingAnnounces, func(a, b Announce) int { return strings.Compare(a.ChildSessionKey, b.ChildSessionKey) })

@@ -30,7 +30,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%d\t%s\n", b.Name, b.Values, size(b.Bytes), b.History, b.Replicas, dash(b.TTL))
 		}
 	}
-	// ARCHIVE BUDGET: print the archive's budget state here.
+	if r.Archive != nil {
+		fmt.Fprintf(tw, "ARCHIVES\n  %s\n", r.Archive.Line())
+	}
 	if section("CONSUMERS", len(r.Consumers), "  stream\tname\tdurable\tlag\tack pending\tredelivered\twaiting") {
 		for _, c := range r.Consumers {
 			fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\t%d\t%d\t%d\n", c.Stream, c.Name, c.Durable, c.Lag, c.AckPending, c.Redelivered, c.Waiting)

@@ -125,6 +125,10 @@ func TestLifecycleCLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || !b.Enabled || b.Limit != 2<<30 || b.Used <= 0 {
 		t.Fatalf("archive budget: %s", out)
 	}
+	out, errOut, code = sbRun("", "inspect")
+	if code != 0 || !strings.Contains(out, "ARCHIVES\n  disk budget 2147483648 bytes: used ") {
+		t.Fatalf("inspect shows no disk budget: %d %s %s", code, out, errOut)
+	}
 
 	// the same request with the stock nats CLI and an ops token
 	tok, _, code := run(t, "", sb, "token", "--creds", creds, "--adapter", "*")

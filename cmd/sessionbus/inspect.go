@@ -5,13 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/inspect"
+	"github.com/sessionbus/sessionbus/lifecycle"
 )
 
 // opsFlags are the flags inspect and replay share: they read a
@@ -50,6 +53,7 @@ func cmdInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	of := newOpsFlags(fs)
 	stuck := fs.Duration("stuck", inspect.DefaultStuckAfter, "list a run as stuck when it has been pending or running this long")
 	timeout := fs.Duration("timeout", time.Minute, "give up reading after this long")
+	cfgPath := fs.String("config", "", "config file, for session.maintenance.maxDiskBytes (default: ./sessionbus.yaml or .json if present)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sessionbus inspect [flags]\n\nStreams and buckets with their sizes, consumers and their lag, stuck runs, children past their deadline, pending announces and notices.")
 		fs.PrintDefaults()
@@ -73,10 +77,17 @@ func cmdInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	rep, err := inspect.Read(ctx, js, inspect.Options{Names: bus.NewNames(*of.prefix), StuckAfter: *stuck})
+	names := bus.NewNames(*of.prefix)
+	rep, err := inspect.Read(ctx, js, inspect.Options{Names: names, StuckAfter: *stuck})
 	if err != nil {
 		_ = failLine(stderr, "inspect", err)
 		return 1
+	}
+	if rep.HasStream("OBJ_" + names.ArchivesBucket()) {
+		if rep.Archive, err = archiveBudget(ctx, nc, names, *cfgPath, stderr); err != nil {
+			_ = failLine(stderr, "inspect", err)
+			return 1
+		}
 	}
 	if *of.asJSON {
 		printJSON(stdout, rep)
@@ -87,4 +98,21 @@ func cmdInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// archiveBudget measures the archives against the configured disk budget
+// (a malformed one reads as disabled, with the config's warning).
+func archiveBudget(ctx context.Context, nc *nats.Conn, names bus.Names, cfgPath string, stderr io.Writer) (*lifecycle.Budget, error) {
+	cfg, err := config.Load(cfgPath, slog.New(slog.NewTextHandler(stderr, nil)))
+	if err != nil {
+		return nil, err
+	}
+	ops, closeOps, err := openOps(ctx, nc, names, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer closeOps()
+	limit, enabled := cfg.DiskBudget()
+	b, _, err := ops.State(ctx, limit, enabled)
+	return b, err
 }
