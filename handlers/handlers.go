@@ -122,7 +122,6 @@ func (d *Deps) handler(name string, t tool) bus.Handler {
 	})
 }
 
-
 // checkToolPolicy is the one place a tool call is checked against the
 // caller's tool set (rules.ToolPolicy): a refused call is code 403 with the
 // rule that refuses it. The caller's role comes from its session entry
