@@ -115,8 +115,8 @@ func (d *Deps) handler(name string, t tool) bus.Handler {
 		if err != nil {
 			return nil, d.redactError(thrown(err))
 		}
-		if name == "sessions_history" {
-			return res, nil // redacted message by message (HistoryMessage), and cached so
+		if !redactsWholeResult[name] {
+			return res, nil
 		}
 		return d.redactResult(res)
 	})
