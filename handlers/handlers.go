@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
@@ -126,67 +125,11 @@ func (d *Deps) handler(name string, t tool) bus.Handler {
 		if err != nil {
 			return nil, d.redactError(thrown(err))
 		}
-		if name == "sessions_history" {
-			return res, nil // redacted message by message (HistoryMessage), and cached so
+		if !redactsWholeResult[name] {
+			return res, nil
 		}
 		return d.redactResult(res)
 	})
-}
-
-// redactResult masks credentials in every string of a tool's result: run
-// errors, replies, tasks, labels and previews all come from text a model
-// or a caller wrote. It works on the decoded strings, not the encoded
-// reply: in JSON text a newline is "\n", which hides the word boundary
-// most patterns start at ("\nsk-…"), and quotes are escaped.
-func (d *Deps) redactResult(res any) (any, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, err
-	}
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, err
-	}
-	changed := false
-	v = d.redactValue(v, &changed)
-	if !changed {
-		return json.RawMessage(b), nil
-	}
-	return v, nil
-}
-
-func (d *Deps) redactValue(v any, changed *bool) any {
-	switch x := v.(type) {
-	case string:
-		s, c := d.Redactor.ToolPayload(x)
-		*changed = *changed || c
-		return s
-	case []any:
-		for i := range x {
-			x[i] = d.redactValue(x[i], changed)
-		}
-	case map[string]any:
-		for k := range x {
-			x[k] = d.redactValue(x[k], changed)
-		}
-	}
-	return v
-}
-
-// redactError masks credentials in a thrown error's message: messages
-// quote the caller's arguments (an invalid key, a label), and a secret
-// pasted into one must not come back in a reply or a service error header.
-// Other errors become a bare 500 at the transport, their text only logged
-// (through the redacting log handler).
-func (d *Deps) redactError(err error) error {
-	var be *bus.Error
-	if !errors.As(err, &be) {
-		return err
-	}
-	if msg := d.Redactor.ErrorText(be.Message); msg != be.Message {
-		return &bus.Error{Code: be.Code, Message: msg}
-	}
-	return err
 }
 
 // checkToolPolicy is the one place a tool call is checked against the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,9 +12,8 @@ import (
 // than a few levels (attachments[].content) or has a name longer than a
 // few words, so anything past these is not a call any tool describes.
 const (
-	MaxParamsDepth   = 64
-	MaxParamNameLen  = 128
-	echoNameMaxChars = 40
+	MaxParamsDepth  = 64
+	MaxParamNameLen = 128
 )
 
 // checkEnvelope refuses bodies that are JSON but not a safe parameters
@@ -55,10 +53,10 @@ func checkEnvelope(body []byte) error {
 			name, _ := tok.(string)
 			top := &stack[len(stack)-1]
 			if n := utf8.RuneCountInString(name); n > MaxParamNameLen {
-				return inputError(fmt.Sprintf("a parameter name is %d characters long (%s); tool parameter names are at most %d characters", n, echoName(name), MaxParamNameLen))
+				return inputError(fmt.Sprintf("a parameter name is %d characters long (%s); tool parameter names are at most %d characters", n, echoKey(name), MaxParamNameLen))
 			}
 			if _, dup := top.names[name]; dup {
-				return inputError(fmt.Sprintf("parameter %s appears twice in one object; send each parameter once", echoName(name)))
+				return inputError(fmt.Sprintf("parameter %s appears twice in one object; send each parameter once", echoKey(name)))
 			}
 			if top.names == nil {
 				top.names = make(map[string]struct{}, 8)
@@ -97,14 +95,6 @@ func afterValue(stack []envFrame) {
 	}
 }
 
-func echoName(s string) string {
-	if utf8.RuneCountInString(s) > echoNameMaxChars {
-		r := []rune(s)
-		return strconv.Quote(string(r[:echoNameMaxChars])) + "…"
-	}
-	return strconv.Quote(s)
-}
-
 // RefuseNUL refuses parameters with a NUL character (U+0000) in a name or
 // a string anywhere in them: NUL reaches subjects, keys, transcripts and
 // logs, where C-string tools cut text at it, and no tool parameter needs
@@ -120,9 +110,9 @@ func (p Params) RefuseNUL() error {
 	}
 	switch {
 	case badName:
-		return inputError(fmt.Sprintf("parameter name %s contains a NUL character (\\u0000); remove it", echoName(bad)))
+		return inputError(fmt.Sprintf("parameter name %s contains a NUL character (\\u0000); remove it", echoKey(bad)))
 	case bad != "":
-		return inputError(fmt.Sprintf("parameter %s contains a NUL character (\\u0000); remove it", echoName(bad)))
+		return inputError(fmt.Sprintf("parameter %s contains a NUL character (\\u0000); remove it", echoKey(bad)))
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ func TestParseParamsEnvelope(t *testing.T) {
 		"{\"a\":\"\xff\"}": "request body is not valid UTF-8 (bad byte 0xFF at byte 6); send the tool parameters as UTF-8 JSON",
 		`{"a":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`: "parameters nest more than 64 levels deep; no tool parameter nests that deep",
 		strings.Repeat("[", 100000):                                       "parameters nest more than 64 levels deep; no tool parameter nests that deep",
-		`{"` + strings.Repeat("k", 129) + `":1}`:                          `a parameter name is 129 characters long ("kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"…); tool parameter names are at most 128 characters`,
+		`{"` + strings.Repeat("k", 129) + `":1}`:                          `a parameter name is 129 characters long ("kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk…"); tool parameter names are at most 128 characters`,
 		`{"sessionKey":"a","sessionKey":"b"}`:                             `parameter "sessionKey" appears twice in one object; send each parameter once`,
 		`{"attachments":[{"name":"a","name":"b"}]}`:                       `parameter "name" appears twice in one object; send each parameter once`,
 		`{"message":"a\u0000b"}`:                                          `parameter "message" contains a NUL character (\u0000); remove it`,

@@ -55,9 +55,16 @@ func FuzzParams(f *testing.F) {
 				var got string
 				switch reader {
 				case "String":
-					got, _, err = p.String(name)
+					var present bool
+					got, present, err = p.String(name)
+					if err == nil && present && got == "" {
+						t.Fatalf("String(%s) present but blank from %q", name, body)
+					}
 				case "RequiredString":
 					got, err = p.RequiredString(name)
+					if err == nil && got == "" {
+						t.Fatalf("RequiredString(%s) gave a blank value from %q", name, body)
+					}
 				case "Bool":
 					_, _, err = p.Bool(name)
 				case "NonNegativeInt":
@@ -116,7 +123,9 @@ func FuzzSessionKeys(f *testing.F) {
 		IsCronRunKey(k)
 		IsCronKey(k)
 		IsAcpKey(k)
-		ParseThreadSuffix(k)
+		if base, id, ok := ParseThreadSuffix(k); ok && (id == "" || len(base) >= len(k)) || !ok && base != k {
+			t.Fatalf("ParseThreadSuffix(%q) = %q, %q, %v", k, base, id, ok)
+		}
 		if err := ValidateSessionKeyInput(k); err != nil && !isInputError(err) {
 			t.Fatalf("ValidateSessionKeyInput(%q): %T %v", k, err, err)
 		}

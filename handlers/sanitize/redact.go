@@ -3,6 +3,7 @@ package sanitize
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -601,4 +602,26 @@ func redactPEMBlock(block string) string {
 		return "***"
 	}
 	return lines[0] + "\n…redacted…\n" + lines[len(lines)-1]
+}
+
+// MayMask reports whether ToolPayload would find anything to mask in s,
+// scanned whole (no chunking). A caller that redacts many small pieces
+// (every string of a reply) asks it once about their concatenation and
+// skips the pieces when it says no: a pattern matching inside one piece
+// matches inside the concatenation too, given the pieces are separated
+// by characters no pattern reads as part of a secret.
+func (r *Redactor) MayMask(s string) bool {
+	if r == nil {
+		r = DefaultRedactor()
+	}
+	lower := asciiLower(s)
+	for _, p := range r.toolPatterns {
+		if p.needles != nil && !slices.ContainsFunc(p.needles, func(n string) bool { return strings.Contains(lower, n) }) {
+			continue
+		}
+		if len(findMatches(s, lower, p)) > 0 {
+			return true
+		}
+	}
+	return false
 }
