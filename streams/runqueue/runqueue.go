@@ -292,7 +292,7 @@ func (q *Queue) Publish(ctx context.Context, req *Request) error {
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil || !transientPublish(err) || time.Now().After(deadline) {
+		if ctx.Err() != nil || !q.transientPublish(ctx, err) || time.Now().After(deadline) {
 			return fmt.Errorf("queue run %s: %w", id, err)
 		}
 		select {
@@ -312,13 +312,18 @@ const (
 
 // transientPublish reports a publish failure that a leader change
 // explains: no acknowledgement in time, the stream temporarily unavailable
-// (503), or the same message id still in process on the new leader (409,
-// JetStream error 10158). No responder at all is not one: no stream
-// stores the subject (it was deleted), and the caller hears so at once.
-func transientPublish(err error) bool {
+// (503), the same message id still in process on the new leader (409,
+// JetStream error 10158), or no responder while the stream exists (a
+// cluster between two leaders). No responder because SB_RUNS was deleted
+// is not: the caller hears so at once.
+func (q *Queue) transientPublish(ctx context.Context, err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		return apiErr.Code == 503 || apiErr.ErrorCode == 10158
+	}
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		_, serr := q.js.Stream(ctx, q.names.RunsStream())
+		return !errors.Is(serr, jetstream.ErrStreamNotFound)
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
