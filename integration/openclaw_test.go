@@ -21,9 +21,8 @@ func TestOpenClawConfigAndStateDir(t *testing.T) {
 	}
 	srv := start(t, "serve", "--data", data, "--listen", addr, "--no-gateway", "--config", cfg)
 	srv.waitLine(t, "ready ")
-	if !strings.Contains(srv.stderr.String(), `pattern=(a+)+$`) {
-		t.Errorf("serve did not warn about the unsafe redact pattern; stderr:\n%s", srv.stderr.String())
-	}
+	// the warning is logged before "ready"; read stderr under its writer's lock
+	waitStderr(t, srv.cmd, `pattern=(a+)+$`)
 	url := "nats://" + addr
 	state, err := filepath.Abs(filepath.Join("..", "openclawstore", "testdata", "state"))
 	if err != nil {
