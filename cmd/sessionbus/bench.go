@@ -71,12 +71,20 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 1
 	}
-	if *asJSON {
-		err = rep.WriteJSON(stdout)
-	} else {
-		err = rep.WriteTable(stdout)
+	return writeReport(rep, *asJSON, stdout, stderr)
+}
+
+// writeReport prints a suite's or a load run's report as a table, or as
+// JSON with --json.
+func writeReport(rep interface {
+	WriteJSON(io.Writer) error
+	WriteTable(io.Writer) error
+}, asJSON bool, stdout, stderr io.Writer) int {
+	write := rep.WriteTable
+	if asJSON {
+		write = rep.WriteJSON
 	}
-	if err != nil {
+	if err := write(stdout); err != nil {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 1
 	}

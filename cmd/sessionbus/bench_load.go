@@ -62,14 +62,5 @@ func runLoad(lf loadFlagSet, sync embedded.Sync, asJSON, quiet bool, stdout, std
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 1
 	}
-	if asJSON {
-		err = rep.WriteJSON(stdout)
-	} else {
-		err = rep.WriteTable(stdout)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "sessionbus bench:", err)
-		return 1
-	}
-	return 0
+	return writeReport(rep, asJSON, stdout, stderr)
 }
