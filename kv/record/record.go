@@ -37,12 +37,17 @@ type Bucket[T any] struct {
 	kv   jetstream.KeyValue
 	js   jetstream.JetStream
 	noun string
+	rep  *replicas // nil without js: no leader reads
 }
 
 // New wraps kv. js is needed only by UpdateAsync and CreateAsync (they
 // publish to the bucket's subjects directly); nil elsewhere is fine.
 func New[T any](kv jetstream.KeyValue, js jetstream.JetStream, noun string) Bucket[T] {
-	return Bucket[T]{kv: kv, js: js, noun: noun}
+	b := Bucket[T]{kv: kv, js: js, noun: noun}
+	if js != nil {
+		b.rep = &replicas{}
+	}
+	return b
 }
 
 // KV is the underlying bucket.
@@ -50,8 +55,26 @@ func (b Bucket[T]) KV() jetstream.KeyValue { return b.kv }
 
 // Get returns the record and its revision. A missing key is
 // jetstream.ErrKeyNotFound (wrapped by callers into their own sentinel).
+//
+// On a replicated bucket a "not found" is confirmed with the stream
+// leader (leader.go): a lagging follower must not make an acknowledged
+// write look missing.
 func (b Bucket[T]) Get(ctx context.Context, key string) (*T, uint64, error) {
 	e, err := b.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) && b.replicated(ctx) {
+		data, rev, found, lerr := b.leaderGet(ctx, key)
+		switch {
+		case lerr != nil:
+			return nil, 0, lerr
+		case !found:
+			return nil, 0, err
+		}
+		v, derr := b.Decode(data)
+		if derr != nil {
+			return nil, 0, fmt.Errorf("%s %s: %w", b.noun, key, derr)
+		}
+		return v, rev, nil
+	}
 	if err != nil {
 		return nil, 0, err
 	}

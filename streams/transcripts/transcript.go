@@ -485,8 +485,11 @@ func (t *Store) partial(err error, encKey string, done, total int) error {
 	return fmt.Errorf("append to %s: %d of %d entries written, then: %w", encKey, done, total, err)
 }
 
+// backoff waits a random time below 20 µs << attempt, capped at 20 ms: a
+// cap under one append's own time (several ms on a loaded 2-core machine
+// under -race) let one of four writers lose all 64 attempts.
 func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(rand.Int64N(int64(20*time.Microsecond) << min(attempt, 8)))
+	d := time.Duration(rand.Int64N(int64(20*time.Microsecond) << min(attempt, 10)))
 	tm := time.NewTimer(d)
 	defer tm.Stop()
 	select {
