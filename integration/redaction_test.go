@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,24 +70,6 @@ func leakAgentMain() int {
 	return 3
 }
 
-// syncBuffer is a log sink shared by every logger of the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Every default pattern's sample, planted in a transcript, a run error, an
 // exec runtime's stderr and tool arguments, never comes out raw: not in a
 // tool reply (history, list previews, status card, subagents, send), not
@@ -105,7 +85,7 @@ func TestRedactionNeverLeaks(t *testing.T) {
 	}
 	everySecret := strings.Join(all, "\n")
 
-	logs := &syncBuffer{}
+	logs := &syncWriter{w: &strings.Builder{}} // a log sink shared by every logger of the test
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	prev := slog.Default()
 	slog.SetDefault(logger) // the worker logs to the default logger

@@ -15,10 +15,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/streams/archives"
-	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 const archiveUsage = `usage: sessionbus archive <ls|get|restore|budget> [flags] [KEY|ID]
@@ -160,10 +158,7 @@ func openOps(ctx context.Context, nc *nats.Conn, names bus.Names, stderr io.Writ
 		return nil, nil, err
 	}
 	o := &lifecycle.Ops{JS: js, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	if o.Sessions, err = sessions.Open(ctx, js, names); err != nil {
-		return nil, nil, err
-	}
-	if o.Transcripts, err = transcripts.Open(ctx, nc, js, names); err != nil {
+	if o.Sessions, o.Transcripts, err = openSessionStores(ctx, nc, js, names); err != nil {
 		return nil, nil, err
 	}
 	if o.Archives, err = archives.Open(ctx, js, names, archives.Options{}); err != nil {

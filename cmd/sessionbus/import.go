@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -62,12 +63,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeInternal, err)
 	}
-	names := bus.NewNames(*prefix)
-	store, err := sessions.Open(ctx, js, names)
-	if err != nil {
-		return fail(stderr, bus.CodeUnavailable, err)
-	}
-	tr, err := transcripts.Open(ctx, nc, js, names)
+	store, tr, err := openSessionStores(ctx, nc, js, bus.NewNames(*prefix))
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
@@ -80,4 +76,18 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, res.Summary())
 	printJSON(stdout, res)
 	return 0
+}
+
+// openSessionStores opens the session entries and the transcripts, for the
+// commands that write them directly (import, import --openclaw, archive).
+func openSessionStores(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names bus.Names) (*sessions.Store, *transcripts.Store, error) {
+	store, err := sessions.Open(ctx, js, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr, err := transcripts.Open(ctx, nc, js, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, tr, nil
 }

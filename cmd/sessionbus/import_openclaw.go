@@ -11,9 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/openclawstore"
-	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // importOpenClaw loads an OpenClaw state directory: progress on stderr
@@ -38,12 +36,7 @@ func importOpenClaw(server, prefix, dir string, o openclawstore.Options, stdout,
 	if err != nil {
 		return fail(stderr, bus.CodeInternal, err)
 	}
-	names := bus.NewNames(prefix)
-	store, err := sessions.Open(ctx, js, names)
-	if err != nil {
-		return fail(stderr, bus.CodeUnavailable, err)
-	}
-	tr, err := transcripts.Open(ctx, nc, js, names)
+	store, tr, err := openSessionStores(ctx, nc, js, bus.NewNames(prefix))
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
