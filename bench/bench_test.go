@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -84,6 +85,19 @@ func TestQuickSuiteJSON(t *testing.T) {
 	for _, n := range []string{"list_10k", "list_100k"} {
 		if v, ok := byName[n]["bytes_per_session"].(float64); !ok || v <= 0 {
 			t.Errorf("%s: bytes_per_session = %v", n, byName[n]["bytes_per_session"])
+		}
+	}
+	// The send-path floors make exactly the writes their shapes name
+	// (bench/send_chain.go), so their figures are the cost of those writes.
+	for n, want := range map[string]float64{"raw_send_chain": 8, "raw_send_chain_3wave": 7, "raw_send_chain_2wave": 6} {
+		per, _ := byName[n]["writes_per_send"].(map[string]any)
+		total := 0.0
+		for _, w := range per {
+			f, _ := w.(float64)
+			total += f
+		}
+		if math.Abs(total-want) > 0.001 {
+			t.Errorf("%s: %v writes per call (%v), want %v", n, total, per, want)
 		}
 	}
 	if v, ok := byName["sanitize_80k"]["mb_per_sec"].(float64); !ok || v <= 0 {

@@ -41,9 +41,59 @@ const (
 )
 
 func runRawSendChain(ctx context.Context, e *env) (Result, error) {
+	return runChainShape(ctx, e, shapeToday)
+}
+
+// raw_send_chain_3wave and raw_send_chain_2wave: the same traffic in the
+// shapes a leaner send path could take (issue 15), to measure the floor of
+// each before building it. With sync on every write the cost is the disk
+// flushes on the caller's path, not the client's round trips, so each
+// shape is the least a design of that shape must wait for.
+func runRawSendChain3Wave(ctx context.Context, e *env) (Result, error) {
+	return runChainShape(ctx, e, shape3Wave)
+}
+
+func runRawSendChain2Wave(ctx context.Context, e *env) (Result, error) {
+	return runChainShape(ctx, e, shape2Wave)
+}
+
+// chainShape is how a gateway lays a run's writes out in waves.
+type chainShape int
+
+const (
+	// shapeToday is the send path as built: take the lane; record running
+	// and append the prompt; append the reply; record the outcome, move the
+	// index and touch the session. 8 writes in 5 waves (W1 included).
+	shapeToday chainShape = iota
+	// shape3Wave keeps a durable running record and prompt before the turn
+	// but writes no lane (the lane rides on the prompt's compare-and-set),
+	// writes the reply and the outcome together (a crash between them is
+	// repaired from the outcome), and moves the index and the session
+	// touch after the outcome, off the caller's path. 7 writes, 3 waves
+	// on the caller's path (W1, running+prompt, reply+outcome).
+	shape3Wave
+	// shape2Wave writes nothing before the turn ends: the prompt and the
+	// reply go out back to back (only the prompt compare-and-set; on a
+	// single node nothing cheaper than an atomic batch makes the pair one
+	// write, see docs/performance.md) beside the outcome; index and touch
+	// after. 6 writes, 2 waves on the caller's path.
+	shape2Wave
+)
+
+func (s chainShape) dataset() string {
+	switch s {
+	case shape3Wave:
+		return "raw nats.go: request, stream publish, pull delivery, waves [running record + prompt] [reply + outcome] then [index + touch] off the caller's path; KV watch, reply"
+	case shape2Wave:
+		return "raw nats.go: request, stream publish, pull delivery, one wave [prompt, reply pipelined + outcome] then [index + touch] off the caller's path; KV watch, reply"
+	}
+	return "raw nats.go: request, stream publish, pull delivery, 4 waves of 8 KV/stream writes, KV watch, reply"
+}
+
+func runChainShape(ctx context.Context, e *env, shape chainShape) (Result, error) {
 	cctx, cancel := opCtx(ctx)
 	defer cancel()
-	c, err := newChain(cctx, e)
+	c, err := newChain(cctx, e, shape)
 	if err != nil {
 		return Result{}, err
 	}
@@ -65,17 +115,68 @@ func runRawSendChain(ctx context.Context, e *env) (Result, error) {
 		}
 		return nil
 	})
-	r.Dataset = "raw nats.go: request, stream publish, pull delivery, 4 waves of 8 KV/stream writes, KV watch, reply"
-	return r, err
+	r.Dataset = shape.dataset()
+	if err != nil {
+		return r, err
+	}
+	calls := e.sz.send.warm + e.sz.send.ops
+	per, err := c.writesPerCall(cctx, calls)
+	if err != nil {
+		return r, err
+	}
+	total := 0.0
+	for _, w := range per {
+		total += w
+	}
+	r.WritesPerSend = per
+	r.Dataset += fmt.Sprintf("; %.2f stream writes per call (%s)", total, writesLine(per))
+	return r, nil
 }
 
 // chain is the storage and the two parties of raw_send_chain.
 type chain struct {
 	wnc, gnc *nats.Conn
 	js       jetstream.JetStream
+	gw       *chainGateway
 	stop     []func()
 	streams  []string
 	gwErr    atomic.Pointer[error]
+}
+
+// chainSetupWrites are the records written before the first call: the
+// lane and the session entry.
+const chainSetupWrites = 2
+
+// writesPerCall is, per stream, the messages stored over calls calls,
+// once the last run's writes off the caller's path are done too.
+func (c *chain) writesPerCall(ctx context.Context, calls int) (map[string]float64, error) {
+	c.gw.mu.Lock() // the last run holds it until its last wave is acknowledged
+	c.gw.mu.Unlock()
+	per := map[string]float64{}
+	stored := uint64(0)
+	for _, name := range c.streams {
+		st, err := c.js.Stream(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		stored += st.CachedInfo().State.LastSeq
+		if d := st.CachedInfo().State.LastSeq; d > 0 {
+			per[name] = float64(d)
+		}
+	}
+	if stored < chainSetupWrites {
+		return nil, fmt.Errorf("chain streams hold %d messages, fewer than the set-up's %d", stored, chainSetupWrites)
+	}
+	for _, name := range []string{"KV_" + chainPrefix + "lanes", "KV_" + chainPrefix + "sessions"} {
+		per[name]--
+		if per[name] == 0 {
+			delete(per, name)
+		}
+	}
+	for name, n := range per {
+		per[name] = round(n/float64(calls), 2)
+	}
+	return per, nil
 }
 
 func (c *chain) gatewayErr() error {
@@ -89,7 +190,7 @@ type chainKV struct {
 	lanes, runs, sessions, index jetstream.KeyValue
 }
 
-func newChain(ctx context.Context, e *env) (c *chain, err error) {
+func newChain(ctx context.Context, e *env, shape chainShape) (c *chain, err error) {
 	c = &chain{js: e.js}
 	defer func() {
 		if err != nil {
@@ -120,7 +221,7 @@ func newChain(ctx context.Context, e *env) (c *chain, err error) {
 	if err := c.startWorker(ctx); err != nil {
 		return nil, err
 	}
-	return c, c.startGateway(ctx)
+	return c, c.startGateway(ctx, shape)
 }
 
 // openChainKV opens the chain's buckets for one party's connection.
@@ -197,7 +298,7 @@ func (c *chain) startWorker(ctx context.Context) error {
 }
 
 // startGateway runs each queued run in sessionbus's four waves.
-func (c *chain) startGateway(ctx context.Context) error {
+func (c *chain) startGateway(ctx context.Context, shape chainShape) error {
 	js, kv, err := openChainKV(ctx, c.gnc)
 	if err != nil {
 		return err
@@ -215,7 +316,8 @@ func (c *chain) startGateway(ctx context.Context) error {
 		return err
 	}
 	c.stop = append(c.stop, iter.Stop)
-	g := &chainGateway{js: js, kv: kv, ctx: context.WithoutCancel(ctx)}
+	g := &chainGateway{js: js, kv: kv, ctx: context.WithoutCancel(ctx), shape: shape}
+	c.gw = g
 	if g.laneRev, err = kv.lanes.Put(ctx, chainKey, []byte(`{"expiresAt":0}`)); err != nil {
 		return err
 	}
@@ -249,6 +351,7 @@ type chainGateway struct {
 	ctx              context.Context
 	laneRev, sessRev uint64
 	trSeq            uint64
+	shape            chainShape
 }
 
 var (
@@ -263,29 +366,85 @@ func (g *chainGateway) run(msg jetstream.Msg) error {
 	id, _, _ := bytes.Cut(msg.Data(), []byte(" "))
 	run := string(id)
 	ctx := g.ctx
+	switch g.shape {
+	case shape3Wave:
+		if err := wave(g.running(run), g.appendOp(payload(400))); err != nil {
+			return err
+		}
+		if err := wave(g.appendOp(payload(150)), g.outcome(run)); err != nil {
+			return err
+		}
+		return wave(g.index(), g.touch())
+	case shape2Wave:
+		if err := wave(g.promptAndReply(payload(400), payload(150)), g.outcome(run)); err != nil {
+			return err
+		}
+		return wave(g.index(), g.touch())
+	}
 	rev, err := g.kv.lanes.Update(ctx, chainKey, []byte(`{"runId":"`+run+`","expiresAt":1}`), g.laneRev)
 	if err != nil {
 		return err
 	}
 	g.laneRev = rev
-	if err := wave(
-		func() error { _, err := g.kv.runs.Put(ctx, run, chainRunning); return err },
-		func() error { return g.append(ctx, payload(400)) },
-	); err != nil {
+	if err := wave(g.running(run), g.appendOp(payload(400))); err != nil {
 		return err
 	}
 	if err := g.append(ctx, payload(150)); err != nil {
 		return err
 	}
-	return wave(
-		func() error { _, err := g.kv.runs.Put(ctx, run, chainOutcome); return err },
-		func() error { _, err := g.kv.index.Put(ctx, chainKey, payload(100)); return err },
-		func() error {
-			rev, err := g.kv.sessions.Update(ctx, chainKey, payload(600), g.sessRev)
-			g.sessRev = rev
+	return wave(g.outcome(run), g.index(), g.touch())
+}
+
+func (g *chainGateway) running(run string) func() error {
+	return func() error { _, err := g.kv.runs.Put(g.ctx, run, chainRunning); return err }
+}
+
+// outcome is the write the worker's watch answers the caller on.
+func (g *chainGateway) outcome(run string) func() error {
+	return func() error { _, err := g.kv.runs.Put(g.ctx, run, chainOutcome); return err }
+}
+
+func (g *chainGateway) index() func() error {
+	return func() error { _, err := g.kv.index.Put(g.ctx, chainKey, payload(100)); return err }
+}
+
+func (g *chainGateway) touch() func() error {
+	return func() error {
+		rev, err := g.kv.sessions.Update(g.ctx, chainKey, payload(600), g.sessRev)
+		g.sessRev = rev
+		return err
+	}
+}
+
+func (g *chainGateway) appendOp(data []byte) func() error {
+	return func() error { return g.append(g.ctx, data) }
+}
+
+// promptAndReply sends the prompt (compare-and-set) and the reply right
+// behind it on the same stream without waiting in between: the server
+// stores one connection's messages to one stream in order.
+func (g *chainGateway) promptAndReply(prompt, reply []byte) func() error {
+	return func() error {
+		p, err := g.js.PublishAsync(chainTrSub, prompt, jetstream.WithExpectLastSequencePerSubject(g.trSeq))
+		if err != nil {
 			return err
-		},
-	)
+		}
+		r, err := g.js.PublishAsync(chainTrSub, reply)
+		if err != nil {
+			return err
+		}
+		for _, f := range []jetstream.PubAckFuture{p, r} {
+			select {
+			case ack := <-f.Ok():
+				g.trSeq = ack.Sequence
+			case err := <-f.Err():
+				return err
+			case <-g.ctx.Done():
+				return g.ctx.Err()
+			}
+		}
+		return nil
+	}
 }
 
 // append is a transcript append: a compare-and-set on the subject's last

@@ -70,7 +70,8 @@ type Result struct {
 	IndexStartMs    *float64 `json:"index_start_ms,omitempty"`    // list_*: time that kv.Index took to load every session
 	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
 	ThroughputVs1gw *float64 `json:"throughput_vs_1gw,omitempty"` // send_throughput_2gw*: ops_per_sec / the 1-gateway variant's (same delay, same run)
-	// WritesPerSend is send_concurrent's stream writes per send, by stream.
+	// WritesPerSend is send_concurrent's and the raw_send_chain rows' stream
+	// writes per send, by stream.
 	WritesPerSend map[string]float64 `json:"writes_per_send,omitempty"`
 	CacheBytes    *int               `json:"cache_bytes,omitempty"` // history_*: bytes the worker's view cache holds after the run (views plus overhead)
 	// CPUPerOp is the process's CPU time (user and system: server, worker,
@@ -121,6 +122,8 @@ var registry = []spec{
 	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
 	{name: "announce_latency", baseline: "raw_js_publish", run: runAnnounceLatency},
 	{name: "raw_send_chain", baseline: "raw_js_publish", run: runRawSendChain},
+	{name: "raw_send_chain_3wave", baseline: "raw_js_publish", run: runRawSendChain3Wave},
+	{name: "raw_send_chain_2wave", baseline: "raw_js_publish", run: runRawSendChain2Wave},
 	{name: "inbound_turn", baseline: "raw_js_publish", run: runInboundTurn},
 	{name: "send_throughput_1gw", baseline: "send_wait", run: runSendThroughput1gw},
 	{name: "send_throughput_2gw", baseline: "send_wait", run: runSendThroughput2gw},
