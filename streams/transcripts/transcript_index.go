@@ -389,14 +389,35 @@ func (t *Store) loadState(ctx context.Context, p *pipe, encKey string, probe boo
 // fetchState reads the head and (with probe) the session's newest message
 // in one pipelined wave, without reconciling them. top is nil when the
 // transcript is empty.
+//
+// On a replicated store a probing read asks the two leaders (still one
+// wave): a follower's direct get can answer a moment behind an
+// acknowledged write, and a head from a lagging index replica next to a
+// current stream replica looked like a head left behind by a dead writer,
+// whose repair then lost its compare-and-set to the real head on every
+// attempt ("kept changing during repair"). Without the probe (an append's
+// first, optimistic read) the head's direct get stands: the append's
+// compare-and-set on the stream catches a stale head, and the retry probes.
 func (t *Store) fetchState(ctx context.Context, p *pipe, encKey string, probe bool) (*head, *rawEntry, error) {
-	reqs := []*nats.Msg{t.kvLastReq(headKey(encKey))}
-	if probe {
-		reqs = append(reqs, t.lastForReq(t.names.Transcript(encKey)))
+	subject := t.names.Transcript(encKey)
+	var reqs []*nats.Msg
+	fresh := probe && t.replicated
+	if fresh {
+		reqs = []*nats.Msg{t.kvLeaderReq(headKey(encKey)), bus.LeaderGetRequest(t.api, t.names.TranscriptsStream(), 0, subject)}
+	} else {
+		reqs = []*nats.Msg{t.kvLastReq(headKey(encKey))}
+		if probe {
+			reqs = append(reqs, t.lastForReq(subject))
+		}
 	}
 	res, err := p.roundTrip(ctx, reqs)
 	if err != nil {
 		return nil, nil, err
+	}
+	if fresh {
+		if err := leaderReplies([]string{t.kvName, t.names.TranscriptsStream()}, res); err != nil {
+			return nil, nil, err
+		}
 	}
 	h, err := decodeHeadMsg(res[0])
 	if err != nil || !probe {
@@ -464,8 +485,10 @@ func (t *Store) reconcile(ctx context.Context, p *pipe, encKey string, h *head, 
 		}
 	}
 	if t.replicated && (top == nil || top.seq < h.Last) {
-		// A follower may answer direct gets slightly behind the leader.
-		// Before treating the head as ahead of the stream, ask the leader.
+		// The head and the probe went to two leaders at once, so the probe
+		// may have been answered before the write that the head already
+		// counts. Before treating the head as ahead of the stream, ask the
+		// stream's leader again, now that the head is known.
 		e, found, err := t.leaderGet(ctx, 0, subject)
 		if err != nil {
 			return nil, err
