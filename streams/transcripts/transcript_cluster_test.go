@@ -15,10 +15,11 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
-// openOn opens the transcript store with a connection to one cluster node
-// only, so every direct get it sends is answered by that node's replicas
-// (a queue group prefers its local member).
-func openOn(t *testing.T, ctx context.Context, url string) *Store {
+// openOn opens the transcript store on its own connection to url, its
+// JetStream API calls under api ("" for the default). With one node's URL
+// every direct get it sends is answered by that node's replica (a queue
+// group prefers its local member).
+func openOn(t *testing.T, ctx context.Context, url, api string) *Store {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -26,6 +27,9 @@ func openOn(t *testing.T, ctx context.Context, url string) *Store {
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
+	if api != "" {
+		js, err = jetstream.NewWithAPIPrefix(nc, api)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,17 +43,16 @@ func openOn(t *testing.T, ctx context.Context, url string) *Store {
 
 // On an R3 stream a reader connected to a node that follows both the
 // transcript stream and the index bucket must see every append that was
-// acknowledged before its read started: the follower answers direct gets
-// a moment behind the leader, and a read that trusted it returned the
-// transcript without the new entry, or (when the index follower lagged the
-// stream follower) failed with "index head kept changing during repair".
-// Readers interleave with the writer on other sessions too, so repairs race.
+// acknowledged before its read started, on real replicas. Whether a
+// follower is still behind when the read arrives is down to timing (a
+// loaded machine widens the window), so this rarely catches a stale read;
+// TestReadThroughLaggingReplica makes the lag certain.
 func TestReplicatedReadSeesAcknowledgedAppend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := bustest.NewCluster(t, 3)
 	names := bus.NewNames("")
-	setup := openOn(t, ctx, c.URLs())
+	setup := openOn(t, ctx, c.URLs(), "")
 	if !setup.replicated {
 		t.Fatal("an R3 transcript store reads as not replicated")
 	}
@@ -65,8 +68,8 @@ func TestReplicatedReadSeesAcknowledgedAppend(t *testing.T) {
 			break
 		}
 	}
-	w := openOn(t, ctx, c.URL(lt))       // the writer sits on the stream leader
-	r := openOn(t, ctx, c.URL(follower)) // the reader on a node that follows both
+	w := openOn(t, ctx, c.URL(lt), "")       // the writer sits on the stream leader
+	r := openOn(t, ctx, c.URL(follower), "") // the reader on a node that follows both
 
 	// Several writer-reader pairs at once: concurrent proposals make the
 	// leader batch its commits, which widens the window in which a
@@ -187,26 +190,6 @@ func (l *laggingReplica) serve(m *nats.Msg) {
 	_ = m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
 }
 
-// openBehind opens a Store whose JetStream API calls go through l.
-func openBehind(t *testing.T, ctx context.Context, url string, l *laggingReplica) *Store {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.NewWithAPIPrefix(nc, strings.TrimSuffix(lagAPI, "."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Open(ctx, nc, js, bus.NewNames(""), WithReplicas(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tr.Close)
-	return tr
-}
-
 // A read through a replica that is behind still sees every acknowledged
 // append, and an append through it lands after them: with the stream and
 // the index both behind, the read used to return the transcript without
@@ -219,9 +202,9 @@ func TestReadThroughLaggingReplica(t *testing.T) {
 	defer cancel()
 	c := bustest.NewCluster(t, 3)
 	names := bus.NewNames("")
-	w := openOn(t, ctx, c.URLs())
+	w := openOn(t, ctx, c.URLs(), "")
 	lag := newLaggingReplica(t, c.URLs())
-	r := openBehind(t, ctx, c.URLs(), lag)
+	r := openOn(t, ctx, c.URLs(), strings.TrimSuffix(lagAPI, "."))
 	if !r.replicated {
 		t.Fatal("an R3 transcript store reads as not replicated")
 	}
@@ -274,9 +257,9 @@ func TestReadOutlastsStaleLeader(t *testing.T) {
 	defer cancel()
 	c := bustest.NewCluster(t, 3)
 	names := bus.NewNames("")
-	w := openOn(t, ctx, c.URLs())
+	w := openOn(t, ctx, c.URLs(), "")
 	lag := newLaggingReplica(t, c.URLs())
-	r := openBehind(t, ctx, c.URLs(), lag)
+	r := openOn(t, ctx, c.URLs(), strings.TrimSuffix(lagAPI, "."))
 	const k = "deposed"
 	if _, err := w.Append(ctx, k, body(k, 0)); err != nil {
 		t.Fatal(err)
