@@ -190,6 +190,22 @@ func (l *laggingReplica) serve(m *nats.Msg) {
 	_ = m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
 }
 
+// lagCluster starts an R3 cluster with a writer's store w and a reader's
+// store r whose API calls go through the lagging replica lag.
+func lagCluster(t *testing.T) (context.Context, *Store, *laggingReplica, *Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	c := bustest.NewCluster(t, 3)
+	w := openOn(t, ctx, c.URLs(), "")
+	lag := newLaggingReplica(t, c.URLs())
+	r := openOn(t, ctx, c.URLs(), strings.TrimSuffix(lagAPI, "."))
+	if !r.replicated {
+		t.Fatal("an R3 transcript store reads as not replicated")
+	}
+	return ctx, w, lag, r
+}
+
 // A read through a replica that is behind still sees every acknowledged
 // append, and an append through it lands after them: with the stream and
 // the index both behind, the read used to return the transcript without
@@ -198,16 +214,8 @@ func (l *laggingReplica) serve(m *nats.Msg) {
 // hit), since each repair attempt re-read the same stale head and lost
 // its compare-and-set.
 func TestReadThroughLaggingReplica(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := bustest.NewCluster(t, 3)
+	ctx, w, lag, r := lagCluster(t)
 	names := bus.NewNames("")
-	w := openOn(t, ctx, c.URLs(), "")
-	lag := newLaggingReplica(t, c.URLs())
-	r := openOn(t, ctx, c.URLs(), strings.TrimSuffix(lagAPI, "."))
-	if !r.replicated {
-		t.Fatal("an R3 transcript store reads as not replicated")
-	}
 	for _, k := range []string{"both", "index"} {
 		if _, err := w.Append(ctx, k, body(k, 0)); err != nil {
 			t.Fatal(err)
@@ -253,13 +261,8 @@ func TestReadThroughLaggingReplica(t *testing.T) {
 // (the 3-node load bench saw two readers of one session fail within
 // 9 ms of each other).
 func TestReadOutlastsStaleLeader(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := bustest.NewCluster(t, 3)
+	ctx, w, lag, r := lagCluster(t)
 	names := bus.NewNames("")
-	w := openOn(t, ctx, c.URLs(), "")
-	lag := newLaggingReplica(t, c.URLs())
-	r := openOn(t, ctx, c.URLs(), strings.TrimSuffix(lagAPI, "."))
 	const k = "deposed"
 	if _, err := w.Append(ctx, k, body(k, 0)); err != nil {
 		t.Fatal(err)
