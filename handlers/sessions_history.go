@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // sessions_history reads at most this many transcript entries per call. The
@@ -60,6 +62,13 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 		return d.redactResult(f) // it quotes the caller's key
 	}
 	view, read, total, err := d.historyTail(ctx, res.key, limit, uint64(offset), includeTools, paged)
+	if transcripts.Transient(err) {
+		// A JetStream leader moving, or writers racing on the index: the
+		// read can succeed again in a moment, so say so (503) instead of
+		// failing the call as an internal error.
+		d.Log.Warn("sessions_history: transcript read failed, answering 503", "session", res.key, "err", err)
+		return nil, bus.Errorf(bus.CodeUnavailable, "sessions_history: the transcript store is busy or electing a leader; retry")
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,11 @@
 package transcripts
 
-import "errors"
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+)
 
 // Errors returned by the transcript store. They are sentinels: callers test
 // them with errors.Is; the returned error wraps one of them with the session
@@ -26,3 +31,14 @@ var (
 	// ErrClosed: the Store handle was closed.
 	ErrClosed = errors.New("streams: transcripts closed")
 )
+
+// Transient reports whether err is one a retry can clear: JetStream not
+// answering (no responders, a stream without a leader while one is
+// elected, a wave of requests that timed out) or a compare-and-set lost
+// too many times to concurrent writers. A caller serving a client answers
+// these with a retryable "unavailable" rather than a failure.
+func Transient(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrConflict) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrConnectionReconnecting)
+}

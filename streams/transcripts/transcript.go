@@ -63,7 +63,8 @@ type Store struct {
 	dgStream   string // "$JS.API.DIRECT.GET.SB_TRANSCRIPTS"
 	dgKV       string // "$JS.API.DIRECT.GET.KV_trindex."
 	kvPre      string // "$KV.trindex."
-	replicated bool
+	kvName     string // "KV_trindex"
+	replicated bool   // either stream has replicas: reads that must be current go to the leaders
 
 	mu     sync.Mutex
 	pipes  []*pipe
@@ -121,7 +122,8 @@ func Open(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, names bus.
 		dgStream:   api + "DIRECT.GET." + names.TranscriptsStream(),
 		dgKV:       api + "DIRECT.GET.KV_" + bucket + ".",
 		kvPre:      "$KV." + bucket + ".",
-		replicated: st.CachedInfo().Config.Replicas > 1,
+		kvName:     "KV_" + bucket,
+		replicated: st.CachedInfo().Config.Replicas > 1 || kvs.CachedInfo().Config.Replicas > 1,
 	}
 	return t, nil
 }
@@ -236,6 +238,12 @@ func (t *Store) kvLastReq(key string) *nats.Msg {
 	return &nats.Msg{Subject: t.dgKV + t.kvPre + key}
 }
 
+// kvLeaderReq asks the index bucket's leader for key's last value, in place
+// of kvLastReq's direct get (answer through leaderReplies).
+func (t *Store) kvLeaderReq(key string) *nats.Msg {
+	return bus.LeaderGetRequest(t.api, t.kvName, 0, t.kvPre+key)
+}
+
 type pubAck struct {
 	Stream string              `json:"stream"`
 	Seq    uint64              `json:"seq"`
@@ -300,72 +308,55 @@ func fastAckSeq(b []byte) (uint64, bool) {
 	return v, true
 }
 
-// leaderGet reads one message through the JSON API, which only the stream
-// leader answers (direct gets may come from a lagging follower). Used only on
-// the rare paths where a follower's view could mislead: a 404 for a sequence
-// the index names, or a probe that is behind the head.
+// leaderGet reads one message of the transcript stream from its leader
+// (see bus.LeaderGetRequest): by sequence (seq > 0) or the newest on
+// lastBySubj. Used on a replicated stream where a follower's view could
+// mislead: a 404 for a sequence the index names, or a probe that is behind
+// the head read before it.
 func (t *Store) leaderGet(ctx context.Context, seq uint64, lastBySubj string) (rawEntry, bool, error) {
 	if !t.replicated {
 		return rawEntry{}, false, nil
-	}
-	var req []byte
-	if seq > 0 {
-		req = fmt.Appendf(nil, `{"seq":%d}`, seq)
-	} else {
-		req, _ = json.Marshal(map[string]string{"last_by_subj": lastBySubj})
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t.opts.timeout)
 		defer cancel()
 	}
-	m, err := t.nc.RequestWithContext(ctx, t.api+"STREAM.MSG.GET."+t.names.TranscriptsStream(), req)
+	stream := t.names.TranscriptsStream()
+	m, err := t.nc.RequestMsgWithContext(ctx, bus.LeaderGetRequest(t.api, stream, seq, lastBySubj))
 	if errors.Is(err, nats.ErrNoResponders) {
 		return rawEntry{}, false, ErrUnavailable
 	}
 	if err != nil {
 		return rawEntry{}, false, err
 	}
-	var resp struct {
-		Message *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
+	if m, err = bus.LeaderGetReply(stream, m); err != nil {
+		return rawEntry{}, false, leaderErr(stream, err)
 	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return rawEntry{}, false, fmt.Errorf("streams: bad message get reply: %w", err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return rawEntry{}, false, nil
-		}
-		return rawEntry{}, false, resp.Error
-	}
-	if resp.Message == nil {
-		return rawEntry{}, false, nil
-	}
-	hdr := parseHeaderBlock(resp.Message.Header)
-	hdr.Set(jetstream.SubjectHeader, resp.Message.Subject)
-	hdr.Set(jetstream.SequenceHeader, strconv.FormatUint(resp.Message.Seq, 10))
-	hdr.Set(jetstream.TimeStampHeaer, resp.Message.Time.Format(time.RFC3339Nano))
-	e, found, err := parseEntryMsg(&nats.Msg{Header: hdr, Data: resp.Message.Data})
-	return e, found, err
+	return parseEntryMsg(m)
 }
 
-// parseHeaderBlock parses "NATS/1.0\r\nKey: Value\r\n...\r\n\r\n".
-func parseHeaderBlock(b []byte) nats.Header {
-	h := nats.Header{}
-	lines := strings.Split(string(b), "\r\n")
-	for _, l := range lines[min(1, len(lines)):] {
-		if k, v, ok := strings.Cut(l, ":"); ok {
-			h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
-		}
+// leaderErr is the error of a leader read: ErrUnavailable when the stream
+// has no leader (JetStream answers 503 while one is elected).
+func leaderErr(stream string, err error) error {
+	var ae *jetstream.APIError
+	if errors.As(err, &ae) && ae.Code == 503 {
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, stream, err)
 	}
-	return h
+	return fmt.Errorf("streams: read from the leader of %s: %w", stream, err)
+}
+
+// leaderReplies turns the replies to requests built by leaderReqs into
+// direct-get replies.
+func leaderReplies(streams []string, res []*nats.Msg) error {
+	for i, m := range res {
+		r, err := bus.LeaderGetReply(streams[i], m)
+		if err != nil {
+			return leaderErr(streams[i], err)
+		}
+		res[i] = r
+	}
+	return nil
 }
 
 // Append adds entries to the session's transcript and returns the entry
@@ -489,7 +480,11 @@ func (t *Store) partial(err error, encKey string, done, total int) error {
 // cap under one append's own time (several ms on a loaded 2-core machine
 // under -race) let one of four writers lose all 64 attempts.
 func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(rand.Int64N(int64(20*time.Microsecond) << min(attempt, 10)))
+	return sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Microsecond)<<min(attempt, 10))))
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
 	tm := time.NewTimer(d)
 	defer tm.Stop()
 	select {
@@ -718,13 +713,28 @@ func (t *Store) lookup(ctx context.Context, p *pipe, encKey string, h *head, fro
 	sealedEnd := h.Count - uint64(len(h.Tail)) // entries below come from chunks
 	if from < sealedEnd {
 		k0, k1 := from/ChunkSize, (min(to, sealedEnd)-1)/ChunkSize
+		// A chunk is written before the head that points past it, but a
+		// follower may not have it yet (or still hold the chunk of a
+		// transcript deleted since): on a replicated bucket the leader,
+		// which has every acknowledged write, answers.
 		reqs := make([]*nats.Msg, 0, k1-k0+1)
+		var streams []string
 		for k := k0; k <= k1; k++ {
-			reqs = append(reqs, t.kvLastReq(chunkKey(encKey, k)))
+			if t.replicated {
+				reqs = append(reqs, t.kvLeaderReq(chunkKey(encKey, k)))
+				streams = append(streams, t.kvName)
+			} else {
+				reqs = append(reqs, t.kvLastReq(chunkKey(encKey, k)))
+			}
 		}
 		res, err := p.roundTrip(ctx, reqs)
 		if err != nil {
 			return nil, err
+		}
+		if t.replicated {
+			if err := leaderReplies(streams, res); err != nil {
+				return nil, err
+			}
 		}
 		for i, m := range res {
 			k := k0 + uint64(i)

@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -373,6 +374,9 @@ func (t *Store) loadState(ctx context.Context, p *pipe, encKey string, probe boo
 		}
 		nh, err := t.reconcile(ctx, p, encKey, h, top)
 		if errors.Is(err, errHeadConflict) {
+			if err := repairBackoff(ctx, attempt); err != nil {
+				return nil, nil, err
+			}
 			continue
 		}
 		if err != nil {
@@ -386,17 +390,55 @@ func (t *Store) loadState(ctx context.Context, p *pipe, encKey string, probe boo
 	return nil, nil, fmt.Errorf("%w: index head of %s kept changing during repair", ErrConflict, encKey)
 }
 
+// repairBackoff waits before the repair attempt after attempt+1 lost
+// compare-and-sets. A race with another writer or repairer is over after
+// one loss (the re-read sees its head), so the first retry goes at once.
+// Losing more means the head read was stale against the head the write
+// checked: on a cluster, a leader being replaced can answer a read with
+// what it held before the new leader's writes for as long as the election
+// takes (seconds on a loaded machine; under load the 3-node bench lost
+// 16 immediate attempts within 9 ms). So the waits grow to 250 ms, and the
+// 16 attempts span at least 1 s before the read gives up with ErrConflict.
+func repairBackoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	d := min(time.Millisecond<<min(attempt-1, 8), 250*time.Millisecond)
+	return sleep(ctx, d/2+time.Duration(rand.Int64N(int64(d/2))))
+}
+
 // fetchState reads the head and (with probe) the session's newest message
 // in one pipelined wave, without reconciling them. top is nil when the
 // transcript is empty.
+//
+// On a replicated store a probing read asks the two leaders (still one
+// wave): a follower's direct get can answer a moment behind an
+// acknowledged write, and a head from a lagging index replica next to a
+// current stream replica looked like a head left behind by a dead writer,
+// whose repair then lost its compare-and-set to the real head on every
+// attempt ("kept changing during repair"). Without the probe (an append's
+// first, optimistic read) the head's direct get stands: the append's
+// compare-and-set on the stream catches a stale head, and the retry probes.
 func (t *Store) fetchState(ctx context.Context, p *pipe, encKey string, probe bool) (*head, *rawEntry, error) {
-	reqs := []*nats.Msg{t.kvLastReq(headKey(encKey))}
-	if probe {
-		reqs = append(reqs, t.lastForReq(t.names.Transcript(encKey)))
+	subject := t.names.Transcript(encKey)
+	var reqs []*nats.Msg
+	fresh := probe && t.replicated
+	if fresh {
+		reqs = []*nats.Msg{t.kvLeaderReq(headKey(encKey)), bus.LeaderGetRequest(t.api, t.names.TranscriptsStream(), 0, subject)}
+	} else {
+		reqs = []*nats.Msg{t.kvLastReq(headKey(encKey))}
+		if probe {
+			reqs = append(reqs, t.lastForReq(subject))
+		}
 	}
 	res, err := p.roundTrip(ctx, reqs)
 	if err != nil {
 		return nil, nil, err
+	}
+	if fresh {
+		if err := leaderReplies([]string{t.kvName, t.names.TranscriptsStream()}, res); err != nil {
+			return nil, nil, err
+		}
 	}
 	h, err := decodeHeadMsg(res[0])
 	if err != nil || !probe {
@@ -464,8 +506,10 @@ func (t *Store) reconcile(ctx context.Context, p *pipe, encKey string, h *head, 
 		}
 	}
 	if t.replicated && (top == nil || top.seq < h.Last) {
-		// A follower may answer direct gets slightly behind the leader.
-		// Before treating the head as ahead of the stream, ask the leader.
+		// The head and the probe went to two leaders at once, so the probe
+		// may have been answered before the write that the head already
+		// counts. Before treating the head as ahead of the stream, ask the
+		// stream's leader again, now that the head is known.
 		e, found, err := t.leaderGet(ctx, 0, subject)
 		if err != nil {
 			return nil, err
