@@ -178,14 +178,27 @@ func (b Bucket[T]) CreateAsync(key string, v *T) (jetstream.PubAckFuture, error)
 	return b.publishAsync(key, v, 0)
 }
 
+// CreateEncodedAsync is CreateAsync of a value the caller encoded with
+// Encode, for a caller that needs the stored bytes too.
+func (b Bucket[T]) CreateEncodedAsync(key string, data []byte) (jetstream.PubAckFuture, error) {
+	return b.publishDataAsync(key, data, 0)
+}
+
+// Encode is the stored form of v, as every write of the bucket encodes it.
+func (b Bucket[T]) Encode(v *T) ([]byte, error) { return json.Marshal(v) }
+
 // publishAsync writes v to the key's subject expecting the key's last
 // revision to be rev (0: no value yet). This is the KV Update/Create wire
 // form, which the KV API offers only synchronously.
 func (b Bucket[T]) publishAsync(key string, v *T, rev uint64) (jetstream.PubAckFuture, error) {
-	data, err := json.Marshal(v)
+	data, err := b.Encode(v)
 	if err != nil {
 		return nil, err
 	}
+	return b.publishDataAsync(key, data, rev)
+}
+
+func (b Bucket[T]) publishDataAsync(key string, data []byte, rev uint64) (jetstream.PubAckFuture, error) {
 	m := nats.NewMsg(Subject(b.kv, key))
 	m.Data = data
 	return b.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(rev))

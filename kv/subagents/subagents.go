@@ -176,9 +176,22 @@ func (r *Registry) Create(ctx context.Context, rec *Record) (uint64, error) {
 	return rev, nil
 }
 
-// CreateAsync is Create without waiting for the ack.
-func (r *Registry) CreateAsync(rec *Record) (jetstream.PubAckFuture, error) {
-	return r.b.CreateAsync(bus.EncodeKey(rec.ChildSessionKey), rec)
+// CreateAsync is Create without waiting for the ack. ix, when not nil, is
+// this process's index: it is told the bytes written (Index.Expect), so
+// its watch applies rec when they come back instead of decoding them
+// again. forget (never nil) withdraws that; call it once the write is
+// acknowledged or refused.
+func (r *Registry) CreateAsync(rec *Record, ix *Index) (f jetstream.PubAckFuture, forget func(), err error) {
+	forget = func() {}
+	data, err := r.b.Encode(rec)
+	if err != nil {
+		return nil, forget, fmt.Errorf("register sub-agent %s: %w", rec.ChildSessionKey, err)
+	}
+	if ix != nil {
+		forget = ix.Expect(rec, data)
+	}
+	f, err = r.b.CreateEncodedAsync(bus.EncodeKey(rec.ChildSessionKey), data)
+	return f, forget, err
 }
 
 // Get returns a child's record; ErrNotFound when it has none.

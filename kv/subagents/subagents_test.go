@@ -1,6 +1,7 @@
 package subagents
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -128,5 +130,79 @@ func TestIndexFollowsControllersAndActivity(t *testing.T) {
 	ix.Each(func(*Record) bool { n++; return true })
 	if n != 3 {
 		t.Fatalf("Each saw %d records, want 3", n)
+	}
+}
+
+// A record this process writes with its index (a spawn's registry record)
+// is applied by the watch from the record already in memory, not decoded
+// again; only the exact bytes written are taken so, and a write failing
+// or a different write under the key leaves the index as decoding would.
+func TestIndexAppliesExpectedWriteWithoutDecoding(t *testing.T) {
+	reg, ix := open(t)
+	rec := child("agent:main:subagent:mine", "agent:main:main", "", 1)
+	rec.Request = &runqueue.Request{RunID: rec.RunID, SessionKey: rec.ChildSessionKey, Message: "m"}
+	f, forget, err := reg.CreateAsync(rec, ix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.mu.RLock()
+	want := ix.expected[rec.ChildSessionKey].rec
+	ix.mu.RUnlock()
+	if want == nil || want.Request != nil || rec.Request == nil {
+		t.Fatalf("expected record %+v (the index holds none with a run request; the caller's keeps it)", want)
+	}
+	var rev uint64
+	select {
+	case a := <-f.Ok():
+		rev = a.Sequence
+	case err := <-f.Err():
+		t.Fatal(err)
+	}
+	if err := ix.WaitApplied(ctx(t), rev); err != nil {
+		t.Fatal(err)
+	}
+	if got := ix.Get(rec.ChildSessionKey); got != want {
+		t.Fatalf("the watch applied %p %+v, want the expected record %p", got, got, want)
+	}
+	forget() // after the watch took it: nothing left to withdraw
+	ix.mu.RLock()
+	n := len(ix.expected)
+	ix.mu.RUnlock()
+	if n != 0 {
+		t.Fatalf("%d expectations left after the watch applied the write", n)
+	}
+	if ix.ActiveChildren("agent:main:main") != 1 {
+		t.Fatalf("active children %d", ix.ActiveChildren("agent:main:main"))
+	}
+
+	// other bytes under an expected key: decoded, as always
+	other := child("agent:main:subagent:other", "agent:main:main", "", 2)
+	stale := *other
+	stale.Task = "not what was written"
+	data, err := json.Marshal(&stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Expect(&stale, data)
+	rev, err = reg.Create(ctx(t), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.WaitApplied(ctx(t), rev); err != nil {
+		t.Fatal(err)
+	}
+	if got := ix.Get(other.ChildSessionKey); got == nil || got.Task != "t" {
+		t.Fatalf("index holds %+v, want the record as stored", got)
+	}
+
+	// a withdrawn expectation is gone; a newer one of the key stays
+	forget1 := ix.Expect(rec, []byte("a"))
+	ix.Expect(rec, []byte("b"))
+	forget1()
+	ix.mu.RLock()
+	x, ok := ix.expected[rec.ChildSessionKey]
+	ix.mu.RUnlock()
+	if !ok || string(x.data) != "b" {
+		t.Fatalf("forget of an older expectation removed the newer one: %v %q", ok, x.data)
 	}
 }
