@@ -719,7 +719,6 @@ type spawnWave struct {
 	reg, entry, runRec, pub             jetstream.PubAckFuture
 	regRev, entryRev                    uint64
 	regErr, entryErr, runRecErr, pubErr error
-	forget                              func() // withdraws the index's expectation of the registry record (Index.Expect)
 }
 
 // sendSpawn puts the spawn's four writes on the connection, registry
@@ -733,10 +732,7 @@ func (d *Deps) sendSpawn(rec *subagents.Record, hook func(string) error) (*spawn
 		w.regErr = err
 		return w, err
 	}
-	// this worker's index applies the record from memory when its watch
-	// brings the write back, instead of decoding it while the spawn waits
-	if w.reg, w.forget, w.regErr = d.Subagents.CreateAsync(rec, d.Children); w.regErr != nil {
-		w.forget()
+	if w.reg, w.regErr = d.Subagents.CreateAsync(rec); w.regErr != nil {
 		return w, nil // nothing sent
 	}
 	var crashed error
@@ -781,9 +777,6 @@ func (w *spawnWave) wait(ctx context.Context) {
 	ack(w.entry, &w.entryRev, &w.entryErr)
 	ack(w.runRec, nil, &w.runRecErr)
 	ack(w.pub, nil, &w.pubErr)
-	if w.regErr != nil && w.forget != nil {
-		w.forget() // not written, or not known to be: the watch decodes whatever comes
-	}
 	if bus.IsWrongLastSeq(w.entryErr) {
 		w.entryErr = nil
 		w.entry = nil // not this call's entry

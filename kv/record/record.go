@@ -38,6 +38,7 @@ type Bucket[T any] struct {
 	js   jetstream.JetStream
 	noun string
 	rep  *replicas // nil without js: no leader reads
+	echo *Echo[T]  // nil: Decode always decodes
 }
 
 // New wraps kv. js is needed only by UpdateAsync and CreateAsync (they
@@ -52,6 +53,13 @@ func New[T any](kv jetstream.KeyValue, js jetstream.JetStream, noun string) Buck
 
 // KV is the underlying bucket.
 func (b Bucket[T]) KV() jetstream.KeyValue { return b.kv }
+
+// WithEcho is b whose Decode first takes a value e holds for the bytes
+// (Echo), shared by every copy of the result.
+func (b Bucket[T]) WithEcho(e *Echo[T]) Bucket[T] {
+	b.echo = e
+	return b
+}
 
 // Get returns the record and its revision. A missing key is
 // jetstream.ErrKeyNotFound (wrapped by callers into their own sentinel).
@@ -87,6 +95,11 @@ func (b Bucket[T]) Get(ctx context.Context, key string) (*T, uint64, error) {
 
 // Decode parses one stored value.
 func (b Bucket[T]) Decode(data []byte) (*T, error) {
+	if b.echo != nil {
+		if v := b.echo.Take(data); v != nil {
+			return v, nil
+		}
+	}
 	var v T
 	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("corrupt %s record: %w", b.noun, err)

@@ -1,7 +1,6 @@
 package subagents
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,9 +35,6 @@ type Index struct {
 	active  map[string]int
 	applied uint64 // last revision applied
 	err     error
-	// expected are the records this process is writing, by key, with the
-	// bytes it sent (Expect): the watch applies them without decoding.
-	expected map[string]expectedWrite
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -88,8 +84,8 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	}
 	var rec *Record
 	if ke.Operation() == jetstream.KeyValuePut {
-		if rec = ix.takeExpected(key, ke.Value()); rec != nil {
-			// this process's own write, already decoded
+		if rec = ix.reg.echo.Take(ke.Value()); rec != nil {
+			// this process's own write (Registry.CreateAsync), already decoded
 		} else if rec, err = decodeIndexed(ke.Value()); err != nil {
 			ix.log.Warn("sub-agent index: skipping a corrupt record", "key", key, "err", err)
 			rec = nil
@@ -150,57 +146,6 @@ func (ix *Index) Note(rec *Record, rev uint64) {
 	c := *rec
 	c.Request = nil // as decodeIndexed leaves it
 	ix.put(c.ChildSessionKey, &c)
-}
-
-// expectedWrite is a record this process is writing and its stored bytes.
-type expectedWrite struct {
-	data []byte
-	rec  *Record // as the index holds it: no run request
-}
-
-// Expect tells the index that this process is writing rec, stored as data:
-// when the watch delivers exactly these bytes under rec's key, it applies
-// rec instead of decoding them again. Equal bytes decode to an equal
-// record, so this changes nothing the index holds, only what it costs: a
-// spawn's registry record is otherwise decoded by the watch of the very
-// worker that just encoded it, while the spawn waits for its writes.
-//
-// The watch takes the expectation with the key's next write, whatever it
-// holds. A writer whose write failed calls forget, which withdraws it
-// (only this call's: a later Expect of the same key stays).
-func (ix *Index) Expect(rec *Record, data []byte) (forget func()) {
-	c := *rec
-	c.Request = nil // as decodeIndexed leaves it
-	x := expectedWrite{data: data, rec: &c}
-	ix.mu.Lock()
-	if ix.expected == nil {
-		ix.expected = map[string]expectedWrite{}
-	}
-	ix.expected[rec.ChildSessionKey] = x
-	ix.mu.Unlock()
-	return func() {
-		ix.mu.Lock()
-		if cur, ok := ix.expected[rec.ChildSessionKey]; ok && cur.rec == x.rec {
-			delete(ix.expected, rec.ChildSessionKey)
-		}
-		ix.mu.Unlock()
-	}
-}
-
-// takeExpected removes what Expect registered for key and returns its
-// record if data is exactly what was written, else nil.
-func (ix *Index) takeExpected(key string, data []byte) *Record {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	x, ok := ix.expected[key]
-	if !ok {
-		return nil
-	}
-	delete(ix.expected, key)
-	if !bytes.Equal(x.data, data) {
-		return nil
-	}
-	return x.rec
 }
 
 // decodeIndexed decodes a stored record without its run request (about

@@ -3,6 +3,7 @@ package subagents
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
@@ -133,23 +135,20 @@ func TestIndexFollowsControllersAndActivity(t *testing.T) {
 	}
 }
 
-// A record this process writes with its index (a spawn's registry record)
-// is applied by the watch from the record already in memory, not decoded
-// again; only the exact bytes written are taken so, and a write failing
-// or a different write under the key leaves the index as decoding would.
-func TestIndexAppliesExpectedWriteWithoutDecoding(t *testing.T) {
+// A record this process writes (a spawn's registry record) is applied by
+// the watch from the record already in memory, not decoded again, and it
+// carries no run request there, as a decoded one does not.
+func TestIndexTakesOwnWriteWithoutDecoding(t *testing.T) {
 	reg, ix := open(t)
 	rec := child("agent:main:subagent:mine", "agent:main:main", "", 1)
 	rec.Request = &runqueue.Request{RunID: rec.RunID, SessionKey: rec.ChildSessionKey, Message: "m"}
-	f, forget, err := reg.CreateAsync(rec, ix)
+	data, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix.mu.RLock()
-	want := ix.expected[rec.ChildSessionKey].rec
-	ix.mu.RUnlock()
-	if want == nil || want.Request != nil || rec.Request == nil {
-		t.Fatalf("expected record %+v (the index holds none with a run request; the caller's keeps it)", want)
+	f, err := reg.CreateAsync(rec)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var rev uint64
 	select {
@@ -161,48 +160,62 @@ func TestIndexAppliesExpectedWriteWithoutDecoding(t *testing.T) {
 	if err := ix.WaitApplied(ctx(t), rev); err != nil {
 		t.Fatal(err)
 	}
-	if got := ix.Get(rec.ChildSessionKey); got != want {
-		t.Fatalf("the watch applied %p %+v, want the expected record %p", got, got, want)
+	if v := reg.echo.Take(data); v != nil {
+		t.Fatalf("the watch decoded the write instead of taking it: %+v is still held", v)
 	}
-	forget() // after the watch took it: nothing left to withdraw
-	ix.mu.RLock()
-	n := len(ix.expected)
-	ix.mu.RUnlock()
-	if n != 0 {
-		t.Fatalf("%d expectations left after the watch applied the write", n)
-	}
-	if ix.ActiveChildren("agent:main:main") != 1 {
-		t.Fatalf("active children %d", ix.ActiveChildren("agent:main:main"))
-	}
-
-	// other bytes under an expected key: decoded, as always
-	other := child("agent:main:subagent:other", "agent:main:main", "", 2)
-	stale := *other
-	stale.Task = "not what was written"
-	data, err := json.Marshal(&stale)
+	// a registry no index follows keeps what it wrote (bounded): the
+	// record above was put, and taken by the watch
+	other, err := Open(ctx(t), reg.js, bus.NewNames(""), 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix.Expect(&stale, data)
-	rev, err = reg.Create(ctx(t), other)
-	if err != nil {
+	rec2 := child("agent:main:subagent:unwatched", "agent:main:main", "", 1)
+	data2, _ := json.Marshal(rec2)
+	if _, err := other.CreateAsync(rec2); err != nil {
 		t.Fatal(err)
 	}
-	if err := ix.WaitApplied(ctx(t), rev); err != nil {
-		t.Fatal(err)
+	if v := other.echo.Take(data2); v == nil || v.ChildSessionKey != rec2.ChildSessionKey || v == rec2 {
+		t.Fatalf("CreateAsync left %+v for the index, want a copy of the record", v)
 	}
-	if got := ix.Get(other.ChildSessionKey); got == nil || got.Task != "t" {
-		t.Fatalf("index holds %+v, want the record as stored", got)
+	got := ix.Get(rec.ChildSessionKey)
+	want := *rec
+	want.Request = nil
+	if got == nil || !reflect.DeepEqual(*got, want) {
+		t.Fatalf("index holds %+v, want %+v", got, want)
 	}
+	if rec.Request == nil {
+		t.Fatal("the caller's record lost its run request")
+	}
+	stored, _, err := reg.Get(ctx(t), rec.ChildSessionKey)
+	if err != nil || stored.Request == nil || stored.Request.Message != "m" {
+		t.Fatalf("stored record %+v %v", stored, err)
+	}
+}
 
-	// a withdrawn expectation is gone; a newer one of the key stays
-	forget1 := ix.Expect(rec, []byte("a"))
-	ix.Expect(rec, []byte("b"))
-	forget1()
-	ix.mu.RLock()
-	x, ok := ix.expected[rec.ChildSessionKey]
-	ix.mu.RUnlock()
-	if !ok || string(x.data) != "b" {
-		t.Fatalf("forget of an older expectation removed the newer one: %v %q", ok, x.data)
+// The child entry a spawn writes is taken by its worker's index as built
+// (sessions.Store.CreateAsync, record.Echo), which is right only if it is
+// exactly what decoding its stored form gives.
+func TestChildEntryRoundTrips(t *testing.T) {
+	base := child("agent:main:subagent:rt", "agent:main:main", "", 7)
+	base.ChildSessionID, base.Label, base.Depth = "sid", "lbl", 2
+	base.SubagentRole, base.SubagentControlScope = "orchestrator", "children"
+	withModel := *base
+	withModel.Model, withModel.Thinking = "gpt-x", "high"
+	thread := *base
+	thread.Thread = true
+	thread.RequesterOrigin = &Origin{Channel: "slack", To: "C1", AccountID: "a", ThreadID: "t9"}
+	for _, rec := range []*Record{base, &withModel, &thread} {
+		e := ChildEntry(rec)
+		data, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back sessions.Entry
+		if err := json.Unmarshal(data, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(&back, e) {
+			t.Errorf("child entry %+v decodes as %+v", e, &back)
+		}
 	}
 }
