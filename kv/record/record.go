@@ -37,8 +37,9 @@ type Bucket[T any] struct {
 	kv   jetstream.KeyValue
 	js   jetstream.JetStream
 	noun string
-	rep  *replicas // nil without js: no leader reads
-	echo *Echo[T]  // nil: Decode always decodes
+	rep  *replicas                // nil without js: no leader reads
+	echo *Echo[T]                 // nil: Decode always decodes
+	enc  func(*T) ([]byte, error) // nil: json.Marshal
 }
 
 // New wraps kv. js is needed only by UpdateAsync and CreateAsync (they
@@ -110,7 +111,7 @@ func (b Bucket[T]) Decode(data []byte) (*T, error) {
 // Create writes v under key if the key holds nothing; jetstream.ErrKeyExists
 // otherwise.
 func (b Bucket[T]) Create(ctx context.Context, key string, v *T) (uint64, error) {
-	data, err := json.Marshal(v)
+	data, err := b.Encode(v)
 	if err != nil {
 		return 0, err
 	}
@@ -138,7 +139,7 @@ func (b Bucket[T]) Update(ctx context.Context, key string, cur *T, rev uint64, f
 			}
 			return nil, 0, err
 		}
-		data, err := json.Marshal(&next)
+		data, err := b.Encode(&next)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -197,8 +198,23 @@ func (b Bucket[T]) CreateEncodedAsync(key string, data []byte) (jetstream.PubAck
 	return b.publishDataAsync(key, data, 0)
 }
 
-// Encode is the stored form of v, as every write of the bucket encodes it.
-func (b Bucket[T]) Encode(v *T) ([]byte, error) { return json.Marshal(v) }
+// Encode is the stored form of v, as every write of the bucket encodes it:
+// the bucket's encoder (WithEncoder), else json.Marshal.
+func (b Bucket[T]) Encode(v *T) ([]byte, error) {
+	if b.enc != nil {
+		return b.enc(v)
+	}
+	return json.Marshal(v)
+}
+
+// WithEncoder is b encoding its records with enc, which must write what
+// json.Marshal writes (compact, HTML-escaped JSON): for a type whose
+// MarshalJSON json.Marshal would run and then compact again, a second
+// pass over every byte.
+func (b Bucket[T]) WithEncoder(enc func(*T) ([]byte, error)) Bucket[T] {
+	b.enc = enc
+	return b
+}
 
 // publishAsync writes v to the key's subject expecting the key's last
 // revision to be rev (0: no value yet). This is the KV Update/Create wire

@@ -55,3 +55,29 @@ func TestIndexTakesOwnCreateAsync(t *testing.T) {
 		t.Fatalf("index holds %p %+v, want the entry written, %p", got, got, e)
 	}
 }
+
+// The store's encoder writes exactly what json.Marshal of an Entry writes.
+func TestEntryEncodeIsMarshal(t *testing.T) {
+	depth := 2
+	entries := []*Entry{
+		{Key: "agent:main:main"},
+		{Key: "agent:main:subagent:x", AgentID: "main", SessionID: "s1", CreatedAt: 5, UpdatedAt: 6, Label: "<b>&amp;</b>", SpawnedBy: "agent:main:main", SpawnDepth: &depth,
+			DeliveryContext: &DeliveryContext{Channel: "slack", To: "C1", ThreadID: "t"}, Model: "m", InputTokens: 3},
+	}
+	rare := *entries[1]
+	rare.SetRare(func(r *RareFields) {
+		r.SubagentRole, r.ThinkingLevel, r.Goal = "leaf", "high", "ünïcode \u2028 \"quoted\""
+		r.Imports = []ImportMark{{ID: "i", At: 1, N: 2, Done: true}}
+	})
+	entries = append(entries, &rare)
+	for _, e := range entries {
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.encode()
+		if err != nil || string(got) != string(want) {
+			t.Errorf("encode %s\nwant   %s (%v)", got, want, err)
+		}
+	}
+}

@@ -62,7 +62,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 		return nil, err
 	}
 	echo := record.NewEcho[Entry](echoSize)
-	return &Store{b: record.New[Entry](kv, js, "session").WithEcho(echo), echo: echo, js: js, cfg: cfg}, nil
+	return &Store{b: record.New[Entry](kv, js, "session").WithEcho(echo).WithEncoder((*Entry).encode), echo: echo, js: js, cfg: cfg}, nil
 }
 
 // recreate creates the bucket again, as Open did, after it was deleted.
