@@ -34,16 +34,7 @@ func TestIndexTakesOwnCreateAsync(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err := store.CreateAsync(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rev uint64
-	select {
-	case a := <-f.Ok():
-		rev = a.Sequence
-	case err := <-f.Err():
-		t.Fatal(err)
-	}
+	rev := bustest.Acked(t, f, err)
 	if err := ix.WaitApplied(ctx, rev); err != nil {
 		t.Fatal(err)
 	}

@@ -147,16 +147,7 @@ func TestIndexTakesOwnWriteWithoutDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err := reg.CreateAsync(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rev uint64
-	select {
-	case a := <-f.Ok():
-		rev = a.Sequence
-	case err := <-f.Err():
-		t.Fatal(err)
-	}
+	rev := bustest.Acked(t, f, err)
 	if err := ix.WaitApplied(ctx(t), rev); err != nil {
 		t.Fatal(err)
 	}
