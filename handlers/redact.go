@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/handlers/sanitize"
 )
 
 // redactError masks credentials in a thrown error's message: messages
@@ -44,6 +46,9 @@ var redactsWholeResult = map[string]bool{
 // reply: in JSON text a newline is "\n", which hides the word boundary
 // most patterns start at ("\nsk-…"), and quotes are escaped.
 func (d *Deps) redactResult(res any) (any, error) {
+	if c, ok := res.(checkedResult); ok {
+		return json.RawMessage(c), nil
+	}
 	b, ok := res.(json.RawMessage) // already encoded: no second compaction pass
 	if !ok {
 		var err error
@@ -66,6 +71,35 @@ func (d *Deps) redactResult(res any) (any, error) {
 		return json.RawMessage(b), nil
 	}
 	return v, nil
+}
+
+// checkedResult is an encoded result whose tool has already found that
+// redactResult would mask nothing in it (spawnReply): it is passed on as
+// is.
+type checkedResult json.RawMessage
+
+// MarshalJSON is the result as encoded.
+func (c checkedResult) MarshalJSON() ([]byte, error) { return c, nil }
+
+// constVerdicts caches MayMask of constant texts (a tool's fixed notes),
+// by redactor: the verdict on a constant never changes.
+var constVerdicts sync.Map // constText -> bool
+
+type constText struct {
+	r    *sanitize.Redactor
+	text string
+}
+
+// mayMaskConst is d.Redactor.MayMask(text) for a text that is a constant
+// of the code, computed once per redactor.
+func (d *Deps) mayMaskConst(text string) bool {
+	k := constText{d.Redactor, text}
+	if v, ok := constVerdicts.Load(k); ok {
+		return v.(bool)
+	}
+	v := d.Redactor.MayMask(text)
+	constVerdicts.Store(k, v)
+	return v
 }
 
 func (d *Deps) redactValue(v any, changed *bool) any {

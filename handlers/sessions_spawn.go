@@ -690,7 +690,27 @@ func sessionsSpawn(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 				"the child is registered but its run is not queued yet (%v); a gateway queues it shortly. Do not spawn it again: check with subagents list", errors.Join(err, cerr))}, nil
 		}
 	}
-	return accepted(rec), nil
+	return d.spawnReply(accepted(rec)), nil
+}
+
+// spawnReply encodes an accepted spawn's result when redactResult would
+// mask nothing in it, checking its strings the way redactResult does but
+// its constant note only once per redactor: the note is most of the
+// reply's text, and scanning it took most of redactResult's time on every
+// spawn. Redaction masks within one string, so strings are checked apart
+// from the note (each on a line of its own, as redactResult joins them).
+// With attachments, or anything that may mask, the result goes to
+// redactResult whole.
+func (d *Deps) spawnReply(res *spawnResult) any {
+	if res.Attachments != nil || res.Error != "" || d.mayMaskConst(res.Note) ||
+		d.Redactor.MayMask(res.Status+"\n"+res.ChildSessionKey+"\n"+res.RunID+"\n"+res.Mode) {
+		return res
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return res
+	}
+	return checkedResult(b)
 }
 
 // spawnWave is the one write wave of a spawn: the futures of its four

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // WaitFor checks cond every 10 ms until it holds, and fails the test with
@@ -28,4 +30,23 @@ func Context(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return c
+}
+
+// Acked waits for the acknowledgement of an asynchronous publish (f and
+// err as the publish returned them) and returns the stored sequence,
+// failing the test on an error or after a minute.
+func Acked(t testing.TB, f jetstream.PubAckFuture, err error) uint64 {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-f.Ok():
+		return a.Sequence
+	case err := <-f.Err():
+		t.Fatal(err)
+	case <-time.After(time.Minute):
+		t.Fatal("no acknowledgement within a minute")
+	}
+	return 0
 }

@@ -36,6 +36,15 @@ func checkEnvelope(body []byte) error {
 		}
 		return inputError(fmt.Sprintf("request body is not valid UTF-8 (bad byte 0x%02X at byte %d); send the tool parameters as UTF-8 JSON", body[i], i))
 	}
+	if envelopeClean(body) {
+		return nil
+	}
+	return checkEnvelopeTokens(body)
+}
+
+// checkEnvelopeTokens is checkEnvelope's scan with the decoder's tokens:
+// the one that words every refusal.
+func checkEnvelopeTokens(body []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var stack []envFrame
@@ -79,6 +88,108 @@ func checkEnvelope(body []byte) error {
 		}
 		afterValue(stack)
 	}
+}
+
+// Bounds of envelopeClean's scan; past them it leaves the body to the
+// decoder's scan.
+const (
+	cleanScanNames   = 64 // names of the open objects kept for the duplicate check
+	cleanNamesInline = 32 // of those, kept without allocating
+)
+
+// envelopeClean reports that body holds nothing checkEnvelope refuses,
+// without the decoder's scan: encoding/json's Token allocates for every
+// token, a good part of the cost of a small tool call. It follows the JSON
+// structure byte by byte (strings, brackets and the literals between them,
+// names being the strings where an object expects one), and says true only
+// when the body stays within MaxParamsDepth, every name is at most
+// MaxParamNameLen characters and none repeats in its object. Anything else
+// (a refusal, a name with an escape, a string left open, an object with
+// more names than it keeps, a byte where a name belongs) is false and
+// checkEnvelopeTokens decides, wording the refusal; so a body this accepts
+// is one the token scan accepts too. Syntax is not checked: the decoder
+// reports it, and up to a syntax error both scans see the same tokens.
+func envelopeClean(body []byte) bool {
+	type frame struct {
+		object, expectKey bool
+		names             int // where this object's names start in names
+	}
+	var stackBuf [16]frame
+	var namesBuf [cleanNamesInline][2]int // start and end of each name in body
+	stack, names := stackBuf[:0], namesBuf[:0]
+	afterValue := func() {
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].expectKey = true
+		}
+	}
+	for i := 0; i < len(body); {
+		c := body[i]
+		expectKey := len(stack) > 0 && stack[len(stack)-1].expectKey
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ':':
+			i++
+		case c == '{' || c == '[':
+			if expectKey || len(stack) >= MaxParamsDepth {
+				return false
+			}
+			stack = append(stack, frame{object: c == '{', expectKey: c == '{', names: len(names)})
+			i++
+		case c == '}' || c == ']':
+			if len(stack) == 0 {
+				return false
+			}
+			names = names[:stack[len(stack)-1].names]
+			stack = stack[:len(stack)-1]
+			afterValue()
+			i++
+		case c == '"':
+			j, escaped := i+1, false
+			for j < len(body) && body[j] != '"' {
+				if body[j] == '\\' {
+					escaped = true
+					j++
+				}
+				j++
+			}
+			if j >= len(body) {
+				return false // left open
+			}
+			if expectKey {
+				name := body[i+1 : j]
+				if escaped || utf8.RuneCount(name) > MaxParamNameLen || len(names) >= cleanScanNames {
+					return false
+				}
+				for _, o := range names[stack[len(stack)-1].names:] {
+					if bytes.Equal(body[o[0]:o[1]], name) {
+						return false
+					}
+				}
+				names = append(names, [2]int{i + 1, j})
+				stack[len(stack)-1].expectKey = false
+			} else {
+				afterValue()
+			}
+			i = j + 1
+		default: // a number, true, false or null: up to the next delimiter
+			if expectKey {
+				return false
+			}
+			for i < len(body) && !jsonDelimiter(body[i]) {
+				i++
+			}
+			afterValue()
+		}
+	}
+	return true
+}
+
+// jsonDelimiter reports a byte that ends a literal.
+func jsonDelimiter(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', ',', ':', '{', '}', '[', ']', '"':
+		return true
+	}
+	return false
 }
 
 // envFrame is one open object or array of checkEnvelope's scan.

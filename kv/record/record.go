@@ -37,7 +37,9 @@ type Bucket[T any] struct {
 	kv   jetstream.KeyValue
 	js   jetstream.JetStream
 	noun string
-	rep  *replicas // nil without js: no leader reads
+	rep  *replicas                // nil without js: no leader reads
+	echo *Echo[T]                 // nil: Decode always decodes
+	enc  func(*T) ([]byte, error) // nil: json.Marshal
 }
 
 // New wraps kv. js is needed only by UpdateAsync and CreateAsync (they
@@ -52,6 +54,13 @@ func New[T any](kv jetstream.KeyValue, js jetstream.JetStream, noun string) Buck
 
 // KV is the underlying bucket.
 func (b Bucket[T]) KV() jetstream.KeyValue { return b.kv }
+
+// WithEcho is b whose Decode first takes a value e holds for the bytes
+// (Echo), shared by every copy of the result.
+func (b Bucket[T]) WithEcho(e *Echo[T]) Bucket[T] {
+	b.echo = e
+	return b
+}
 
 // Get returns the record and its revision. A missing key is
 // jetstream.ErrKeyNotFound (wrapped by callers into their own sentinel).
@@ -87,6 +96,11 @@ func (b Bucket[T]) Get(ctx context.Context, key string) (*T, uint64, error) {
 
 // Decode parses one stored value.
 func (b Bucket[T]) Decode(data []byte) (*T, error) {
+	if b.echo != nil {
+		if v := b.echo.Take(data); v != nil {
+			return v, nil
+		}
+	}
 	var v T
 	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("corrupt %s record: %w", b.noun, err)
@@ -97,7 +111,7 @@ func (b Bucket[T]) Decode(data []byte) (*T, error) {
 // Create writes v under key if the key holds nothing; jetstream.ErrKeyExists
 // otherwise.
 func (b Bucket[T]) Create(ctx context.Context, key string, v *T) (uint64, error) {
-	data, err := json.Marshal(v)
+	data, err := b.Encode(v)
 	if err != nil {
 		return 0, err
 	}
@@ -125,7 +139,7 @@ func (b Bucket[T]) Update(ctx context.Context, key string, cur *T, rev uint64, f
 			}
 			return nil, 0, err
 		}
-		data, err := json.Marshal(&next)
+		data, err := b.Encode(&next)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -178,14 +192,42 @@ func (b Bucket[T]) CreateAsync(key string, v *T) (jetstream.PubAckFuture, error)
 	return b.publishAsync(key, v, 0)
 }
 
+// CreateEncodedAsync is CreateAsync of a value the caller encoded with
+// Encode, for a caller that needs the stored bytes too.
+func (b Bucket[T]) CreateEncodedAsync(key string, data []byte) (jetstream.PubAckFuture, error) {
+	return b.publishDataAsync(key, data, 0)
+}
+
+// Encode is the stored form of v, as every write of the bucket encodes it:
+// the bucket's encoder (WithEncoder), else json.Marshal.
+func (b Bucket[T]) Encode(v *T) ([]byte, error) {
+	if b.enc != nil {
+		return b.enc(v)
+	}
+	return json.Marshal(v)
+}
+
+// WithEncoder is b encoding its records with enc, which must write what
+// json.Marshal writes (compact, HTML-escaped JSON): for a type whose
+// MarshalJSON json.Marshal would run and then compact again, a second
+// pass over every byte.
+func (b Bucket[T]) WithEncoder(enc func(*T) ([]byte, error)) Bucket[T] {
+	b.enc = enc
+	return b
+}
+
 // publishAsync writes v to the key's subject expecting the key's last
 // revision to be rev (0: no value yet). This is the KV Update/Create wire
 // form, which the KV API offers only synchronously.
 func (b Bucket[T]) publishAsync(key string, v *T, rev uint64) (jetstream.PubAckFuture, error) {
-	data, err := json.Marshal(v)
+	data, err := b.Encode(v)
 	if err != nil {
 		return nil, err
 	}
+	return b.publishDataAsync(key, data, rev)
+}
+
+func (b Bucket[T]) publishDataAsync(key string, data []byte, rev uint64) (jetstream.PubAckFuture, error) {
 	m := nats.NewMsg(Subject(b.kv, key))
 	m.Data = data
 	return b.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(rev))

@@ -25,7 +25,12 @@ type Store struct {
 	b   record.Bucket[Entry]
 	js  jetstream.JetStream
 	cfg jetstream.KeyValueConfig
+	// echo holds the entries CreateAsync wrote, for this process's index
+	echo *record.Echo[Entry]
 }
+
+// echoSize bounds the entries written and not yet back through the watch.
+const echoSize = 256
 
 // Option adjusts the bucket config used when the bucket is first created.
 type Option func(*jetstream.KeyValueConfig)
@@ -56,7 +61,8 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if err != nil {
 		return nil, err
 	}
-	return &Store{b: record.New[Entry](kv, js, "session"), js: js, cfg: cfg}, nil
+	echo := record.NewEcho[Entry](echoSize)
+	return &Store{b: record.New[Entry](kv, js, "session").WithEcho(echo).WithEncoder((*Entry).encode), echo: echo, js: js, cfg: cfg}, nil
 }
 
 // recreate creates the bucket again, as Open did, after it was deleted.
@@ -90,8 +96,17 @@ func (s *Store) Create(ctx context.Context, e *Entry) (uint64, error) {
 // its acknowledgement (a spawn pipelines it behind its registry record);
 // the future's error is jetstream.ErrKeyExists-like (bus.IsWrongLastSeq)
 // when the key is taken.
+//
+// e passes to the store: this process's index (Index) takes it as the
+// decoded entry when its watch brings the write back (record.Echo), so the
+// caller must not use it afterwards.
 func (s *Store) CreateAsync(e *Entry) (jetstream.PubAckFuture, error) {
-	return s.b.CreateAsync(bus.EncodeKey(e.Key), e)
+	data, err := s.b.Encode(e)
+	if err != nil {
+		return nil, err
+	}
+	s.echo.Put(data, e)
+	return s.b.CreateEncodedAsync(bus.EncodeKey(e.Key), data)
 }
 
 // Update applies fn to the current entry and writes it back with

@@ -84,7 +84,9 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	}
 	var rec *Record
 	if ke.Operation() == jetstream.KeyValuePut {
-		if rec, err = decodeIndexed(ke.Value()); err != nil {
+		if rec = ix.reg.echo.Take(ke.Value()); rec != nil {
+			// this process's own write (Registry.CreateAsync), already decoded
+		} else if rec, err = decodeIndexed(ke.Value()); err != nil {
 			ix.log.Warn("sub-agent index: skipping a corrupt record", "key", key, "err", err)
 			rec = nil
 		}

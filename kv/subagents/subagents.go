@@ -134,7 +134,13 @@ type Registry struct {
 	bus.KVConfig // recreated by bus.Guard
 	b            record.Bucket[Record]
 	js           jetstream.JetStream
+	// echo holds the records CreateAsync wrote, for the index (they carry
+	// no run request, so Get never takes them)
+	echo *record.Echo[Record]
 }
+
+// echoSize bounds the records written and not yet back through the watch.
+const echoSize = 256
 
 // DefaultMaxAge is how long a record outlives its last write: the
 // `subagents list` window is at most a day (recentMinutes clamps to 1440),
@@ -158,7 +164,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{KVConfig: opened, b: record.New[Record](kv, js, "sub-agent"), js: js}, nil
+	return &Registry{KVConfig: opened, b: record.New[Record](kv, js, "sub-agent"), js: js, echo: record.NewEcho[Record](echoSize)}, nil
 }
 
 // KV is the underlying bucket.
@@ -176,9 +182,19 @@ func (r *Registry) Create(ctx context.Context, rec *Record) (uint64, error) {
 	return rev, nil
 }
 
-// CreateAsync is Create without waiting for the ack.
+// CreateAsync is Create without waiting for the ack. The record, without
+// its run request, is left for this process's index (record.Echo), whose
+// watch then applies it when the write comes back instead of decoding it
+// again.
 func (r *Registry) CreateAsync(rec *Record) (jetstream.PubAckFuture, error) {
-	return r.b.CreateAsync(bus.EncodeKey(rec.ChildSessionKey), rec)
+	data, err := r.b.Encode(rec)
+	if err != nil {
+		return nil, fmt.Errorf("register sub-agent %s: %w", rec.ChildSessionKey, err)
+	}
+	c := *rec
+	c.Request = nil // as decodeIndexed leaves it
+	r.echo.Put(data, &c)
+	return r.b.CreateEncodedAsync(bus.EncodeKey(rec.ChildSessionKey), data)
 }
 
 // Get returns a child's record; ErrNotFound when it has none.

@@ -1,7 +1,9 @@
 package subagents
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -128,5 +132,81 @@ func TestIndexFollowsControllersAndActivity(t *testing.T) {
 	ix.Each(func(*Record) bool { n++; return true })
 	if n != 3 {
 		t.Fatalf("Each saw %d records, want 3", n)
+	}
+}
+
+// A record this process writes (a spawn's registry record) is applied by
+// the watch from the record already in memory, not decoded again, and it
+// carries no run request there, as a decoded one does not.
+func TestIndexTakesOwnWriteWithoutDecoding(t *testing.T) {
+	reg, ix := open(t)
+	rec := child("agent:main:subagent:mine", "agent:main:main", "", 1)
+	rec.Request = &runqueue.Request{RunID: rec.RunID, SessionKey: rec.ChildSessionKey, Message: "m"}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := reg.CreateAsync(rec)
+	rev := bustest.Acked(t, f, err)
+	if err := ix.WaitApplied(ctx(t), rev); err != nil {
+		t.Fatal(err)
+	}
+	if v := reg.echo.Take(data); v != nil {
+		t.Fatalf("the watch decoded the write instead of taking it: %+v is still held", v)
+	}
+	// a registry no index follows keeps what it wrote (bounded): the
+	// record above was put, and taken by the watch
+	other, err := Open(ctx(t), reg.js, bus.NewNames(""), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec2 := child("agent:main:subagent:unwatched", "agent:main:main", "", 1)
+	data2, _ := json.Marshal(rec2)
+	if _, err := other.CreateAsync(rec2); err != nil {
+		t.Fatal(err)
+	}
+	if v := other.echo.Take(data2); v == nil || v.ChildSessionKey != rec2.ChildSessionKey || v == rec2 {
+		t.Fatalf("CreateAsync left %+v for the index, want a copy of the record", v)
+	}
+	got := ix.Get(rec.ChildSessionKey)
+	want := *rec
+	want.Request = nil
+	if got == nil || !reflect.DeepEqual(*got, want) {
+		t.Fatalf("index holds %+v, want %+v", got, want)
+	}
+	if rec.Request == nil {
+		t.Fatal("the caller's record lost its run request")
+	}
+	stored, _, err := reg.Get(ctx(t), rec.ChildSessionKey)
+	if err != nil || stored.Request == nil || stored.Request.Message != "m" {
+		t.Fatalf("stored record %+v %v", stored, err)
+	}
+}
+
+// The child entry a spawn writes is taken by its worker's index as built
+// (sessions.Store.CreateAsync, record.Echo), which is right only if it is
+// exactly what decoding its stored form gives.
+func TestChildEntryRoundTrips(t *testing.T) {
+	base := child("agent:main:subagent:rt", "agent:main:main", "", 7)
+	base.ChildSessionID, base.Label, base.Depth = "sid", "lbl", 2
+	base.SubagentRole, base.SubagentControlScope = "orchestrator", "children"
+	withModel := *base
+	withModel.Model, withModel.Thinking = "gpt-x", "high"
+	thread := *base
+	thread.Thread = true
+	thread.RequesterOrigin = &Origin{Channel: "slack", To: "C1", AccountID: "a", ThreadID: "t9"}
+	for _, rec := range []*Record{base, &withModel, &thread} {
+		e := ChildEntry(rec)
+		data, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back sessions.Entry
+		if err := json.Unmarshal(data, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(&back, e) {
+			t.Errorf("child entry %+v decodes as %+v", e, &back)
+		}
 	}
 }
