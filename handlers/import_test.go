@@ -55,6 +55,12 @@ func importFile(t *testing.T, s *handlerstest.Stack, key, body string) *handlers
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An import writes the store directly, not through the worker: its
+	// watched index (what sessions_list reads) has the entry only once the
+	// watch delivers it, as Stack.Import waits for too.
+	if err := d.Index.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	return res
 }
 
