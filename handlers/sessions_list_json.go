@@ -127,6 +127,15 @@ func appendOptString(b []byte, name, s string) []byte {
 	return appendJSONString(append(b, name...), s)
 }
 
+// jsonPlain is the bytes appendJSONString writes as they are: printable
+// ASCII but for " \ < > &.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // appendJSONString is encoding/json's string encoding with its default
 // HTML escaping: <, > and & as \u003c..., control bytes as \b \f \n \r \t
 // or \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
@@ -135,11 +144,11 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if jsonPlain[s[i]] { // most bytes of most strings: one lookup each
+			i++
+			continue
+		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':

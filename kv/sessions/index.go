@@ -464,12 +464,23 @@ func (ix *Index) Children(parent string) []*Entry {
 	return ix.entries(ix.children[parent])
 }
 
+// AppendChildren is Children appended to dst: a caller looking up the
+// children of many sessions (a list page) reuses one slice.
+func (ix *Index) AppendChildren(dst []*Entry, parent string) []*Entry {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.appendEntries(dst, ix.children[parent])
+}
+
 func (ix *Index) entries(slots []uint32) []*Entry {
-	out := make([]*Entry, len(slots))
-	for i, slot := range slots {
-		out[i] = ix.slots[slot]
+	return ix.appendEntries(make([]*Entry, 0, len(slots)), slots)
+}
+
+func (ix *Index) appendEntries(dst []*Entry, slots []uint32) []*Entry {
+	for _, slot := range slots {
+		dst = append(dst, ix.slots[slot])
 	}
-	return out
+	return dst
 }
 
 // Each calls fn for entries newest first until fn returns false. fn runs
