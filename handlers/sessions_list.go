@@ -49,6 +49,10 @@ type listRow struct {
 	AbortedLastRun     bool              `json:"abortedLastRun,omitempty"`
 	ChildSessions      []string          `json:"childSessions,omitempty"`
 	Messages           []json.RawMessage `json:"messages,omitempty"`
+
+	// plain: no string but DerivedTitle, LastMessagePreview and
+	// ChildSessions has a byte JSON escapes (facts.plain).
+	plain bool
 }
 
 type visibilityMeta struct {
@@ -448,6 +452,7 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 		TotalTokens:    e.TotalTokens,
 		Status:         e.Status,
 		AbortedLastRun: e.AbortedLastRun,
+		plain:          f.plain, // the key and parent as displayed too: as stored, or "main"
 	}
 	if p := e.Parent(); p != "" {
 		if ok, _, _ := guard.Check(p); ok {
