@@ -20,6 +20,9 @@ type facts struct {
 	// facts is written in JSON as it is, quoted (no byte to escape), so the
 	// row is encoded with copies instead of a scan per byte (issue 17).
 	plain bool
+	// parentAgent is the agent id of the parent key (e.Parent()) as
+	// Guard.Check would parse it on every listing of the row.
+	parentAgent string
 }
 
 // IndexDerive is the sessions.Derive hook workers index with (exported so the
@@ -49,6 +52,9 @@ func computeFacts(alias rules.Alias, e *sessions.Entry) *facts {
 		malformed: rules.ClassifyKeyShape(e.Key) == rules.ShapeMalformedAgent,
 		cronRun:   rules.IsCronRunKey(e.Key),
 		subagent:  rules.IsSubagentKey(e.Key),
+	}
+	if p := e.Parent(); p != "" {
+		f.parentAgent = rules.AgentIDFromKey(p)
 	}
 	f.plain = jsonPlainStrings(e.Key, e.SessionID, e.Label, e.Group, e.DisplayName, e.ParentSessionKey, e.SpawnedBy,
 		e.Model, e.Status, f.agentID, f.kind, f.channel)

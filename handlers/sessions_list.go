@@ -404,7 +404,8 @@ func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int
 
 func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*sessions.Entry, guard rules.Guard, sc *listScratch) []*listRow {
 	sc.rows = slices.Grow(sc.rows[:0], len(es))[:len(es)]
-	sc.ptrs = slices.Grow(sc.ptrs[:0], len(es))[:len(es)]
+	// never nil: a page with no rows is "sessions":[], not null
+	sc.ptrs = slices.Grow(sc.ptrs[:0], max(len(es), 1))[:len(es)]
 	rows := sc.ptrs
 	for i, e := range es {
 		rows[i] = &sc.rows[i]
@@ -455,7 +456,7 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 		plain:          f.plain, // the key and parent as displayed too: as stored, or "main"
 	}
 	if p := e.Parent(); p != "" {
-		if ok, _, _ := guard.Check(p); ok {
+		if ok, _, _ := guard.CheckAgent(p, f.parentAgent); ok { // guard.Check(p), the key parsed once
 			row.ParentSessionKey = r.alias.Display(p)
 		}
 	}
