@@ -283,7 +283,11 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		res.NextOffset = &next
 	}
 	if r.visibility != rules.VisibilityAll {
-		res.Visibility = &visibilityMeta{Mode: string(r.visibility), Restricted: true, Warning: rules.VisibilityWarning(r.visibility)}
+		warning, ok := listWarnings[r.visibility]
+		if !ok {
+			warning = rules.VisibilityWarning(r.visibility)
+		}
+		res.Visibility = &visibilityMeta{Mode: string(r.visibility), Restricted: true, Warning: warning}
 	}
 	b, err := fitBudgetInto(sc.reply[:0], res, q.offset)
 	if err != nil {
@@ -293,6 +297,16 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	sc.reply = b
 	return &bus.Lent{Data: b, Release: sc.release}, nil
 }
+
+// listWarnings is rules.VisibilityWarning of each visibility, formatted
+// once instead of on every call.
+var listWarnings = func() map[rules.Visibility]string {
+	m := map[rules.Visibility]string{}
+	for _, v := range []rules.Visibility{rules.VisibilitySelf, rules.VisibilityTree, rules.VisibilityAgent, rules.VisibilityAll} {
+		m[v] = rules.VisibilityWarning(v)
+	}
+	return m
+}()
 
 // listScratch is one call's working memory, pooled: a page of 100 rows and
 // its 30 KiB reply were about 75 KB of garbage per call, and on a worker
