@@ -20,9 +20,11 @@ type facts struct {
 	// facts is written in JSON as it is, quoted (no byte to escape), so the
 	// row is encoded with copies instead of a scan per byte (issue 17).
 	plain bool
-	// parentAgent is the agent id of the parent key (e.Parent()) as
-	// Guard.Check would parse it on every listing of the row.
-	parentAgent string
+	// parentSameAgent: the parent key (e.Parent()) parses to agentID, so
+	// Guard.Check(parent) is CheckAgent(parent, agentID) without parsing
+	// the key on every listing of the row (a bool: in the padding, where a
+	// string would take 16 bytes per session).
+	parentSameAgent bool
 }
 
 // IndexDerive is the sessions.Derive hook workers index with (exported so the
@@ -54,7 +56,7 @@ func computeFacts(alias rules.Alias, e *sessions.Entry) *facts {
 		subagent:  rules.IsSubagentKey(e.Key),
 	}
 	if p := e.Parent(); p != "" {
-		f.parentAgent = rules.AgentIDFromKey(p)
+		f.parentSameAgent = rules.AgentIDFromKey(p) == agentID
 	}
 	f.plain = jsonPlainStrings(e.Key, e.SessionID, e.Label, e.Group, e.DisplayName, e.ParentSessionKey, e.SpawnedBy,
 		e.Model, e.Status, f.agentID, f.kind, f.channel)

@@ -470,7 +470,13 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 		plain:          f.plain, // the key and parent as displayed too: as stored, or "main"
 	}
 	if p := e.Parent(); p != "" {
-		if ok, _, _ := guard.CheckAgent(p, f.parentAgent); ok { // guard.Check(p), the key parsed once
+		var ok bool
+		if f.parentSameAgent {
+			ok, _, _ = guard.CheckAgent(p, f.agentID) // guard.Check(p), the key parsed once
+		} else {
+			ok, _, _ = guard.Check(p)
+		}
+		if ok {
 			row.ParentSessionKey = r.alias.Display(p)
 		}
 	}
