@@ -51,8 +51,9 @@ type listRow struct {
 	Messages           []json.RawMessage `json:"messages,omitempty"`
 
 	// plain: no string but DerivedTitle, LastMessagePreview and
-	// ChildSessions has a byte JSON escapes (facts.plain).
-	plain bool
+	// ChildSessions has a byte JSON escapes (facts.plain); plainKids: no
+	// string of ChildSessions has one.
+	plain, plainKids bool
 }
 
 type visibilityMeta struct {
@@ -482,15 +483,21 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 	}
 	sc.kids = d.Index.AppendChildren(sc.kids[:0], e.Key)
 	from := len(sc.names)
+	row.plainKids = true
 	for _, c := range sc.kids {
-		if ok, _, _ := guard.CheckAgent(c.Key, r.facts(c).agentID); ok {
-			sc.names = append(sc.names, r.alias.Display(c.Key))
+		cf := r.facts(c)
+		if ok, _, _ := guard.CheckAgent(c.Key, cf.agentID); !ok {
+			continue
 		}
+		sc.names = append(sc.names, r.alias.Display(c.Key))
+		row.plainKids = row.plainKids && cf.plain // its key, or "main"
 	}
 	if to := len(sc.names); to > from {
 		// a later append may move sc.names; this row keeps its own part
 		row.ChildSessions = sc.names[from:to:to]
-		sort.Strings(row.ChildSessions)
+		if !slices.IsSorted(row.ChildSessions) { // the index keeps them by key: only "main" can move
+			sort.Strings(row.ChildSessions)
+		}
 	}
 }
 

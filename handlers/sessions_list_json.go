@@ -113,11 +113,15 @@ func appendRow(b []byte, r *listRow) []byte {
 	}
 	if len(r.ChildSessions) > 0 {
 		b = append(b, `,"childSessions":[`...)
+		str := appendJSONString
+		if r.plainKids {
+			str = appendPlainString
+		}
 		for i, c := range r.ChildSessions {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, c)
+			b = str(b, c)
 		}
 		b = append(b, ']')
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -323,7 +324,9 @@ func (ix *Index) link(slot uint32, e *Entry) {
 	ix.order.ReplaceOrInsert(slot)
 	for _, p := range parents(e) {
 		kids, had := ix.children[p]
-		ix.children[p] = append(kids, slot)
+		// by key, so a list row's childSessions need no sort per call
+		at, _ := slices.BinarySearchFunc(kids, e.Key, func(s uint32, key string) int { return strings.Compare(ix.slots[s].Key, key) })
+		ix.children[p] = slices.Insert(kids, at, slot)
 		if !had {
 			ix.parentsF.add(p, ix.children)
 		}
@@ -515,7 +518,8 @@ func (ix *Index) IsChild(parent, child string) bool {
 	return ok && slices.Contains(ix.children[parent], slot)
 }
 
-// Children returns the sessions whose spawnedBy or parentSessionKey is parent.
+// Children returns the sessions whose spawnedBy or parentSessionKey is
+// parent, ordered by key.
 func (ix *Index) Children(parent string) []*Entry {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()

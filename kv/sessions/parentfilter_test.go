@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -23,7 +24,7 @@ type opKE struct {
 
 func (o opKE) Operation() jetstream.KeyValueOp { return o.op }
 
-// The parent filter only skips lookups: through puts, lineage changes and
+// Children are kept ordered by key, and the parent filter only skips lookups: through puts, lineage changes and
 // deletes (and the filter's rebuilds), AppendChildren finds exactly the
 // children Children does, and a key that never had children is mostly
 // answered by the filter alone.
@@ -67,6 +68,9 @@ func TestAppendChildrenMatchesChildrenThroughChurn(t *testing.T) {
 			want, got := ix.Children(p), ix.AppendChildren(nil, p)
 			if !slices.Equal(want, got) {
 				t.Fatalf("op %d: children of %s: AppendChildren %d, Children %d", op, p, len(got), len(want))
+			}
+			if !slices.IsSortedFunc(want, func(a, b *Entry) int { return strings.Compare(a.Key, b.Key) }) {
+				t.Fatalf("op %d: children of %s not ordered by key", op, p)
 			}
 		}
 	}
