@@ -291,13 +291,32 @@ func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter b
 	go func() {
 		defer func() { <-s.sem; s.wg.Done() }()
 		req := &Request{Tool: ep.name, Caller: caller, Body: m.Data, Header: m.Header}
-		s.finish(ep, start, m.Reply, s.handle(ep, req))
+		msg, release := s.handle(ep, req)
+		s.finish(ep, start, m.Reply, msg)
+		if release != nil {
+			release() // published: the connection holds its own copy
+		}
 	}()
 }
 
-// handle runs the tool and builds its reply.
-func (s *Service) handle(ep *endpoint, req *Request) *nats.Msg {
+// Lent is an encoded result whose buffer its handler takes back once the
+// reply is published (publishing copies it into the connection's buffer):
+// a large reply such as sessions_list's 30 KiB page then reuses one pooled
+// buffer instead of allocating one per call, which on a worker holding a
+// large session index means fewer garbage collections, each marking the
+// whole index (issue 17). Release is called once, after the reply is sent.
+type Lent struct {
+	Data    json.RawMessage
+	Release func()
+}
+
+// handle runs the tool and builds its reply; release, when not nil, is
+// called once the reply is sent.
+func (s *Service) handle(ep *endpoint, req *Request) (_ *nats.Msg, release func()) {
 	res, err := ep.h.Handle(s.ctx, req)
+	if lent, ok := res.(*Lent); ok && err == nil {
+		return &nats.Msg{Data: lent.Data}, lent.Release
+	}
 	if err != nil {
 		e, ok := AsError(err)
 		switch {
@@ -310,14 +329,14 @@ func (s *Service) handle(ep *endpoint, req *Request) *nats.Msg {
 			s.log.Error("tool failed", "tool", ep.name, "caller", req.Caller.SessionKey, "err", err)
 			e = Errorf(CodeInternal, "internal error in %s; see worker logs", ep.name)
 		}
-		return errorMsg(e)
+		return errorMsg(e), nil
 	}
 	data, err := encodeReply(res)
 	if err != nil {
 		s.log.Error("encode reply", "tool", ep.name, "err", err)
-		return errorMsg(Errorf(CodeInternal, "internal error encoding %s reply", ep.name))
+		return errorMsg(Errorf(CodeInternal, "internal error encoding %s reply", ep.name)), nil
 	}
-	return &nats.Msg{Data: data}
+	return &nats.Msg{Data: data}, nil
 }
 
 // finish sends the reply and counts the request on its endpoint, with the

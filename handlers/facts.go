@@ -16,6 +16,15 @@ type facts struct {
 	malformed bool
 	cronRun   bool
 	subagent  bool
+	// plain: every string a sessions_list row takes from the entry or these
+	// facts is written in JSON as it is, quoted (no byte to escape), so the
+	// row is encoded with copies instead of a scan per byte (issue 17).
+	plain bool
+	// parentSameAgent: the parent key (e.Parent()) parses to agentID, so
+	// Guard.Check(parent) is CheckAgent(parent, agentID) without parsing
+	// the key on every listing of the row (a bool: in the padding, where a
+	// string would take 16 bytes per session).
+	parentSameAgent bool
 }
 
 // IndexDerive is the sessions.Derive hook workers index with (exported so the
@@ -38,7 +47,7 @@ func computeFacts(alias rules.Alias, e *sessions.Entry) *facts {
 	if agentID == "" {
 		agentID = rules.AgentIDFromKey(e.Key)
 	}
-	return &facts{
+	f := &facts{
 		agentID:   agentID,
 		kind:      kind,
 		channel:   rules.DeriveChannel(kind, e.Channel, origin, last, e.Key),
@@ -46,6 +55,12 @@ func computeFacts(alias rules.Alias, e *sessions.Entry) *facts {
 		cronRun:   rules.IsCronRunKey(e.Key),
 		subagent:  rules.IsSubagentKey(e.Key),
 	}
+	if p := e.Parent(); p != "" {
+		f.parentSameAgent = rules.AgentIDFromKey(p) == agentID
+	}
+	f.plain = jsonPlainStrings(e.Key, e.SessionID, e.Label, e.Group, e.DisplayName, e.ParentSessionKey, e.SpawnedBy,
+		e.Model, e.Status, f.agentID, f.kind, f.channel)
+	return f
 }
 
 func (r *requester) facts(e *sessions.Entry) *facts {

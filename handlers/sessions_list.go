@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,11 @@ type listRow struct {
 	AbortedLastRun     bool              `json:"abortedLastRun,omitempty"`
 	ChildSessions      []string          `json:"childSessions,omitempty"`
 	Messages           []json.RawMessage `json:"messages,omitempty"`
+
+	// plain: no string but DerivedTitle, LastMessagePreview and
+	// ChildSessions has a byte JSON escapes (facts.plain); plainKids: no
+	// string of ChildSessions has one.
+	plain, plainKids bool
 }
 
 type visibilityMeta struct {
@@ -223,7 +229,8 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	// server round trip, and a barrier would double the call's cost.
 	guard := d.guard(r, rules.ActionList)
 	nowMs := d.Now().UnixMilli()
-	var picked []*sessions.Entry
+	sc := listScratchPool.Get().(*listScratch)
+	picked := sc.picked[:0]
 	skipped, hasMore := 0, false
 	take := func(e *sessions.Entry) bool {
 		if skipped < q.offset {
@@ -264,19 +271,77 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	}
 	if q.archived != "false" && !hasMore {
 		if err := d.eachArchived(ctx, r, q, guard, take); err != nil {
+			sc.picked = picked
+			sc.release()
 			return nil, err
 		}
 	}
-	rows := d.buildRows(ctx, r, q, picked, guard)
+	sc.picked = picked
+	rows := d.buildRows(ctx, r, q, picked, guard, sc)
 	res := &listResult{Sessions: rows, HasMore: hasMore, LimitApplied: limit}
 	if hasMore {
 		next := q.offset + len(rows)
 		res.NextOffset = &next
 	}
 	if r.visibility != rules.VisibilityAll {
-		res.Visibility = &visibilityMeta{Mode: string(r.visibility), Restricted: true, Warning: rules.VisibilityWarning(r.visibility)}
+		warning, ok := listWarnings[r.visibility]
+		if !ok {
+			warning = rules.VisibilityWarning(r.visibility)
+		}
+		res.Visibility = &visibilityMeta{Mode: string(r.visibility), Restricted: true, Warning: warning}
 	}
-	return fitBudget(res, q.offset)
+	b, err := fitBudgetInto(sc.reply[:0], res, q.offset)
+	if err != nil {
+		sc.release()
+		return nil, err
+	}
+	sc.reply = b
+	return &bus.Lent{Data: b, Release: sc.release}, nil
+}
+
+// listWarnings is rules.VisibilityWarning of each visibility, formatted
+// once instead of on every call.
+var listWarnings = func() map[rules.Visibility]string {
+	m := map[rules.Visibility]string{}
+	for _, v := range []rules.Visibility{rules.VisibilitySelf, rules.VisibilityTree, rules.VisibilityAgent, rules.VisibilityAll} {
+		m[v] = rules.VisibilityWarning(v)
+	}
+	return m
+}()
+
+// listScratch is one call's working memory, pooled: a page of 100 rows and
+// its 30 KiB reply were about 75 KB of garbage per call, and on a worker
+// holding a large index every garbage collection marks all of it, on the
+// cores the calls run on (issue 17).
+type listScratch struct {
+	picked []*sessions.Entry
+	rows   []listRow
+	ptrs   []*listRow
+	kids   []*sessions.Entry // one row's children
+	names  []string          // every row's childSessions
+	reply  []byte
+}
+
+var listScratchPool = sync.Pool{New: func() any { return new(listScratch) }}
+
+// listScratchMaxReply is the largest reply buffer kept for the next call:
+// a page within the budget fits; a rare larger one is not kept.
+const listScratchMaxReply = 2 * listBudgetBytes
+
+// release drops what the call referenced (so a pooled scratch keeps no
+// entry alive) and returns sc to the pool, once its reply is sent.
+func (sc *listScratch) release() {
+	clear(sc.picked)
+	clear(sc.rows)
+	clear(sc.ptrs)
+	clear(sc.kids)
+	clear(sc.names)
+	sc.picked, sc.rows, sc.ptrs, sc.kids, sc.names = sc.picked[:0], sc.rows[:0], sc.ptrs[:0], sc.kids[:0], sc.names[:0]
+	if cap(sc.reply) > listScratchMaxReply {
+		sc.reply = nil
+	}
+	sc.reply = sc.reply[:0]
+	listScratchPool.Put(sc)
 }
 
 // listCandidates is the small set tree/self visibility (or a spawned-only
@@ -352,10 +417,14 @@ func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int
 	return true
 }
 
-func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*sessions.Entry, guard rules.Guard) []*listRow {
-	rows := make([]*listRow, len(es))
+func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*sessions.Entry, guard rules.Guard, sc *listScratch) []*listRow {
+	sc.rows = slices.Grow(sc.rows[:0], len(es))[:len(es)]
+	// never nil: a page with no rows is "sessions":[], not null
+	sc.ptrs = slices.Grow(sc.ptrs[:0], max(len(es), 1))[:len(es)]
+	rows := sc.ptrs
 	for i, e := range es {
-		rows[i] = d.baseRow(r, e, guard)
+		rows[i] = &sc.rows[i]
+		d.baseRow(rows[i], r, e, guard, sc)
 	}
 	if q.messageLimit == 0 && !q.derivedTitles && !q.lastMessage {
 		return rows
@@ -377,9 +446,11 @@ func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*
 	return rows
 }
 
-func (d *Deps) baseRow(r *requester, e *sessions.Entry, guard rules.Guard) *listRow {
+// baseRow fills row (its previous contents overwritten) for e, its
+// children's keys kept in sc.
+func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rules.Guard, sc *listScratch) {
 	f := r.facts(e)
-	row := &listRow{
+	*row = listRow{
 		Key:            r.alias.Display(e.Key),
 		SessionID:      e.SessionID,
 		AgentID:        f.agentID,
@@ -397,19 +468,37 @@ func (d *Deps) baseRow(r *requester, e *sessions.Entry, guard rules.Guard) *list
 		TotalTokens:    e.TotalTokens,
 		Status:         e.Status,
 		AbortedLastRun: e.AbortedLastRun,
+		plain:          f.plain, // the key and parent as displayed too: as stored, or "main"
 	}
 	if p := e.Parent(); p != "" {
-		if ok, _, _ := guard.Check(p); ok {
+		var ok bool
+		if f.parentSameAgent {
+			ok, _, _ = guard.CheckAgent(p, f.agentID) // guard.Check(p), the key parsed once
+		} else {
+			ok, _, _ = guard.Check(p)
+		}
+		if ok {
 			row.ParentSessionKey = r.alias.Display(p)
 		}
 	}
-	for _, c := range d.Index.Children(e.Key) {
-		if ok, _, _ := guard.CheckAgent(c.Key, r.facts(c).agentID); ok {
-			row.ChildSessions = append(row.ChildSessions, r.alias.Display(c.Key))
+	sc.kids = d.Index.AppendChildren(sc.kids[:0], e.Key)
+	from := len(sc.names)
+	row.plainKids = true
+	for _, c := range sc.kids {
+		cf := r.facts(c)
+		if ok, _, _ := guard.CheckAgent(c.Key, cf.agentID); !ok {
+			continue
+		}
+		sc.names = append(sc.names, r.alias.Display(c.Key))
+		row.plainKids = row.plainKids && cf.plain // its key, or "main"
+	}
+	if to := len(sc.names); to > from {
+		// a later append may move sc.names; this row keeps its own part
+		row.ChildSessions = sc.names[from:to:to]
+		if !slices.IsSorted(row.ChildSessions) { // the index keeps them by key: only "main" can move
+			sort.Strings(row.ChildSessions)
 		}
 	}
-	sort.Strings(row.ChildSessions)
-	return row
 }
 
 func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *sessions.Entry, row *listRow) {
@@ -437,8 +526,14 @@ func (d *Deps) enrichRow(ctx context.Context, q *listQuery, e *sessions.Entry, r
 // encoded once (again only if its enrichment is dropped); the candidate
 // replies reuse those bytes.
 func fitBudget(res *listResult, offset int) (json.RawMessage, error) {
+	return fitBudgetInto(nil, res, offset)
+}
+
+// fitBudgetInto is fitBudget writing the reply that fits as it is (the
+// usual case) into buf, grown if needed.
+func fitBudgetInto(buf []byte, res *listResult, offset int) (json.RawMessage, error) {
 	res.Count = len(res.Sessions)
-	if b := appendResult(make([]byte, 0, replySizeHint(res)), res, nil); len(b) <= listBudgetBytes {
+	if b := appendResult(slices.Grow(buf[:0], replySizeHint(res)), res, nil); len(b) <= listBudgetBytes {
 		return b, nil
 	}
 	x := encodeRows(res.Sessions)

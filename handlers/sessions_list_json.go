@@ -67,25 +67,29 @@ func appendRow(b []byte, r *listRow) []byte {
 		enc, _ := json.Marshal(r)
 		return append(b, enc...)
 	}
+	str := appendJSONString
+	if r.plain {
+		str = appendPlainString
+	}
 	b = append(b, `{"key":`...)
-	b = appendJSONString(b, r.Key)
-	b = appendOptString(b, `,"sessionId":`, r.SessionID)
+	b = str(b, r.Key)
+	b = appendOptString(b, `,"sessionId":`, r.SessionID, str)
 	b = append(b, `,"agentId":`...)
-	b = appendJSONString(b, r.AgentID)
+	b = str(b, r.AgentID)
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, r.Kind)
+	b = str(b, r.Kind)
 	b = append(b, `,"channel":`...)
-	b = appendJSONString(b, r.Channel)
+	b = str(b, r.Channel)
 	b = append(b, `,"archived":`...)
 	b = strconv.AppendBool(b, r.Archived)
 	b = append(b, `,"pinned":`...)
 	b = strconv.AppendBool(b, r.Pinned)
-	b = appendOptString(b, `,"label":`, r.Label)
-	b = appendOptString(b, `,"group":`, r.Group)
-	b = appendOptString(b, `,"displayName":`, r.DisplayName)
-	b = appendOptString(b, `,"derivedTitle":`, r.DerivedTitle)
-	b = appendOptString(b, `,"lastMessagePreview":`, r.LastMessagePreview)
-	b = appendOptString(b, `,"parentSessionKey":`, r.ParentSessionKey)
+	b = appendOptString(b, `,"label":`, r.Label, str)
+	b = appendOptString(b, `,"group":`, r.Group, str)
+	b = appendOptString(b, `,"displayName":`, r.DisplayName, str)
+	b = appendOptString(b, `,"derivedTitle":`, r.DerivedTitle, appendJSONString)
+	b = appendOptString(b, `,"lastMessagePreview":`, r.LastMessagePreview, appendJSONString)
+	b = appendOptString(b, `,"parentSessionKey":`, r.ParentSessionKey, str)
 	if r.UpdatedAt != 0 {
 		b = append(b, `,"updatedAt":`...)
 		b = strconv.AppendInt(b, r.UpdatedAt, 10)
@@ -94,7 +98,7 @@ func appendRow(b []byte, r *listRow) []byte {
 		b = append(b, `,"stateVersion":`...)
 		b = strconv.AppendUint(b, r.StateVersion, 10)
 	}
-	b = appendOptString(b, `,"model":`, r.Model)
+	b = appendOptString(b, `,"model":`, r.Model, str)
 	if r.ContextTokens != 0 {
 		b = append(b, `,"contextTokens":`...)
 		b = strconv.AppendInt(b, r.ContextTokens, 10)
@@ -103,29 +107,63 @@ func appendRow(b []byte, r *listRow) []byte {
 		b = append(b, `,"totalTokens":`...)
 		b = strconv.AppendInt(b, r.TotalTokens, 10)
 	}
-	b = appendOptString(b, `,"status":`, r.Status)
+	b = appendOptString(b, `,"status":`, r.Status, str)
 	if r.AbortedLastRun {
 		b = append(b, `,"abortedLastRun":true`...)
 	}
 	if len(r.ChildSessions) > 0 {
 		b = append(b, `,"childSessions":[`...)
+		str := appendJSONString
+		if r.plainKids {
+			str = appendPlainString
+		}
 		for i, c := range r.ChildSessions {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, c)
+			b = str(b, c)
 		}
 		b = append(b, ']')
 	}
 	return append(b, '}')
 }
 
-func appendOptString(b []byte, name, s string) []byte {
+func appendOptString(b []byte, name, s string, str func([]byte, string) []byte) []byte {
 	if s == "" {
 		return b
 	}
-	return appendJSONString(append(b, name...), s)
+	return str(append(b, name...), s)
 }
+
+// appendPlainString is appendJSONString for a string jsonPlainStrings
+// accepted.
+func appendPlainString(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// jsonPlainStrings reports whether no byte of ss is one appendJSONString
+// escapes.
+func jsonPlainStrings(ss ...string) bool {
+	for _, s := range ss {
+		for i := 0; i < len(s); i++ {
+			if !jsonPlain[s[i]] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// jsonPlain is the bytes appendJSONString writes as they are: printable
+// ASCII but for " \ < > &.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // appendJSONString is encoding/json's string encoding with its default
 // HTML escaping: <, > and & as \u003c..., control bytes as \b \f \n \r \t
@@ -135,11 +173,11 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if jsonPlain[s[i]] { // most bytes of most strings: one lookup each
+			i++
+			continue
+		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':
