@@ -150,8 +150,10 @@ const chainSetupWrites = 2
 // writesPerCall is, per stream, the messages stored over calls calls,
 // once the last run's writes off the caller's path are done too.
 func (c *chain) writesPerCall(ctx context.Context, calls int) (map[string]float64, error) {
-	c.gw.mu.Lock() // the last run holds it until its last wave is acknowledged
-	c.gw.mu.Unlock()
+	// The last run holds mu until its last wave is acknowledged; holding it
+	// while counting keeps any run from writing meanwhile.
+	c.gw.mu.Lock()
+	defer c.gw.mu.Unlock()
 	per := map[string]float64{}
 	stored := uint64(0)
 	for _, name := range c.streams {
