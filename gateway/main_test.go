@@ -1,20 +1,12 @@
 package gateway
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(bustest.CheckLeaks(m.Run()))
 }

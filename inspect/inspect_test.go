@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
@@ -16,14 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(bustest.CheckLeaks(m.Run()))
 }
 
 // TestReadRuns: only unfinished runs older than StuckAfter are stuck, by

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
 var (
@@ -36,13 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
+	code := bustest.CheckLeaks(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -1,21 +1,14 @@
 package transcripts
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	benchShutdown() // the benchmark fixture outlives single benchmarks
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(bustest.CheckLeaks(code))
 }
