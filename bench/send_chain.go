@@ -98,6 +98,10 @@ func runChainShape(ctx context.Context, e *env, shape chainShape) (Result, error
 		return Result{}, err
 	}
 	defer c.close(context.WithoutCancel(ctx))
+	before, err := streamLastSeqs(cctx, c.js, c.streams) // after the set-up's writes
+	if err != nil {
+		return Result{}, err
+	}
 	var n atomic.Int64
 	r, err := measure(ctx, e.sz.send, func() error {
 		id := strconv.FormatInt(n.Add(1), 10)
@@ -120,13 +124,9 @@ func runChainShape(ctx context.Context, e *env, shape chainShape) (Result, error
 		return r, err
 	}
 	calls := e.sz.send.warm + e.sz.send.ops
-	per, err := c.writesPerCall(cctx, calls)
+	per, total, err := c.writesPerCall(cctx, before, calls)
 	if err != nil {
 		return r, err
-	}
-	total := 0.0
-	for _, w := range per {
-		total += w
 	}
 	r.WritesPerSend = per
 	r.Dataset += fmt.Sprintf("; %.2f stream writes per call (%s)", total, writesLine(per))
@@ -143,42 +143,20 @@ type chain struct {
 	gwErr    atomic.Pointer[error]
 }
 
-// chainSetupWrites are the records written before the first call: the
-// lane and the session entry.
-const chainSetupWrites = 2
-
-// writesPerCall is, per stream, the messages stored over calls calls,
-// once the last run's writes off the caller's path are done too.
-func (c *chain) writesPerCall(ctx context.Context, calls int) (map[string]float64, error) {
+// writesPerCall is, per stream, the messages stored since before (the
+// streams' last sequences) divided by calls, once the last run's writes off
+// the caller's path are done too.
+func (c *chain) writesPerCall(ctx context.Context, before map[string]uint64, calls int) (map[string]float64, float64, error) {
 	// The last run holds mu until its last wave is acknowledged; holding it
 	// while counting keeps any run from writing meanwhile.
 	c.gw.mu.Lock()
 	defer c.gw.mu.Unlock()
-	per := map[string]float64{}
-	stored := uint64(0)
-	for _, name := range c.streams {
-		st, err := c.js.Stream(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		stored += st.CachedInfo().State.LastSeq
-		if d := st.CachedInfo().State.LastSeq; d > 0 {
-			per[name] = float64(d)
-		}
+	after, err := streamLastSeqs(ctx, c.js, c.streams)
+	if err != nil {
+		return nil, 0, err
 	}
-	if stored < chainSetupWrites {
-		return nil, fmt.Errorf("chain streams hold %d messages, fewer than the set-up's %d", stored, chainSetupWrites)
-	}
-	for _, name := range []string{"KV_" + chainPrefix + "lanes", "KV_" + chainPrefix + "sessions"} {
-		per[name]--
-		if per[name] == 0 {
-			delete(per, name)
-		}
-	}
-	for name, n := range per {
-		per[name] = round(n/float64(calls), 2)
-	}
-	return per, nil
+	per, total := writesPer(before, after, calls)
+	return per, total, nil
 }
 
 func (c *chain) gatewayErr() error {

@@ -33,37 +33,52 @@ func runSendConcurrent(ctx context.Context, e *env) (Result, error) {
 	}
 	p := e.sz.sendTput
 	sends := 1 + max(p.warm/sendSenders, 1)*sendSenders + max(p.ops/sendSenders, 1)*sendSenders // checkFirstSend, warm-up, timed
-	per := map[string]float64{}
-	total := 0.0
-	for name, seq := range after {
-		if d := seq - before[name]; d > 0 {
-			w := round(float64(d)/float64(sends), 2)
-			per[name], total = w, total+w
-		}
-	}
+	per, total := writesPer(before, after, sends)
 	r.WritesPerSend = per
 	r.Dataset += fmt.Sprintf("; %.2f stream writes per send (%s)", total, writesLine(per))
 	return r, nil
+}
+
+// writesPer is, per stream, the messages stored between the last sequences
+// before and after, divided by n (rounded), leaving out streams that stored
+// none; total is their sum.
+func writesPer(before, after map[string]uint64, n int) (per map[string]float64, total float64) {
+	per = map[string]float64{}
+	for name, seq := range after {
+		if d := seq - before[name]; d > 0 {
+			w := round(float64(d)/float64(n), 2)
+			per[name], total = w, total+w
+		}
+	}
+	return per, total
 }
 
 // lastSeqs is the last sequence of every stream but the bench's own.
 func (e *env) lastSeqs(ctx context.Context) (map[string]uint64, error) {
 	cctx, cancel := opCtx(ctx)
 	defer cancel()
-	out := map[string]uint64{}
+	var ours []string
 	names := e.js.StreamNames(cctx)
 	for name := range names.Name() {
-		if strings.HasPrefix(name, "BENCH_") || strings.HasPrefix(name, "KV_bench_") {
-			continue
+		if !strings.HasPrefix(name, "BENCH_") && !strings.HasPrefix(name, "KV_bench_") {
+			ours = append(ours, name)
 		}
-		st, err := e.js.Stream(cctx, name)
+	}
+	if err := names.Err(); err != nil && err != jetstream.ErrEndOfData {
+		return nil, err
+	}
+	return streamLastSeqs(cctx, e.js, ours)
+}
+
+// streamLastSeqs is the last sequence of each named stream.
+func streamLastSeqs(ctx context.Context, js jetstream.JetStream, names []string) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(names))
+	for _, name := range names {
+		st, err := js.Stream(ctx, name)
 		if err != nil {
 			return nil, err
 		}
 		out[name] = st.CachedInfo().State.LastSeq
-	}
-	if err := names.Err(); err != nil && err != jetstream.ErrEndOfData {
-		return nil, err
 	}
 	return out, nil
 }
