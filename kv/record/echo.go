@@ -20,6 +20,10 @@ type Echo[T any] struct {
 	next int
 }
 
+// EchoSize is the bound a store's echo is made with: writes not yet back
+// through the watch (a spawn's, a few at a time).
+const EchoSize = 256
+
 // NewEcho holds up to size values.
 func NewEcho[T any](size int) *Echo[T] {
 	return &Echo[T]{vals: make(map[string]*T, size), ring: make([]string, max(size, 1))}

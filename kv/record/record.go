@@ -192,9 +192,15 @@ func (b Bucket[T]) CreateAsync(key string, v *T) (jetstream.PubAckFuture, error)
 	return b.publishAsync(key, v, 0)
 }
 
-// CreateEncodedAsync is CreateAsync of a value the caller encoded with
-// Encode, for a caller that needs the stored bytes too.
-func (b Bucket[T]) CreateEncodedAsync(key string, data []byte) (jetstream.PubAckFuture, error) {
+// CreateAsyncEchoed is CreateAsync that leaves watched in e for the stored
+// bytes (Echo): what this process's watch takes as their decoding when the
+// write comes back, v itself or the copy its index keeps.
+func (b Bucket[T]) CreateAsyncEchoed(key string, v *T, e *Echo[T], watched *T) (jetstream.PubAckFuture, error) {
+	data, err := b.Encode(v)
+	if err != nil {
+		return nil, err
+	}
+	e.Put(data, watched)
 	return b.publishDataAsync(key, data, 0)
 }
 

@@ -29,9 +29,6 @@ type Store struct {
 	echo *record.Echo[Entry]
 }
 
-// echoSize bounds the entries written and not yet back through the watch.
-const echoSize = 256
-
 // Option adjusts the bucket config used when the bucket is first created.
 type Option func(*jetstream.KeyValueConfig)
 
@@ -61,7 +58,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if err != nil {
 		return nil, err
 	}
-	echo := record.NewEcho[Entry](echoSize)
+	echo := record.NewEcho[Entry](record.EchoSize)
 	return &Store{b: record.New[Entry](kv, js, "session").WithEcho(echo).WithEncoder((*Entry).encode), echo: echo, js: js, cfg: cfg}, nil
 }
 
@@ -101,12 +98,7 @@ func (s *Store) Create(ctx context.Context, e *Entry) (uint64, error) {
 // decoded entry when its watch brings the write back (record.Echo), so the
 // caller must not use it afterwards.
 func (s *Store) CreateAsync(e *Entry) (jetstream.PubAckFuture, error) {
-	data, err := s.b.Encode(e)
-	if err != nil {
-		return nil, err
-	}
-	s.echo.Put(data, e)
-	return s.b.CreateEncodedAsync(bus.EncodeKey(e.Key), data)
+	return s.b.CreateAsyncEchoed(bus.EncodeKey(e.Key), e, s.echo, e)
 }
 
 // Update applies fn to the current entry and writes it back with

@@ -139,9 +139,6 @@ type Registry struct {
 	echo *record.Echo[Record]
 }
 
-// echoSize bounds the records written and not yet back through the watch.
-const echoSize = 256
-
 // DefaultMaxAge is how long a record outlives its last write: the
 // `subagents list` window is at most a day (recentMinutes clamps to 1440),
 // and a week keeps a lost announce visible long after.
@@ -164,7 +161,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{KVConfig: opened, b: record.New[Record](kv, js, "sub-agent"), js: js, echo: record.NewEcho[Record](echoSize)}, nil
+	return &Registry{KVConfig: opened, b: record.New[Record](kv, js, "sub-agent"), js: js, echo: record.NewEcho[Record](record.EchoSize)}, nil
 }
 
 // KV is the underlying bucket.
@@ -187,14 +184,13 @@ func (r *Registry) Create(ctx context.Context, rec *Record) (uint64, error) {
 // watch then applies it when the write comes back instead of decoding it
 // again.
 func (r *Registry) CreateAsync(rec *Record) (jetstream.PubAckFuture, error) {
-	data, err := r.b.Encode(rec)
+	c := *rec
+	c.Request = nil // as decodeIndexed leaves it
+	f, err := r.b.CreateAsyncEchoed(bus.EncodeKey(rec.ChildSessionKey), rec, r.echo, &c)
 	if err != nil {
 		return nil, fmt.Errorf("register sub-agent %s: %w", rec.ChildSessionKey, err)
 	}
-	c := *rec
-	c.Request = nil // as decodeIndexed leaves it
-	r.echo.Put(data, &c)
-	return r.b.CreateEncodedAsync(bus.EncodeKey(rec.ChildSessionKey), data)
+	return f, nil
 }
 
 // Get returns a child's record; ErrNotFound when it has none.
