@@ -9,20 +9,13 @@ import (
 	"golang.org/x/text/language"
 
 	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/schema"
 )
 
 // agentsListEntry is one row of agents_list.
-type agentsListEntry struct {
-	ID         string `json:"id"`
-	Name       string `json:"name,omitempty"`
-	Configured bool   `json:"configured"`
-}
+type agentsListEntry = schema.AgentsListEntry
 
-type agentsListResult struct {
-	Requester string            `json:"requester"`
-	AllowAny  bool              `json:"allowAny"`
-	Agents    []agentsListEntry `json:"agents"`
-}
+type agentsListResult = schema.AgentsListResult
 
 // agentsList is agents_list (reference §1.8): the agent ids the caller may
 // name in sessions_spawn. The requester comes first, the rest sorted as

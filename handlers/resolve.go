@@ -7,6 +7,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/schema"
 )
 
 // resolved is a session reference after resolution (a key, an alias such as
@@ -19,10 +20,7 @@ type resolved struct {
 }
 
 // failure is a returned (not thrown) tool error: {status, error}.
-type failure struct {
-	Status string `json:"status"`
-	Error  string `json:"error"`
-}
+type failure = schema.Failure
 
 func fail(status, msg string) *failure { return &failure{Status: status, Error: msg} }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -120,29 +121,11 @@ type spawnParams struct {
 }
 
 // spawnResult is every result shape of sessions_spawn.
-type spawnResult struct {
-	Status          string              `json:"status"`
-	ChildSessionKey string              `json:"childSessionKey,omitempty"`
-	RunID           string              `json:"runId,omitempty"`
-	Mode            string              `json:"mode,omitempty"`
-	Note            string              `json:"note,omitempty"`
-	ModelApplied    *bool               `json:"modelApplied,omitempty"`
-	Attachments     *spawnAttachSummary `json:"attachments,omitempty"`
-	Error           string              `json:"error,omitempty"`
-}
+type spawnResult = schema.SessionsSpawnResult
 
-type spawnAttachSummary struct {
-	Count      int               `json:"count"`
-	TotalBytes int               `json:"totalBytes"`
-	Files      []spawnAttachFile `json:"files"`
-	RelDir     string            `json:"relDir"`
-}
+type spawnAttachSummary = schema.SpawnAttachSummary
 
-type spawnAttachFile struct {
-	Name   string `json:"name"`
-	Bytes  int    `json:"bytes"`
-	SHA256 string `json:"sha256"`
-}
+type spawnAttachFile = schema.SpawnAttachFile
 
 func spawnFail(status, msg string) *spawnResult { return &spawnResult{Status: status, Error: msg} }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/schema"
 )
 
 // sessions_yield texts, OpenClaw's.
@@ -14,11 +15,7 @@ const (
 	errYieldNotSupported = "Yield not supported in this context"
 )
 
-type yieldResult struct {
-	Status  string `json:"status"`
-	Message string `json:"message,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
+type yieldResult = schema.SessionsYieldResult
 
 // sessionsYield accepts the caller's request to end its turn. The worker
 // only answers; the runtime that made the call ends the turn when it sees

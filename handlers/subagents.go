@@ -25,6 +25,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
@@ -350,40 +351,11 @@ func (c *subagentsCall) ordered() (active, recent []*child) {
 
 // ---- list
 
-type subagentAnnounce struct {
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
-}
+type subagentAnnounce = schema.SubagentAnnounce
 
-type subagentItem struct {
-	Index              int               `json:"index"`
-	RunID              string            `json:"runId"`
-	SessionKey         string            `json:"sessionKey"`
-	Label              string            `json:"label"`
-	Task               string            `json:"task"`
-	Status             string            `json:"status"`
-	PendingDescendants int               `json:"pendingDescendants"`
-	Runtime            string            `json:"runtime"`
-	RuntimeMs          int64             `json:"runtimeMs"`
-	ChildSessions      []string          `json:"childSessions,omitempty"`
-	Model              string            `json:"model,omitempty"`
-	TotalTokens        int64             `json:"totalTokens,omitempty"`
-	StartedAt          int64             `json:"startedAt,omitempty"`
-	EndedAt            int64             `json:"endedAt,omitempty"`
-	Announce           *subagentAnnounce `json:"announce,omitempty"`
-}
+type subagentItem = schema.SubagentItem
 
-type subagentsListResult struct {
-	Status              string          `json:"status"`
-	Action              string          `json:"action"`
-	RequesterSessionKey string          `json:"requesterSessionKey"`
-	CallerSessionKey    string          `json:"callerSessionKey"`
-	CallerIsSubagent    bool            `json:"callerIsSubagent"`
-	Total               int             `json:"total"`
-	Active              []*subagentItem `json:"active"`
-	Recent              []*subagentItem `json:"recent"`
-	Text                string          `json:"text"`
-}
+type subagentsListResult = schema.SubagentsListResult
 
 func (c *subagentsCall) list() *subagentsListResult {
 	active, recent := c.ordered()
@@ -679,20 +651,7 @@ func (c *subagentsCall) resolveOrOwnership(token string) (*child, *failure) {
 
 // ---- kill
 
-type killResult struct {
-	Status        string   `json:"status"`
-	Action        string   `json:"action"`
-	Target        string   `json:"target"`
-	RunID         string   `json:"runId,omitempty"`
-	SessionKey    string   `json:"sessionKey,omitempty"`
-	Label         string   `json:"label,omitempty"`
-	Killed        *int     `json:"killed,omitempty"`
-	Labels        []string `json:"labels,omitempty"`
-	CascadeKilled *int     `json:"cascadeKilled,omitempty"`
-	CascadeLabels []string `json:"cascadeLabels,omitempty"`
-	Error         string   `json:"error,omitempty"`
-	Text          string   `json:"text,omitempty"`
-}
+type killResult = schema.SubagentsKillResult
 
 func plural(n int, one, many string) string {
 	if n == 1 {
@@ -861,18 +820,7 @@ func (d *Deps) killRun(ctx context.Context, rec *subagents.Record) (bool, error)
 
 // ---- steer
 
-type steerResult struct {
-	Status     string `json:"status"`
-	Action     string `json:"action"`
-	Target     string `json:"target"`
-	RunID      string `json:"runId,omitempty"`
-	SessionKey string `json:"sessionKey,omitempty"`
-	SessionID  string `json:"sessionId,omitempty"`
-	Mode       string `json:"mode,omitempty"`
-	Label      string `json:"label,omitempty"`
-	Error      string `json:"error,omitempty"`
-	Text       string `json:"text,omitempty"`
-}
+type steerResult = schema.SubagentsSteerResult
 
 // steer restarts a child with a new message (contract step 5): the
 // registry record takes the new run first, so the interrupted run

@@ -2,9 +2,12 @@ package schema
 
 // The tools' results as Go types, field for field the JSON the handlers
 // reply with (docs/tools.md). Each struct is the source of its tool's
-// result schema; TestSchemaResultsMatchHandlers in package handlers fails
-// when a handler's result type and these disagree, and the live test
-// (schema_live_test.go there) validates real replies against the schemas.
+// result schema. A handler whose result has exactly these fields replies
+// with these types (package handlers aliases them); the rest, which keep
+// pre-encoded parts for speed (list rows, history messages, send and
+// status results), are held to them by TestSchemaResultsMatchHandlers, and
+// the live test (schema_live_test.go there) validates real replies against
+// the schemas.
 
 // Failure is the ordinary reply of a policy or lookup failure, any tool:
 // {"status":"error"|"forbidden",...,"error":"..."}.
