@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,14 @@ func TestJSExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(exampleDir, "node_modules", "@nats-io", "transport-node")); err != nil {
-		t.Fatalf("examples/js has no node_modules: run `npm ci` in examples/js first (.ci/run does): %v", err)
+		// A fresh clone has no node_modules: `go test ./...` (the README's
+		// set-up command) skips the example there; .ci/run installs them
+		// and requires it to run.
+		msg := fmt.Sprintf("examples/js has no node_modules: run `npm ci` in examples/js first (.ci/run does): %v", err)
+		if os.Getenv("SESSIONBUS_JS_EXAMPLE") == "required" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
