@@ -76,7 +76,12 @@ func TestClusterR3(t *testing.T) {
 	}
 	imp := func(key, text string) {
 		retry(t, ctx, func() error {
-			_, err := handlers.Import(ctx, store, tr, handlers.ImportOptions{SessionKey: key}, strings.NewReader(`{"role":"user","content":"`+text+`"}`), time.Now())
+			// each attempt bounded, as the worker's start above: a write
+			// the new R3 bucket's leader never acknowledges (an election
+			// under load) would otherwise hold the whole budget in one try
+			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+			defer acancel()
+			_, err := handlers.Import(actx, store, tr, handlers.ImportOptions{SessionKey: key}, strings.NewReader(`{"role":"user","content":"`+text+`"}`), time.Now())
 			return err
 		})
 	}
