@@ -346,16 +346,17 @@ func (s *Service) finish(ep *endpoint, start time.Time, reply string, m *nats.Ms
 	s.send(reply, m)
 	took := time.Since(start)
 	code := m.Header.Get(HeaderServiceCode)
-	if s.observer != nil {
-		s.observer.ToolDone(ep.name, took, code)
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	ep.requests++
 	ep.processing += took
 	if code != "" {
 		ep.errors++
 		ep.lastError = code + ":" + m.Header.Get(HeaderServiceErr)
+	}
+	s.mu.Unlock()
+	// after the micro stats: a request the observer counted is in them too
+	if s.observer != nil {
+		s.observer.ToolDone(ep.name, took, code)
 	}
 }
 

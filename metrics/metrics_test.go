@@ -121,8 +121,7 @@ func TestMetricsThroughServer(t *testing.T) {
 	} else if e, ok := bus.AsError(err); !ok || e.Code != 400 {
 		t.Fatalf("sessions_history without sessionKey: %v", err)
 	}
-	after := scrape(t, srv.Addr())
-	for name, want := range map[string]float64{
+	wants := map[string]float64{
 		`sessionbus_tool_requests_total{tool="sessions_list"}`:                   3,
 		`sessionbus_tool_requests_total{tool="sessions_history"}`:                1,
 		`sessionbus_tool_errors_total{code="400",tool="sessions_history"}`:       1,
@@ -130,7 +129,23 @@ func TestMetricsThroughServer(t *testing.T) {
 		`sessionbus_tool_latency_seconds_bucket{tool="sessions_list",le="+Inf"}`: 3,
 		`sessionbus_tool_latency_seconds_count{tool="sessions_history"}`:         1,
 		`sessionbus_tool_errors_total{code="400",tool="sessions_list"}`:          0,
-	} {
+	}
+	// The service records a request just after it sends the reply, so the
+	// last call's counts can land a moment after the caller has its answer:
+	// scrape until they all moved as expected (or a deadline), then check.
+	var after map[string]float64
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		after = scrape(t, srv.Addr())
+		moved := true
+		for name, want := range wants {
+			moved = moved && after[name]-before[name] == want
+		}
+		if moved || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // between scrapes, not a sync: the loop waits on the counts
+	}
+	for name, want := range wants {
 		if got := after[name] - before[name]; got != want {
 			t.Errorf("%s moved by %v, want %v", name, got, want)
 		}
