@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/sanitize"
 )
 
 // sanitizeInputBytes is the size of sanitize_80k's input: 80 KiB.

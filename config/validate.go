@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/sanitize"
 )
 
 var agentIDRe = regexp.MustCompile(`(?i)^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -140,7 +140,7 @@ func (s Subagents) validate(key string) error {
 }
 
 // Tool profiles (tools.profile, agents.list[].tools.profile), OpenClaw's
-// names; the tool set of each is in handlers/rules (toolpolicy.go).
+// names; the tool set of each is in rules (toolpolicy.go).
 var ToolProfiles = []string{"minimal", "coding", "messaging", "full"}
 
 // validToolProfile lower-cases a set profile and refuses an unknown one:

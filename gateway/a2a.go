@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/a2a"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )

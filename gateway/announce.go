@@ -4,8 +4,8 @@ import (
 	"context"
 	"strings"
 
-	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
 )
 
 // AnnounceTarget is where an A2A announce is delivered: the channel, the

@@ -3,8 +3,8 @@ package gateway
 import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
-	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
 )
 
 // sessionTools is the tool set of a session (rules.SessionTools over the

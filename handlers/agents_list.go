@@ -8,7 +8,7 @@ import (
 	"golang.org/x/text/collate"
 	"golang.org/x/text/language"
 
-	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/schema"
 )
 

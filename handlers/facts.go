@@ -2,8 +2,8 @@ package handlers
 
 import (
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
 )
 
 // facts are what the tools need to know about a session key, parsed once

@@ -1,7 +1,7 @@
 // Package handlers holds one file per tool, plus the wiring every tool
 // shares: the requester context, session references, transcript views.
 // The rules themselves (keys, visibility, send policy) live in
-// handlers/rules, the text safety filters in handlers/sanitize.
+// the top-level rules package, the text safety filters in sanitize.
 package handlers
 
 import (
@@ -14,8 +14,6 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/handlers/sanitize"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
@@ -23,6 +21,8 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/lifecycle"
+	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/sanitize"
 	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"

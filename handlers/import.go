@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/sanitize"
 )
 
 // The one-scan shortcut never skips a reply that has a string to mask:

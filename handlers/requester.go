@@ -2,7 +2,7 @@ package handlers
 
 import (
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/rules"
 )
 
 // requester is the calling session as the tools see it:

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/schema"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/handlers/rules"
-	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/sanitize"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
 )
 
 // sessions_list limits, OpenClaw's (docs/tools.md).

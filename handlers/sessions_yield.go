@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/schema"
 )
 

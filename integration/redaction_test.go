@@ -18,7 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/handlers/sanitize"
+	"github.com/sessionbus/sessionbus/sanitize"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -31,7 +31,7 @@ type plantedSecret struct {
 	bare         bool
 }
 
-// plantedSecrets has one sample per default pattern (handlers/sanitize,
+// plantedSecrets has one sample per default pattern (sanitize,
 // defaultPatterns), in its order.
 var plantedSecrets = []plantedSecret{
 	{"MY_API_KEY=Aa1Bb2Cc3Dd4Ee5Ff6Gg7", "Aa1Bb2Cc3Dd4Ee5Ff6Gg7", false},

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/handlers/rules"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 

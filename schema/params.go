@@ -8,7 +8,7 @@ package schema
 // turns on sessions_history's pagination fields; timeoutSeconds 0 means
 // fire-and-forget).
 //
-// The handlers read their parameters by name (handlers/rules.Params); the
+// The handlers read their parameters by name (rules.Params); the
 // test TestSchemaParamsMatchHandlers in package handlers fails when a
 // handler reads a name that is not here, or a name here is never read.
 

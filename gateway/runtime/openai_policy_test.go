@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/rules"
 )
 
 // The openai runtime offers the model exactly the set the tool policy

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers/rules"
+	"github.com/sessionbus/sessionbus/rules"
 )
 
 func offeredTools(t *testing.T, body map[string]any) []string {
