@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -95,13 +96,25 @@ type ServiceOptions struct {
 	// Observer, when set, is told of every answered request as the micro
 	// stats count it (metrics); nil observes nothing.
 	Observer ToolObserver
+	// ReplyPrefixes are the subject prefixes a reply may be sent to;
+	// empty means DefaultReplyPrefixes. See Service.replyAllowed.
+	ReplyPrefixes []string
 }
+
+// DefaultReplyPrefixes is where requesters' inboxes live: nats.go's and the
+// nats CLI's default inbox, and the per-user inbox _INBOX.<user> that
+// operator-mode credentials restrict a caller to.
+var DefaultReplyPrefixes = []string{"_INBOX."}
 
 // ToolObserver is told of each request the service answers: its endpoint,
 // the time until its reply was sent and its thrown error code ("" when it
 // succeeded). It runs on the answering goroutine, so it must be quick.
 type ToolObserver interface {
 	ToolDone(tool string, took time.Duration, code string)
+	// ReplyRefused is told of a request dropped unanswered because its
+	// reply subject was not an inbox (endpoint is "" for an unknown tool
+	// or a monitoring verb).
+	ReplyRefused(endpoint string)
 }
 
 // InboundEndpoint names the inbound endpoint (Request.Tool of its calls).
@@ -132,7 +145,11 @@ type Service struct {
 	inbound  *endpoint    // nil unless ServiceOptions.Inbound
 	schema   *endpoint    // nil unless ServiceOptions.Schema
 	observer ToolObserver // nil unless ServiceOptions.Observer
-	known    string       // the sorted tool names, for the 404 text
+	// replyPrefixes are ServiceOptions.ReplyPrefixes; refused counts the
+	// requests dropped for a reply subject outside them.
+	replyPrefixes []string
+	refused       atomic.Int64
+	known         string // the sorted tool names, for the 404 text
 	// subs take requests (tools, then inbound); subsDone[i] is closed when
 	// subs[i] delivers no more
 	subs     []*nats.Subscription
@@ -178,6 +195,10 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 		id: rand.Text(), started: time.Now().UTC(),
 		tools: make(map[string]*endpoint, len(tools)), known: strings.Join(slices.Sorted(maps.Keys(tools)), ", "),
 		ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight), observer: o.Observer,
+		replyPrefixes: o.ReplyPrefixes,
+	}
+	if len(s.replyPrefixes) == 0 {
+		s.replyPrefixes = DefaultReplyPrefixes
 	}
 	for name, h := range tools {
 		s.tools[name] = &endpoint{name: name, subject: o.Names.Tool(name), h: h, metadata: schema.Metadata(name)}
@@ -239,6 +260,10 @@ func (s *Service) onRequest(m *nats.Msg) {
 	start := time.Now()
 	name := strings.TrimPrefix(m.Subject, s.names.ToolsGroup()+".")
 	ep, ok := s.tools[name]
+	if !s.replyAllowed(m.Reply) {
+		s.refuseReply(ep, start, m)
+		return
+	}
 	if !ok {
 		// no endpoint to count it on: it is not one of this service's
 		s.send(m.Reply, errorMsg(Errorf(CodeNotFound, "unknown tool %q: known tools are %s", name, s.known)))
@@ -253,6 +278,10 @@ func (s *Service) onInbound(m *nats.Msg) { s.dispatch(s.inbound, m, time.Now(), 
 // dispatch checks size and token (an adapter's on the inbound endpoint, a
 // session's on a tool) and hands the call to a handler goroutine.
 func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter bool) {
+	if !s.replyAllowed(m.Reply) {
+		s.refuseReply(ep, start, m)
+		return
+	}
 	if len(m.Data) > MaxRequestBytes {
 		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeTooLarge, "request body is %d bytes; the limit is %d bytes (1 MiB)", len(m.Data), MaxRequestBytes)))
 		return
@@ -360,6 +389,65 @@ func (s *Service) finish(ep *endpoint, start time.Time, reply string, m *nats.Ms
 	}
 }
 
+// replyAllowed reports whether the service may answer on reply: a
+// requester's inbox. The worker's connection may write anywhere in the
+// deployment (buckets, streams, deliveries), and a request's reply subject
+// is whatever its sender wrote, so answering any subject would let a caller
+// with the narrowest credentials write a reply into a session entry, a run
+// record or the run queue with the worker's rights. A request with no
+// reply subject is answered nowhere and stays allowed.
+func (s *Service) replyAllowed(reply string) bool {
+	if reply == "" {
+		return true
+	}
+	for _, p := range s.replyPrefixes {
+		if len(reply) > len(p) && strings.HasPrefix(reply, p) {
+			// a wildcard token would fan the reply out to every inbox
+			// that matches it
+			for tok := range strings.SplitSeq(reply, ".") {
+				if tok == "*" || tok == ">" || tok == "" {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// refuseReply drops a request whose reply subject is not an inbox: the
+// handler never runs and nothing is published. It is counted (RefusedReplies,
+// the observer, and as a 403 on its endpoint's micro stats) and logged, so an
+// operator sees the attempt; the sender gets no answer, as there is nowhere
+// safe to send one.
+func (s *Service) refuseReply(ep *endpoint, start time.Time, m *nats.Msg) {
+	s.refused.Add(1)
+	name := ""
+	if ep != nil {
+		name = ep.name
+	}
+	s.log.Warn("refused a request whose reply subject is not an inbox", "subject", m.Subject, "reply", m.Reply)
+	if ep != nil {
+		took := time.Since(start)
+		s.mu.Lock()
+		ep.requests++
+		ep.errors++
+		ep.processing += took
+		ep.lastError = strconv.Itoa(CodeForbidden) + ":reply subject " + m.Reply + " is not an inbox"
+		s.mu.Unlock()
+		if s.observer != nil {
+			s.observer.ToolDone(ep.name, took, strconv.Itoa(CodeForbidden))
+		}
+	}
+	if s.observer != nil {
+		s.observer.ReplyRefused(name)
+	}
+}
+
+// RefusedReplies is how many requests were dropped because their reply
+// subject was not an inbox.
+func (s *Service) RefusedReplies() int64 { return s.refused.Load() }
+
 // encodeReply passes already-encoded results through: a tool that had to
 // measure its encoded size (sessions_list's 64 KiB budget) should not pay
 // for a second encoding.
@@ -399,6 +487,10 @@ func (s *Service) subscribeVerbs() error {
 			micro.APIPrefix + "." + v.String() + "." + ServiceName + "." + s.id,
 		} {
 			sub, err := s.nc.Subscribe(subj, func(m *nats.Msg) {
+				if !s.replyAllowed(m.Reply) {
+					s.refuseReply(nil, time.Now(), m)
+					return
+				}
 				var res any
 				switch v {
 				case micro.PingVerb:

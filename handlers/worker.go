@@ -140,6 +140,10 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	return w, nil
 }
 
+// RefusedReplies is how many requests this worker dropped because their
+// reply subject was not an inbox (bus.Service.RefusedReplies).
+func (w *Worker) RefusedReplies() int64 { return w.svc.RefusedReplies() }
+
 // Stop is Shutdown with bus.DefaultShutdownGrace.
 func (w *Worker) Stop() { w.Shutdown(bus.DefaultShutdownGrace) }
 

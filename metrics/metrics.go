@@ -34,6 +34,7 @@ type Metrics struct {
 	redeliveries prometheus.Counter
 	deliveries   *prometheus.CounterVec
 	failures     *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 }
 
 // New makes the metrics, with the Go runtime and process collectors.
@@ -73,8 +74,12 @@ func New() *Metrics {
 			Namespace: namespace, Name: "delivery_failures_total",
 			Help: "Failed delivery attempts of announces and notices this gateway claimed, by kind.",
 		}, []string{"kind"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "replies_refused_total",
+			Help: "Requests dropped unanswered because their reply subject was not an inbox, by endpoint (\"\" for an unknown tool or a monitoring verb).",
+		}, []string{"endpoint"}),
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.latency, m.runsInFlight, m.runs, m.redeliveries, m.deliveries, m.failures,
+	m.reg.MustRegister(m.requests, m.errors, m.latency, m.runsInFlight, m.runs, m.redeliveries, m.deliveries, m.failures, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every kind appears from the start, at zero, so a rate() over the
 	// first failure is not lost.
@@ -100,6 +105,9 @@ func (m *Metrics) ToolDone(tool string, took time.Duration, code string) {
 		m.errors.WithLabelValues(tool, code).Inc()
 	}
 }
+
+// ReplyRefused implements bus.ToolObserver.
+func (m *Metrics) ReplyRefused(endpoint string) { m.refused.WithLabelValues(endpoint).Inc() }
 
 // RunStarted implements gateway.Observer.
 func (m *Metrics) RunStarted() { m.runsInFlight.Inc() }

@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/kv/lanes"
+)
+
+// A caller chooses its request's reply subject, and the worker that answers
+// may write anywhere in the deployment. With only agent (or ops)
+// credentials, a request whose reply subject named a bucket key or a
+// delivery subject made the worker overwrite a session entry, lock a lane
+// and forge a delivery. Now each such request is dropped unanswered and
+// counted, and the victim's entry, lane and the delivery stream are as
+// they were.
+func TestAuthReplyRedirectionRefused(t *testing.T) {
+	s, d := authServer(t, auth.DefaultAccount)
+	sb := startTenant(t, s, d, auth.DefaultAccount)
+	victim := "agent:main:telegram:group:victim"
+	if res, err := sb.call(t, sb.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"`+victim+`","message":"ping 1","timeoutSeconds":30}`); err != nil || res["status"] != "ok" {
+		t.Fatalf("send as admin: %v %v", res, err)
+	}
+	ctx := bustest.Context(t)
+	key := bus.EncodeKey(victim)
+	sessions, err := sb.admin.js.KeyValue(ctx, sb.names.SessionsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	laneKV, err := sb.admin.js.KeyValue(ctx, sb.names.LanesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := connectRole(t, s, d, auth.DefaultAccount, auth.RoleAgent)
+	ops := connectRole(t, s, d, auth.DefaultAccount, auth.RoleOps)
+	tok := sb.token(t, bus.Caller{SessionKey: victim})
+	forged := []struct {
+		nc            *nats.Conn
+		subject, repl string
+	}{
+		{agent.Conn, sb.names.Tool("sessions_list"), "$KV." + sb.names.SessionsBucket() + "." + key},
+		{agent.Conn, sb.names.Tool("session_status"), "$KV." + sb.names.LanesBucket() + "." + key},
+		{agent.Conn, sb.names.Tool("sessions_list"), sb.names.Deliver("telegram")},
+		{agent.Conn, sb.names.Schema(), "$KV." + sb.names.SessionsBucket() + "." + key},
+		{ops.Conn, "$SRV.PING", "$KV." + sb.names.SessionsBucket() + "." + key},
+	}
+	for _, f := range forged {
+		m := &nats.Msg{Subject: f.subject, Reply: f.repl, Data: []byte(`{}`), Header: nats.Header{bus.HeaderToken: []string{tok}}}
+		if err := f.nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.WaitFor(t, 10*time.Second, "the worker to refuse every forged reply", func() bool {
+		return sb.w.RefusedReplies() == int64(len(forged))
+	})
+	// a real call still works and is answered after the forged ones
+	if list, err := sb.call(t, agent.Conn, bus.Caller{SessionKey: victim}, "sessions_list", `{}`); err != nil || list["count"] == nil {
+		t.Fatalf("agent sessions_list: %v %v", list, err)
+	}
+
+	// The victim's own run may still touch its entry and lane after the
+	// send returned, so each value the key ever held is checked to be what
+	// the deployment writes there: a session entry, a lane lock.
+	hist, err := sessions.History(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range hist {
+		var v map[string]any
+		if err := json.Unmarshal(e.Value(), &v); err != nil || v["key"] != victim {
+			t.Fatalf("victim entry revision %d is not its session entry: %.200s", e.Revision(), e.Value())
+		}
+	}
+	if hist, err := laneKV.History(ctx, key); err == nil {
+		for _, e := range hist {
+			dec := json.NewDecoder(bytes.NewReader(e.Value()))
+			dec.DisallowUnknownFields()
+			var l lanes.Lock
+			if err := dec.Decode(&l); err != nil {
+				t.Fatalf("victim lane revision %d is not a lane lock: %.200s", e.Revision(), e.Value())
+			}
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatal(err)
+	}
+	for _, m := range readStream(t, sb.admin.js, sb.names.DeliverStream()) {
+		if bytes.Contains(m, []byte(`"sessions":`)) || bytes.Contains(m, []byte(`"code":`)) {
+			t.Fatalf("a tool reply was published as a delivery: %.200s", m)
+		}
+	}
+}
