@@ -137,6 +137,15 @@ func (s *Store) Write(ctx context.Context, m *Meta, lines Lines, progress Progre
 	if m.ID == "" || m.Key == "" {
 		return errors.New("archive: id and key are required")
 	}
+	// The digest and count are known only once the body is read; the
+	// metadata goes first as "pending" and is completed right after. It is
+	// taken before lines starts: lines may record in m (the last sequence
+	// it read) while the body is written.
+	m.At = time.Now().UnixMilli()
+	if m.State == "" {
+		m.State = StatePending
+	}
+	pending := jetstream.ObjectMeta{Name: m.ID, Description: describe(m), Metadata: m.metadata()}
 	pr, pw := io.Pipe()
 	h := sha256.New()
 	var n int
@@ -174,17 +183,12 @@ func (s *Store) Write(ctx context.Context, m *Meta, lines Lines, progress Progre
 		}
 		pw.CloseWithError(err) // nil: EOF
 	}()
-	// The digest and count are known only once the body is read; the
-	// metadata goes first as "pending" and is completed right after.
-	m.At = time.Now().UnixMilli()
-	if m.State == "" {
-		m.State = StatePending
-	}
-	info, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: m.ID, Description: describe(m), Metadata: m.metadata()}, pr)
+	info, err := s.obs.Put(ctx, pending, pr)
 	pr.CloseWithError(err)
 	if err != nil {
 		return fmt.Errorf("write archive %s of %s: %w", m.ID, m.Key, err)
 	}
+	// Put read the body to its end, so lines has returned: m is ours again.
 	m.Entries, m.Bytes, m.Compressed, m.Digest = n, size, int64(info.Size), hex.EncodeToString(h.Sum(nil))
 	if err := s.obs.UpdateMeta(ctx, m.ID, jetstream.ObjectMeta{Name: m.ID, Description: describe(m), Metadata: m.metadata()}); err != nil {
 		return fmt.Errorf("write archive %s of %s: record its digest: %w", m.ID, m.Key, err)
