@@ -42,9 +42,10 @@ func (g *Gateway) childOf(ctx context.Context, sessionKey, runID string) *subage
 	return c
 }
 
-// childStarted records the child's run as started (contract step 3):
-// StartedAt and DeadlineAt on the first start only, so a redelivery never
-// moves the deadline. It returns the record as written.
+// childStarted records the child's run as started (the Started step of
+// docs/subagents.md#lifecycle): StartedAt and DeadlineAt on the first start
+// only, so a redelivery never moves the deadline. It returns the record as
+// written.
 func (g *Gateway) childStarted(ctx context.Context, c *subagents.Record) (*subagents.Record, error) {
 	if c.StartedAt != 0 && c.Queued {
 		return c, nil // a redelivery: nothing to write
@@ -73,7 +74,7 @@ func (g *Gateway) childStarted(ctx context.Context, c *subagents.Record) (*subag
 }
 
 // childSpawned logs child_spawned on the child's signal log and seeds the
-// requester's watch cursor at it (reference §6.4): from now on a human
+// requester's watch cursor at it (docs/signals.md): from now on a human
 // turn into the child notifies the parent. Best effort, like every
 // signal-log write.
 func (g *Gateway) childSpawned(ctx context.Context, c *subagents.Record) {
@@ -132,10 +133,10 @@ func (g *Gateway) expireRun(ctx context.Context, runID string, secs int) (*runs.
 }
 
 // childEnded finalizes the child's registry record once its run is
-// terminal (contract step 4) and publishes its completion announce. It is
-// idempotent: the executing gateway's afterRun, a redelivery and every
-// gateway's sweep may all call it; one registry write wins, and the
-// announce's event id dedupes the publishes.
+// terminal (the Ended step of docs/subagents.md#lifecycle) and publishes
+// its completion announce. It is idempotent: the executing gateway's
+// afterRun, a redelivery and every gateway's sweep may all call it; one
+// registry write wins, and the announce's event id dedupes the publishes.
 func (g *Gateway) childEnded(ctx context.Context, childKey string, rec *runs.Record) error {
 	c := g.children.Get(childKey)
 	if c == nil || c.RunID != rec.RunID || c.EndedAt == 0 {
@@ -319,10 +320,11 @@ func (g *Gateway) announceCarried(ctx context.Context, req *runqueue.Request) er
 	return nil
 }
 
-// startChild is contract step 3 for a sub-agent's current run: record its
-// start (and deadline) on the registry record, end it as timeout without
-// running when it is taken after its deadline (r.rec is then terminal),
-// and watch its run record so a kill or a sweep's timeout cancels the turn.
+// startChild is the Started step of docs/subagents.md#lifecycle for a
+// sub-agent's current run: record its start (and deadline) on the registry
+// record, end it as timeout without running when it is taken after its
+// deadline (r.rec is then terminal), and watch its run record so a kill or
+// a sweep's timeout cancels the turn.
 func (r *run) startChild(ctx context.Context) error {
 	g := r.g
 	octx, cancel := opCtx(ctx)
@@ -355,8 +357,8 @@ func (r *run) startChild(ctx context.Context) error {
 
 // spawnRegistered refuses a spawn's run whose child has no registry
 // record. sessions_spawn sends the record, the entry, the run record and
-// the run request in one wave; if the server refused the record (the
-// commit point), the rest may have landed, and the worker ends the run
+// the run request in one wave (see run); if the server refused the record
+// (the commit point), the rest may have landed, and the worker ends the run
 // before anyone takes it, but a gateway can be faster. Such a run must not
 // go ahead without its child record (nothing would finalize or announce
 // it): the error retries it later (the record may only be a moment behind,

@@ -46,8 +46,8 @@ func (g *Gateway) lifecycleSweep() {
 	}
 }
 
-// archiveDue says whether a child's session is due for archiveAfterMinutes
-// (reference §5.5, following OpenClaw's code, not its docs): only a
+// archiveDue says whether a child's session is due for archiveAfterMinutes,
+// as OpenClaw's code decides it (its docs say otherwise): only a
 // run-mode spawn with cleanup "delete" gets an archive time, spawn time +
 // archiveAfterMinutes; keep and session-mode spawns never do (cleanup is
 // forced to keep in session mode, so cleanup "delete" means run mode).

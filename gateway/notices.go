@@ -20,7 +20,7 @@ import (
 	"github.com/sessionbus/sessionbus/streams/signals"
 )
 
-// Parent notices (reference §6.6), delivered by whichever gateway claims
+// Parent notices (docs/signals.md), delivered by whichever gateway claims
 // them. A main-session watcher is woken: the claim winner queues a run in
 // the watcher's session whose message is the notice (run id = notice id,
 // so it runs once however often the notice is swept). A sub-agent watcher

@@ -19,7 +19,30 @@ import (
 	"github.com/sessionbus/sessionbus/handlers"
 )
 
+// serveFlags is serve's command line.
+type serveFlags struct {
+	data, listen, cfgPath, logLevel, metricsAddr string
+	noGateway, demo, auth                        bool
+	nodes                                        int
+	sync                                         embedded.Sync
+	grace                                        time.Duration
+}
+
 func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	f, code := parseServeFlags(args, stderr)
+	if code != 0 {
+		return code
+	}
+	if f.nodes > 0 {
+		return f.cluster(stdout, stderr)
+	}
+	return f.serve(stdout, stderr)
+}
+
+// parseServeFlags reads serve's command line; a code other than 0 is the
+// exit status for a command line that is wrong (already explained on
+// stderr).
+func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	fs := newFlags("serve", stderr)
 	data := fs.String("data", defaultData, "data dir (JetStream store, operator credentials)")
 	listen := fs.String("listen", "127.0.0.1:4222", "client listen address host:port")
@@ -33,78 +56,70 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	grace := shutdownGraceFlag(fs)
 	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return serveFlags{}, 2
 	}
 	if !checkShutdownGrace("serve", *grace, stderr) {
-		return 2
+		return serveFlags{}, 2
 	}
 	syncMode, err := syncFlag()
 	if err != nil {
 		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		return serveFlags{}, 2
+	}
+	return serveFlags{
+		data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, metricsAddr: *metricsAddr,
+		noGateway: *noGateway, demo: *runDemo, auth: *authOn, nodes: *nodes, sync: syncMode, grace: *grace,
+	}, 0
+}
+
+// cluster runs serve --cluster: f.nodes clustered nodes in this process.
+func (f serveFlags) cluster(stdout, stderr io.Writer) int {
+	if f.auth {
+		_ = failLine(stderr, "serve", fmt.Errorf("--cluster does not take --auth yet: run the cluster without it on loopback, or a real cluster with the config of docs/security.md"))
 		return 2
 	}
-	if *nodes > 0 {
-		if *authOn {
-			_ = failLine(stderr, "serve", fmt.Errorf("--cluster does not take --auth yet: run the cluster without it on loopback, or a real cluster with the config of docs/security.md"))
-			return 2
-		}
-		if err := checkListen(*listen, false); err != nil {
-			_ = failLine(stderr, "serve", err)
-			return 2
-		}
-		return serveCluster(clusterServe{nodes: *nodes, data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, noGateway: *noGateway, demo: *runDemo, sync: syncMode, grace: *grace}, stdout, stderr)
+	if err := checkListen(f.listen, false); err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 2
 	}
+	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, sync: f.sync, grace: f.grace}, stdout, stderr)
+}
+
+// serve runs one embedded server with the tool workers and, unless
+// --no-gateway, a gateway, until SIGINT or SIGTERM.
+func (f serveFlags) serve(stdout, stderr io.Writer) int {
 	sigs, release := catchStop()
 	defer release()
-	log, cfg, err := commandSetup("serve", *cfgPath, *logLevel, stderr)
+	log, cfg, err := commandSetup("serve", f.cfgPath, f.logLevel, stderr)
 	if err != nil {
 		return 1
 	}
-	if err := checkListen(*listen, *authOn); err != nil {
+	if err := checkListen(f.listen, f.auth); err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 2
 	}
-	if *runDemo {
+	if f.demo {
 		demo.Configure(cfg)
 	}
-	eopts := embedded.Options{DataDir: *data, Listen: *listen, Sync: syncMode}
-	if *authOn {
-		if eopts.Auth, err = auth.LoadOrCreate(filepath.Join(*data, auth.Dir), auth.DefaultAccount); err != nil {
-			_ = failLine(stderr, "serve", err)
-			return 1
-		}
-	}
-	srv, err := embedded.Start(eopts)
+	srv, deployment, err := f.startServer()
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	log.Info("JetStream sync", "sync", syncMode.String(), "meaning", syncMode.Describe())
+	log.Info("JetStream sync", "sync", f.sync.String(), "meaning", f.sync.Describe())
 	defer srv.Shutdown()
-	op, err := bus.LoadOrCreateOperator(*data)
+	op, err := bus.LoadOrCreateOperator(f.data)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	connOpts := []nats.Option{nats.MaxReconnects(-1)}
-	if *authOn {
-		// written only once this serve holds the data dir
-		self, err := serveAuth(eopts.Auth, *data, cfg.Bus.Prefix, op, log)
-		if err != nil {
-			_ = failLine(stderr, "serve", err)
-			return 1
-		}
-		connOpts = append(connOpts, self...)
-	} else {
-		log.Warn("NATS auth is off: any client that reaches the server can read and change every session; run serve --auth to require credentials", "listen", *listen)
-	}
-	nc, err := srv.Connect("sessionbus serve", connOpts...)
+	nc, err := f.connect(srv, deployment, cfg, op, log)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
 	defer closeConn(nc)
-	pm, err := startMetrics(*metricsAddr, nc, cfg, log)
+	pm, err := startMetrics(f.metricsAddr, nc, cfg, log)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
@@ -120,31 +135,74 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	// does the gateway stop (a nil one does nothing).
 	var gw *gateway.Gateway
 	defer func() {
-		w.Shutdown(*grace)
+		w.Shutdown(f.grace)
 		gw.Stop()
 	}()
-	if !*noGateway {
-		gctx, gcancel := context.WithTimeout(context.Background(), 60*time.Second)
-		gw, err = gateway.StartWithOptions(gctx, nc, cfg, op, "serve", log, gateway.Options{Observer: pm.gateway()})
-		gcancel()
-		if err != nil {
+	if !f.noGateway {
+		if gw, err = startGateway(nc, cfg, op, log, pm.gateway()); err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve:", err)
 			return 1
 		}
 	}
 	fmt.Fprintln(stdout, "ready", srv.URL())
-	if *runDemo {
-		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := demo.Run(dctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: *data, URL: srv.URL(), Out: stdout, Auth: *authOn})
-		dcancel()
-		if err != nil {
+	if f.demo {
+		if err := f.runDemo(nc, op, w, srv.URL(), stdout); err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve --demo:", err)
 			return 1
 		}
 	}
 	<-sigs
-	log.Info("shutting down", "grace", *grace)
+	log.Info("shutting down", "grace", f.grace)
 	return 0
+}
+
+// startServer starts the embedded nats-server, with NATS-level auth under
+// --auth (its deployment is returned, else nil).
+func (f serveFlags) startServer() (*embedded.Server, *auth.Deployment, error) {
+	eopts := embedded.Options{DataDir: f.data, Listen: f.listen, Sync: f.sync}
+	if f.auth {
+		var err error
+		if eopts.Auth, err = auth.LoadOrCreate(filepath.Join(f.data, auth.Dir), auth.DefaultAccount); err != nil {
+			return nil, nil, err
+		}
+	}
+	srv, err := embedded.Start(eopts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, eopts.Auth, nil
+}
+
+// connect opens this process's own connection to srv: under --auth with
+// the credentials serveAuth writes for it, else warning that anyone who
+// reaches the server may change every session.
+func (f serveFlags) connect(srv *embedded.Server, deployment *auth.Deployment, cfg *config.Config, op *bus.Operator, log *slog.Logger) (*nats.Conn, error) {
+	connOpts := []nats.Option{nats.MaxReconnects(-1)}
+	if f.auth {
+		// written only once this serve holds the data dir
+		self, err := serveAuth(deployment, f.data, cfg.Bus.Prefix, op, log)
+		if err != nil {
+			return nil, err
+		}
+		connOpts = append(connOpts, self...)
+	} else {
+		log.Warn("NATS auth is off: any client that reaches the server can read and change every session; run serve --auth to require credentials", "listen", f.listen)
+	}
+	return srv.Connect("sessionbus serve", connOpts...)
+}
+
+// startGateway gives the gateway's start a bounded time, like startWorker.
+func startGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, log *slog.Logger, obs gateway.Observer) (*gateway.Gateway, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return gateway.StartWithOptions(ctx, nc, cfg, op, "serve", log, gateway.Options{Observer: obs})
+}
+
+// runDemo runs the --demo scenario against the tools.
+func (f serveFlags) runDemo(nc *nats.Conn, op *bus.Operator, w *handlers.Worker, url string, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return demo.Run(ctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: f.data, URL: url, Out: stdout, Auth: f.auth})
 }
 
 func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {

@@ -1,7 +1,8 @@
 // Package completion builds the text of a sub-agent's completion announce:
 // the internal event injected into the requester's session when a child's
-// run ends (reference §5.4). It is pure text, byte for byte the reference's
-// block; the gateway decides when and where it goes.
+// run ends. It is pure text, byte for byte the block OpenClaw (the
+// reference these comments name) writes; the gateway decides when and where
+// it goes.
 package completion
 
 import (

@@ -1,0 +1,183 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/lanes"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
+)
+
+// opTimeout bounds each bookkeeping step (KV, transcript) of a run.
+const opTimeout = 10 * time.Second
+
+func opCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, opTimeout)
+}
+
+// run is one delivered run request on its way to a recorded outcome.
+//
+// Its cost is counted in waves. A wave is a set of JetStream requests
+// issued together and awaited together; with the server syncing every write
+// to disk before it acknowledges it (the default), the number of sequential
+// waves is what a run costs in latency. The common case takes four:
+//
+//  1. claim: take the lane, read the transcript's end, the run record and
+//     the session entry;
+//  2. start: record running, then append the prompt;
+//  3. appendReply: append the reply after the agent's turn;
+//  4. recordOutcome: record the outcome, move the transcript index, touch
+//     the session, release the lane.
+type run struct {
+	g   *Gateway
+	req *runqueue.Request
+	msg jetstream.Msg
+	enc string
+
+	rec     *runs.Record // as last read or written, at revision rev
+	rev     uint64
+	lane    *lanes.Lane
+	cur     *transcripts.Cursor
+	sess    *sessions.Entry // nil: no such session yet
+	sessRev uint64
+
+	// child is the registry record when the run is a sub-agent's current
+	// run; watch then reports its run record turning terminal (a kill, a
+	// sweep's timeout), which cancels the turn
+	child *subagents.Record
+	watch *runs.Waiter
+
+	hbStop   context.CancelFunc
+	hbWG     sync.WaitGroup
+	laneMu   sync.Mutex
+	released bool
+}
+
+// execute runs req to a recorded outcome. It returns nil when the message
+// should be acked.
+func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.Request) error {
+	r := &run{g: g, req: req, msg: msg, enc: bus.EncodeKey(req.SessionKey)}
+	if err := r.claim(ctx); err != nil {
+		return err
+	}
+	if r.rec.Terminal() {
+		// Redelivered after its outcome was recorded: never run twice; make
+		// sure the flow it starts moved on (idempotent).
+		r.releaseLane()
+		return g.afterRun(ctx, req, r.rec)
+	}
+	if err := r.startChild(ctx); err != nil {
+		r.releaseLane()
+		return err
+	}
+	if r.rec.Terminal() { // past its deadline: ended without running
+		r.releaseLane()
+		return g.afterRun(ctx, req, r.rec)
+	}
+	if r.watch != nil {
+		defer r.watch.Stop()
+	}
+	r.startHeartbeat(ctx)
+	defer r.releaseLane()
+	rec, err := r.turn(ctx)
+	if err != nil {
+		return err
+	}
+	return g.afterRun(ctx, req, rec)
+}
+
+// claim is wave 1: it takes the session's lane and reads, beside it, the
+// transcript's end, the run record and the session entry. The transcript's
+// end is read before the lane is surely ours, which is safe: a stale end
+// only fails the prompt's compare-and-set, and the append then re-reads it.
+func (r *run) claim(ctx context.Context) error {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	var laneErr, curErr, sessErr, recErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { r.lane, laneErr = r.g.acquireLane(octx, r.req.SessionKey, r.req.RunID) })
+	// The transcript's end as this gateway left it after the session's
+	// last run here, else read. A stale cursor fails the prompt's
+	// compare-and-set (the append re-reads the end). The session entry is
+	// read every time, beside the lane: it carries the model override,
+	// which session_status changes through any worker, and a copy kept here
+	// would run the next turn with the old model.
+	cached := false
+	if c, ok := r.g.cursors.take(r.enc); ok {
+		r.cur, cached = c, true
+	} else {
+		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, false) })
+	}
+	wg.Go(func() { r.sess, r.sessRev, sessErr = r.g.store.Get(octx, r.req.SessionKey) })
+	if r.fresh() {
+		// nobody wrote its record: turn will create it (CAS on revision 0)
+		r.rec, r.rev = newRecord(r.req), 0
+	} else {
+		r.rec, r.rev, recErr = r.g.runs.Get(octx, r.req.RunID)
+	}
+	if errors.Is(recErr, jetstream.ErrKeyNotFound) {
+		// its pending record was lost (or this is an A2A step whose record
+		// write was): create it
+		r.rec, r.rev, recErr = r.g.createRecord(octx, r.req)
+	}
+	wg.Wait()
+	if errors.Is(sessErr, sessions.ErrNotFound) {
+		r.sess, sessErr = nil, nil
+	}
+	if recErr == nil && r.rec.Terminal() {
+		return nil
+	}
+	if err := errors.Join(recErr, laneErr, curErr, sessErr); err != nil {
+		r.releaseLane()
+		if laneErr != nil && errors.Is(laneErr, lanes.ErrBusy) {
+			return lanes.ErrBusy
+		}
+		return err
+	}
+	if cached && !r.lane.Resumed() {
+		// another gateway held the lane since this one kept the cursor:
+		// its turn moved the end, and appending at the kept one would fail
+		// its compare-and-set and cost a second record write (the moved
+		// position); read the end the index has now instead
+		var err error
+		if r.cur, err = r.g.tr.OpenCursor(octx, r.enc, false); err != nil {
+			r.releaseLane()
+			return err
+		}
+	}
+	return nil
+}
+
+// fresh reports a first delivery of a run queued without a record.
+func (r *run) fresh() bool {
+	if r.req.Recorded {
+		return false
+	}
+	md, err := r.msg.Metadata()
+	return err == nil && md.NumDelivered == 1
+}
+
+// createRecord writes a pending record for a request that came without one.
+func (g *Gateway) createRecord(ctx context.Context, req *runqueue.Request) (*runs.Record, uint64, error) {
+	if err := g.runs.RecordPending(ctx, newRecord(req)); err != nil {
+		return nil, 0, err
+	}
+	return g.runs.Get(ctx, req.RunID)
+}
+
+func newRecord(req *runqueue.Request) *runs.Record {
+	return &runs.Record{
+		RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID,
+		Status: runs.Pending, CreatedAt: time.Now().UnixMilli(),
+		ChainID: req.ChainID, Hop: req.Hop,
+	}
+}

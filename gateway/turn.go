@@ -1,0 +1,359 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/gateway/runtime"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/streams/notices"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
+)
+
+// historyLimit is how many transcript entries, the prompt included, a
+// runtime that wants history is given.
+const historyLimit = 20
+
+// turn holds the lane: it records running, appends the prompt, runs the
+// agent, appends the reply and records the outcome.
+func (r *run) turn(ctx context.Context) (*runs.Record, error) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	mine, history, err := r.readTranscript(octx)
+	if err != nil {
+		return nil, err
+	}
+	history, already, err := r.start(octx, mine, history)
+	if err != nil || already != nil {
+		return already, err
+	}
+	cancel()
+	r.announceDelivered()
+
+	// A previous attempt that appended its reply but died before recording
+	// the outcome already ran the turn: record that reply, never run twice.
+	var res *runtime.Result
+	var runErr error
+	prevReply, replied := findPart(mine, r.req.RunID, "reply")
+	if replied {
+		res = &runtime.Result{Reply: prevReply}
+	} else if res, runErr = r.invoke(ctx, history); ctx.Err() != nil {
+		return nil, ctx.Err() // stopping: leave it to another replica
+	}
+	return r.finish(ctx, res, replied, runErr)
+}
+
+// readTranscript reads what an earlier attempt of the run wrote, which sits
+// at its recorded position, and the history the agent is given when its
+// runtime wants it.
+func (r *run) readTranscript(ctx context.Context) (mine []transcripts.Entry, history []json.RawMessage, err error) {
+	if at := r.rec.TranscriptAt; at != nil {
+		if mine, err = r.g.tr.Read(ctx, r.enc, *at, *at+3); err != nil {
+			return nil, nil, fmt.Errorf("read transcript: %w", err)
+		}
+	}
+	if r.g.wantsHistory[r.req.AgentID] {
+		tail, _, err := r.g.tr.Tail(ctx, r.enc, historyLimit, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read transcript: %w", err)
+		}
+		for _, e := range tail {
+			history = append(history, json.RawMessage(e.Data))
+		}
+	}
+	return mine, history, nil
+}
+
+// start is wave 2: the running record, which carries the position the
+// prompt is written at, goes out first, and the prompt follows without
+// waiting for its ack; a session that has no entry yet is created beside
+// them. An earlier attempt's prompt (in mine) is not written again. It
+// returns the history the agent is given, or the record of a run that was
+// killed before it started.
+func (r *run) start(ctx context.Context, mine []transcripts.Entry, history []json.RawMessage) ([]json.RawMessage, *runs.Record, error) {
+	g, req := r.g, r.req
+	var sessErr error
+	var sessWG sync.WaitGroup
+	if r.sess == nil {
+		sessWG.Go(func() { sessErr = g.createSession(ctx, req, r.child) })
+	}
+	wantPrompt := !hasPart(mine, req.RunID, "prompt")
+	var prompt []byte
+	var told []notices.Body // notices this turn delivers to a sub-agent watcher
+	if wantPrompt {
+		prompt, told = r.promptEntry(ctx)
+		history = append(history, prompt)
+	}
+	if len(history) > historyLimit {
+		history = history[len(history)-historyLimit:]
+	}
+	at := r.cur.Len()
+	if !wantPrompt {
+		at = *r.rec.TranscriptAt
+	}
+	awaitRec, err := r.recordRunning(ctx, at)
+	if err != nil {
+		sessWG.Wait()
+		return nil, nil, err
+	}
+	if wantPrompt {
+		err = r.appendPart(ctx, "prompt", prompt, func(ctx context.Context, moved uint64) error {
+			// the end moved under the lane: record the new position before
+			// writing there
+			if _, err := awaitRec(); err != nil {
+				return err
+			}
+			rec, rev, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
+				rr.TranscriptAt = &moved
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("record transcript position: %w", err)
+			}
+			r.rec, r.rev = rec, rev
+			return nil
+		})
+	}
+	already, recErr := awaitRec()
+	err = errors.Join(recErr, err)
+	sessWG.Wait()
+	if already != nil {
+		return history, already, nil
+	}
+	if err = errors.Join(err, sessErr); err != nil {
+		for _, n := range told {
+			g.pending.add(n) // not delivered: the next attempt tells them
+		}
+		return nil, nil, err
+	}
+	r.ackNotices(ctx, told)
+	return history, nil, nil
+}
+
+// promptEntry is the prompt as the run's transcript entry. A sub-agent's
+// turn also delivers its watcher's pending notices, put before the prompt;
+// told lists them.
+func (r *run) promptEntry(ctx context.Context) (entry []byte, told []notices.Body) {
+	req := r.req
+	if rules.IsSubagentKey(req.SessionKey) {
+		told = r.g.noticesForTurn(ctx, req.SessionKey)
+		req.Prompt = withNotices(req.Prompt, told)
+	}
+	user := map[string]any{
+		"role":    "user",
+		"content": req.Prompt,
+		runMarker: marker{Run: req.RunID, Part: "prompt"},
+	}
+	if req.Provenance != nil {
+		user["provenance"] = req.Provenance
+	}
+	entry, _ = bus.Marshal(user)
+	return entry, told
+}
+
+// recordRunning sends the running record, with the transcript position at,
+// without waiting for its ack. await waits for the ack once (later calls
+// return at once) and returns the record of a run found terminal, killed
+// before it started, which is left as it is.
+func (r *run) recordRunning(ctx context.Context, at uint64) (await func() (already *runs.Record, err error), err error) {
+	var already *runs.Record
+	waitRec, err := r.g.runs.UpdateAsync(ctx, r.req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
+		if rr.Terminal() {
+			already = rr // killed before it started
+			return nil
+		}
+		rr.Status = runs.Running
+		rr.Attempts++
+		rr.Gateway = r.g.id
+		rr.StartedAt = time.Now().UnixMilli()
+		rr.Error = ""
+		rr.TranscriptAt = &at
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record running: %w", err)
+	}
+	recorded := false
+	return func() (*runs.Record, error) {
+		if recorded {
+			return already, nil
+		}
+		recorded = true
+		rec, rev, err := waitRec()
+		if err != nil {
+			return already, fmt.Errorf("record running: %w", err)
+		}
+		r.rec, r.rev = rec, rev
+		return already, nil
+	}, nil
+}
+
+// ackNotices acknowledges the notices the prompt delivered.
+func (r *run) ackNotices(ctx context.Context, told []notices.Body) {
+	for _, n := range told {
+		if err := r.g.ackNotice(ctx, n); err != nil {
+			r.g.log.Warn("gateway: acknowledge a notice (the sweep retries)", "watcher", n.Watcher, "target", n.Target, "err", err)
+		}
+	}
+}
+
+// announceDelivered records, in the background, that the announce the
+// request carries is in the requester's transcript now.
+func (r *run) announceDelivered() {
+	g, req := r.g, r.req
+	if req.Announce == nil {
+		return
+	}
+	g.wg.Go(func() {
+		actx, c := opCtx(g.ctx)
+		defer c()
+		if err := g.announceCarried(actx, req); err != nil {
+			g.log.Warn("gateway: record announce delivered (afterRun retries)", "run", req.RunID, "err", err)
+		}
+	})
+}
+
+// invoke runs the agent's turn in its runtime, with the history it is
+// given.
+func (r *run) invoke(ctx context.Context, history []json.RawMessage) (*runtime.Result, error) {
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
+	if r.watch != nil {
+		// a kill or a sweep's timeout ends the turn here
+		go func() {
+			if rec, err := r.watch.Wait(actx); err == nil && rec.Terminal() {
+				acancel()
+			}
+		}()
+	}
+	return r.g.runAgent(actx, r.req, history, r.sess, r.model(), r.child)
+}
+
+// finish records how the turn ended: its reply is appended (wave 3) unless
+// the turn failed or yielded or an earlier attempt appended it, then the
+// outcome is recorded (wave 4).
+func (r *run) finish(ctx context.Context, res *runtime.Result, replied bool, runErr error) (*runs.Record, error) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	status, errText, reply := r.outcome(res, runErr)
+	// a yielded turn has no reply of its own (docs/runtimes.md)
+	if status == runs.OK && !replied && (res == nil || !res.Yielded) {
+		if err := r.appendReply(octx, reply); err != nil {
+			return nil, err
+		}
+	}
+	return r.recordOutcome(octx, status, errText, reply)
+}
+
+// outcome is the status, error text and reply the run record is to carry.
+func (r *run) outcome(res *runtime.Result, runErr error) (status, errText, reply string) {
+	status = runs.OK
+	switch {
+	case runErr == nil:
+		if res != nil {
+			reply = res.Reply
+		}
+	case errors.Is(runErr, runtime.ErrTimeout), errors.Is(runErr, context.DeadlineExceeded):
+		status, errText = runs.Timeout, runErr.Error()
+	default:
+		status, errText = runs.Error, runErr.Error()
+	}
+	// The run error is the one place a runtime's stderr and a provider's
+	// error text enter the bus (run record, announce, subagents, status):
+	// mask credentials here, once, before any of them reads it.
+	errText, _ = r.g.redact.ToolPayload(errText)
+	return status, errText, reply
+}
+
+// appendReply is wave 3: the agent's reply, after the prompt.
+func (r *run) appendReply(ctx context.Context, reply string) error {
+	data, _ := bus.Marshal(map[string]any{
+		"role":    "assistant",
+		"content": reply,
+		runMarker: marker{Run: r.req.RunID, Part: "reply"},
+	})
+	return r.appendPart(ctx, "reply", data, nil)
+}
+
+// recordOutcome is wave 4: the run record takes the outcome, the
+// transcript index moves to the end, the session is touched, and the lane
+// is handed over. The outcome also frees the lane, so no release is
+// written (runs.Record.FreesLane); a lane whose run was killed or timed out
+// by a sweep meanwhile is released after it.
+func (r *run) recordOutcome(ctx context.Context, status, errText, reply string) (*runs.Record, error) {
+	g, req := r.g, r.req
+	handOver := r.startHandOver()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := g.tr.Flush(ctx, r.cur); err != nil {
+			g.log.Debug("gateway: transcript index lags (readers repair it)", "run", req.RunID, "err", err)
+			return
+		}
+		g.cursors.put(r.enc, r.cur)
+	})
+	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev) })
+	ended := false
+	rec, _, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
+		if rr.Terminal() {
+			ended = false
+			return nil // killed meanwhile: keep that
+		}
+		ended = true
+		rr.FreesLane = r.lane != nil
+		rr.Status = status
+		rr.Error = errText
+		rr.EndedAt = time.Now().UnixMilli()
+		if status == runs.OK {
+			rr.Reply = sanitize.VisibleText(reply, sanitize.Delivery)
+		}
+		return nil
+	})
+	wg.Wait()
+	handOver(err == nil && ended)
+	if err != nil {
+		return nil, fmt.Errorf("record outcome: %w", err)
+	}
+	return rec, nil
+}
+
+// createSession creates the entry of a session that has none yet, so
+// tools the agent calls during its turn find it.
+func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request, child *subagents.Record) error {
+	now := time.Now().UnixMilli()
+	e := &sessions.Entry{
+		Key: req.SessionKey, AgentID: req.AgentID, SessionID: sessions.NewID(),
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if child != nil {
+		e = subagents.ChildEntry(child) // the spawn's own write of it was lost
+	}
+	_, err := g.store.Create(ctx, e)
+	if err != nil && !errors.Is(err, sessions.ErrExists) {
+		return fmt.Errorf("create session: %w", err)
+	}
+	return nil
+}
+
+// touchSession bumps the session's updatedAt after a turn, from the entry
+// read when the run started (nil: created by createSession, read it). A
+// failure only leaves updatedAt older; the turn is recorded regardless.
+func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64) {
+	now := time.Now().UnixMilli()
+	_, _, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
+		e.UpdatedAt = max(e.UpdatedAt, now)
+		return nil
+	})
+	if err != nil {
+		g.log.Warn("gateway: touch session", "session", req.SessionKey, "err", err)
+	}
+}
