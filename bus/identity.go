@@ -311,7 +311,13 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	if gc.NotBefore != 0 && now.Add(tokenSkew).Unix() < gc.NotBefore {
 		return Caller{}, Errorf(CodeUnauthorized, "token not valid before %s: use it from then, or mint one valid now", time.Unix(gc.NotBefore, 0).UTC().Format(time.RFC3339))
 	}
-	if gc.IssuedAt == 0 || c.Expires.Sub(time.Unix(gc.IssuedAt, 0)) > MaxTokenTTL+tokenSkew {
+	if gc.IssuedAt != 0 && now.Add(tokenSkew).Unix() < gc.IssuedAt {
+		return Caller{}, Errorf(CodeUnauthorized, "token issued at %s, in the future: check the minting host's clock and mint one again", time.Unix(gc.IssuedAt, 0).UTC().Format(time.RFC3339))
+	}
+	// The lifetime counts from now as well as from iat: a token whose iat
+	// was set ahead would otherwise stay valid for MaxTokenTTL after that
+	// future iat, however long before it it was used.
+	if gc.IssuedAt == 0 || c.Expires.Sub(time.Unix(gc.IssuedAt, 0)) > MaxTokenTTL+tokenSkew || c.Expires.Sub(now) > MaxTokenTTL+tokenSkew {
 		return Caller{}, Errorf(CodeUnauthorized, "token lifetime is longer than the maximum %v (or unknown): mint one with `sessionbus token --ttl` at most %v", MaxTokenTTL, MaxTokenTTL)
 	}
 	if us, ok := gc.Data["mintedAt"].(float64); ok {

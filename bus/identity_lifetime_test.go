@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +38,36 @@ func TestTokenNotBeforeAndMaxLifetime(t *testing.T) {
 	}
 	if _, err := v.Verify(sign(time.Time{}, MaxTokenTTL+time.Hour)); err == nil || !strings.Contains(err.Error(), "longer than the maximum") {
 		t.Fatalf("lifetime above the maximum: %v", err)
+	}
+	// iat 10 days ahead and exp a day after it: a day's lifetime counted
+	// from iat, eleven days counted from now
+	// (signed by hand: jwt's Encode stamps iat with the signer's clock, so
+	// this is what a minting host whose clock runs ahead produces)
+	ahead := func(iat time.Time, exp time.Time) string {
+		gc := jwt.NewGenericClaims("agent:main:main")
+		gc.Issuer, gc.IssuedAt, gc.Expires = op.PublicKey(), iat.Unix(), exp.Unix()
+		body, err := json.Marshal(gc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := base64.RawURLEncoding
+		signing := enc.EncodeToString([]byte(`{"typ":"JWT","alg":"ed25519-nkey"}`)) + "." + enc.EncodeToString(body)
+		sig, err := op.kp.Sign([]byte(signing))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return signing + "." + enc.EncodeToString(sig)
+	}
+	now := time.Now()
+	if _, err := v.Verify(ahead(now.Add(240*time.Hour), now.Add(264*time.Hour))); err == nil || !strings.Contains(err.Error(), "in the future") {
+		t.Fatalf("iat 10 days ahead: %v", err)
+	}
+	if _, err := v.Verify(ahead(now.Add(-time.Hour), now.Add(MaxTokenTTL+2*time.Hour))); err == nil || !strings.Contains(err.Error(), "longer than the maximum") {
+		t.Fatalf("iat an hour ago, exp MaxTokenTTL+2h ahead: %v", err)
+	}
+	// a clock a little ahead on the minting host still works
+	if _, err := v.Verify(ahead(now.Add(30*time.Second), now.Add(time.Hour))); err != nil {
+		t.Fatalf("iat 30 s ahead (within the skew): %v", err)
 	}
 	if _, err := op.Mint(Caller{SessionKey: "agent:main:main"}, MaxTokenTTL+time.Second); err == nil || !strings.Contains(err.Error(), "longer than the maximum") {
 		t.Fatalf("mint above the maximum: %v", err)
