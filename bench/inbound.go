@@ -12,7 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
-// The ingress benchmark (issue 12, "Bars"): a human turn from a channel
+// The ingress benchmark: a human turn from a channel
 // adapter, measured from the request on sb.inbound to its reply arriving on
 // sb.deliver.<channel>, one gateway, script runtime (echo).
 

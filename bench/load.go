@@ -24,7 +24,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers"
 )
 
-// `sessionbus bench --load DURATION` (issue 15, "Load"): sustained mixed
+// `sessionbus bench --load DURATION` (docs/performance.md): sustained mixed
 // tool traffic from concurrent clients, each a requester session with its
 // own token. Each client spawns one child first (its target), then loops
 // over loadMix: list, history and status of its target, a send that waits

@@ -19,7 +19,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
-// The sessions_send benchmarks (issue 5, "Bars"): send-and-wait through
+// The sessions_send benchmarks: send-and-wait through
 // NATS with a real token, from agent:main:main to sessions it spawned (so
 // the A2A flow is skipped: delivery "skipped"), executed by one or two
 // gateway replicas on their own connections, with the script runtime.

@@ -45,7 +45,7 @@ func runRawSendChain(ctx context.Context, e *env) (Result, error) {
 }
 
 // raw_send_chain_3wave and raw_send_chain_2wave: the same traffic in the
-// shapes a leaner send path could take (issue 15), to measure the floor of
+// shapes a leaner send path could take, to measure the floor of
 // each before building it. With sync on every write the cost is the disk
 // flushes on the caller's path, not the client's round trips, so each
 // shape is the least a design of that shape must wait for.

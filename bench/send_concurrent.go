@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// send_concurrent (issue 15): send_throughput_2gw's load, 32 senders each
+// send_concurrent: send_throughput_2gw's load, 32 senders each
 // waiting for its reply against 2 gateways (script echo, delivery skipped),
 // and what it costs the store: writes_per_send is, per stream (a KV
 // bucket's is KV_<bucket>), the messages it stored over the whole run

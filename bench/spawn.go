@@ -9,7 +9,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 )
 
-// spawn_accept (issue 11, "Bars"): sessions_spawn through NATS with a real
+// spawn_accept: sessions_spawn through NATS with a real
 // token, up to the accepted reply (always non-blocking; no gateway runs
 // the children). The spawns come from spawnRequesters sessions in turn,
 // each with its own token (verified once, then cached, as a requester's

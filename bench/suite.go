@@ -1,7 +1,8 @@
 // Package bench is the `sessionbus bench` suite: each benchmark runs against
 // an embedded server in a temp dir, in one process, together with the raw
-// NATS baselines measured in the same run (DESIGN.md, "Benchmarks (public
-// contract)"). Latency is measured per operation, sequentially, after a
+// NATS baselines measured in the same run (docs/performance.md gives the
+// figures and the commands). The JSON fields of Result are a public
+// contract. Latency is measured per operation, sequentially, after a
 // warm-up; ops_per_sec is ops / wall time of the timed loop.
 //
 // Each benchmark's result names its baseline and carries ratio = p50 / the

@@ -328,12 +328,14 @@ func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter b
 	}()
 }
 
-// Lent is an encoded result whose buffer its handler takes back once the
-// reply is published (publishing copies it into the connection's buffer):
-// a large reply such as sessions_list's 30 KiB page then reuses one pooled
-// buffer instead of allocating one per call, which on a worker holding a
-// large session index means fewer garbage collections, each marking the
-// whole index (issue 17). Release is called once, after the reply is sent.
+// Lent is a result whose bytes the handler only lends to the service: the
+// service publishes Data as the reply and then calls Release, after which
+// the handler reuses the buffer. Publishing copies the bytes into the
+// connection's buffer, so a large reply such as sessions_list's 30 KiB
+// page reuses one pooled buffer instead of allocating one per call; on a
+// worker holding a large session index that means fewer garbage
+// collections, each of which marks the whole index. Release is called
+// once, after the reply is sent.
 type Lent struct {
 	Data    json.RawMessage
 	Release func()

@@ -2,8 +2,8 @@ package bus
 
 import "strings"
 
-// DefaultPrefix is the subject prefix of a deployment; DESIGN.md names every
-// subject and JetStream object relative to it.
+// DefaultPrefix is the subject prefix of a deployment (`bus.prefix`); every
+// subject and JetStream object name below is relative to it.
 const DefaultPrefix = "sb"
 
 // ServiceName is the micro service name, so `nats micro ls/info/stats sessionbus` work.
@@ -121,8 +121,9 @@ func (n Names) SessionOp(op string) string { return n.p() + ".ops.session." + op
 // Inbound is the request subject a channel adapter brings a human turn in on.
 func (n Names) Inbound() string { return n.p() + ".inbound" }
 
-// Bucket names a KV bucket or object store. With the default prefix the names
-// are exactly DESIGN.md's (`sessions`, `runs`, ...).
+// Bucket names a KV bucket or object store. With the default prefix a bucket
+// is named by its noun alone (`sessions`, `runs`, ...); another prefix is
+// put in front (`<prefix>_sessions`).
 func (n Names) Bucket(name string) string {
 	if n.p() == DefaultPrefix {
 		return name

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/viper"
 )
 
-// Defaults, as the reference and seed 000 give them.
+// Defaults, OpenClaw's where it has the key (docs/config.md lists them all).
 const (
 	DefaultVisibility          = "tree"
 	DefaultMaxPingPongTurns    = 5
@@ -56,7 +56,7 @@ var defaults = map[string]any{
 // Load reads path (or, when empty, sessionbus.yaml/.json/.json5 in the
 // working directory if present), then SESSIONBUS_* environment variables,
 // and validates. A .json or .json5 file is read as JSON5, so OpenClaw's
-// openclaw.json loads as it is. Warnings (a value the reference falls back on) are logged.
+// openclaw.json loads as it is. Warnings (a value OpenClaw falls back on) are logged.
 func Load(path string, log *slog.Logger) (*Config, error) {
 	v := withDefaults()
 	v.SetEnvPrefix("SESSIONBUS")

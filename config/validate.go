@@ -15,7 +15,7 @@ import (
 var agentIDRe = regexp.MustCompile(`(?i)^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Validate rejects malformed values with an error naming the key and value;
-// where the reference itself falls back (visibility to tree, ping-pong turns
+// where OpenClaw itself falls back (visibility to tree, ping-pong turns
 // clamped), it applies the fallback and logs a warning naming the key.
 func (c *Config) Validate(log *slog.Logger) error {
 	if log == nil {
@@ -111,7 +111,7 @@ func (c *Config) Validate(log *slog.Logger) error {
 		}
 	}
 	if _, ok := c.DiskBudget(); !ok {
-		// Seed 000: a malformed budget must not fall back on the 2gb
+		// A malformed budget must not fall back on the 2gb
 		// default the user never chose (it would evict archives they
 		// meant to keep): no budget at all, said loudly.
 		log.Warn("session.maintenance.maxDiskBytes is malformed: the disk budget is DISABLED, no archive or session is evicted; "+

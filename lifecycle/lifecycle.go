@@ -128,7 +128,8 @@ func (o *Ops) Delete(ctx context.Context, key, reason string, progress archives.
 
 // Reset archives the session's transcript and starts a new one under the
 // same key: a new sessionId, an empty transcript, the cursors it held as
-// watcher gone (reference §6.4); its settings (label, model, route) stay.
+// watcher gone, as OpenClaw's reset does; its settings (label, model,
+// route) stay.
 func (o *Ops) Reset(ctx context.Context, key string, progress archives.Progress) (*Result, error) {
 	return o.run(ctx, key, archives.ReasonReset, "reset", progress)
 }

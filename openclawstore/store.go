@@ -2,7 +2,7 @@
 // OPENCLAW_STATE_DIR): each agent's session store and transcripts, in
 // either of the layouts OpenClaw has used.
 //
-//   - File store (reference [A]): agents/<agentId>/sessions/sessions.json,
+//   - File store (OpenClaw's original layout): agents/<agentId>/sessions/sessions.json,
 //     one JSON object mapping session keys to store entries, and one
 //     transcript per session, <sessionId>.jsonl (or the entry's
 //     sessionFile) beside it.

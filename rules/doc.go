@@ -4,7 +4,6 @@
 //
 // It does no I/O and knows nothing about NATS, so every rule can be tested in
 // isolation and every tool handler applies exactly the same rule. Literal
-// strings (error messages, sentinel keys) match the OpenClaw reference
-// (shared/reference/openclaw-session-tools.md) byte for byte, because agents
-// and acceptance tests match on them.
+// strings (error messages, sentinel keys) match OpenClaw's session tools
+// byte for byte, because agents and acceptance tests match on them.
 package rules

@@ -29,8 +29,8 @@ type Guard struct {
 	RequesterAgent string
 }
 
-// Check returns allowed, or a denial with status "forbidden" and the exact
-// reference message. Cross-agent rules come first, so a cross-agent target
+// Check returns allowed, or a denial with status "forbidden" and OpenClaw's
+// exact message. Cross-agent rules come first, so a cross-agent target
 // under self/tree/agent gets the message that says how to open cross-agent
 // access. Keys compare exactly, as upstream's do.
 func (g Guard) Check(targetKey string) (allowed bool, status, errMsg string) {

@@ -1,6 +1,6 @@
 package rules
 
-// InputError is a "thrown" argument error in the reference's sense (a
+// InputError is a "thrown" argument error in OpenClaw's sense (a
 // ToolInputError): the caller sent something the tool cannot accept. The
 // transport maps it to code 400 with Msg as the message, unlike "returned"
 // errors, which are ordinary replies with status "error" or "forbidden".

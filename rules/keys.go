@@ -49,7 +49,7 @@ func nonEmptySegments(s string) []string {
 }
 
 // ClassifyKeyShape tells apart keys that carry an agent id, keys that try to
-// and fail (which [B] drops from listings), and legacy or alias keys.
+// and fail (which OpenClaw drops from listings), and legacy or alias keys.
 func ClassifyKeyShape(k string) string {
 	raw := trim(k)
 	switch {
@@ -105,7 +105,7 @@ var cronRunRestRe = regexp.MustCompile(`^cron:[^:]+:run:[^:]+$`)
 func IsCronRunKey(k string) bool { return cronRunRestRe.MatchString(parsedRest(k)) }
 
 // IsCronKey reports an agent-scoped cron key. A bare "cron:job" is not one:
-// the reference only recognises cron keys after parsing.
+// OpenClaw only recognises cron keys after parsing.
 func IsCronKey(k string) bool { return strings.HasPrefix(parsedRest(k), "cron:") }
 
 // IsSubagentKey accepts both the bare and the agent-scoped form.

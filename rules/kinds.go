@@ -2,7 +2,7 @@ package rules
 
 import "strings"
 
-// Gateway classifications (the [B] `classification` row field). The taxonomy
+// Gateway classifications (OpenClaw's `classification` row field). The taxonomy
 // is an open string upstream; these are the values Classify produces.
 const (
 	ClassGlobal    = "global"
@@ -42,7 +42,7 @@ func IsToolKind(k string) bool {
 }
 
 // Classify computes the Gateway classification of a store key. Upstream's
-// producer was not found; this is the reference's "faithful reconstruction",
+// producer was not found; this is a faithful reconstruction of its values,
 // and the order of checks is significant (a cron key with a thread suffix is
 // still cron). Legacy bare keys are classified by the whole key, so "cron:x"
 // is cron here although IsCronKey("cron:x") is false. An empty key is
@@ -148,8 +148,8 @@ const (
 // (cron, hook, node) have no chat behind them and read as "internal".
 // Otherwise the stored channel, the origin provider, then the last delivery
 // channel (deliveryContext.channel ?? lastChannel, folded by the caller) are
-// used as stored; a channel read from the key comes back lower-cased, as [B]
-// parses keys.
+// used as stored; a channel read from the key comes back lower-cased, as
+// OpenClaw parses keys.
 func DeriveChannel(kind, rowChannel, originProvider, lastChannel, key string) string {
 	switch lowerTrim(kind) {
 	case KindCron, KindHook, KindNode:

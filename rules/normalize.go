@@ -18,7 +18,7 @@ func isJSSpace(r rune) bool {
 // lowerTrim is the canonical form OpenClaw compares keys and config values in.
 func lowerTrim(s string) string { return strings.ToLower(trim(s)) }
 
-// FirstNonEmpty implements the reference's `a ?? b ?? c` chains, where an
+// FirstNonEmpty implements OpenClaw's `a ?? b ?? c` chains, where an
 // absent value is the empty string in Go. Blank counts as absent and the
 // value comes back trimmed, so stray whitespace in a stored field never wins
 // over a real value behind it. Handlers and the gateway both use it.

@@ -8,7 +8,8 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 )
 
-// Sub-agent roles (reference §5.3) and control scopes.
+// Sub-agent roles and control scopes, OpenClaw's names (docs/subagents.md,
+// "Depth and roles").
 const (
 	RoleMain         = "main"
 	RoleOrchestrator = "orchestrator"
@@ -18,7 +19,8 @@ const (
 	ControlNone     = "none"
 )
 
-// SubagentAlwaysDenied are the tools no sub-agent session gets (§5.3).
+// SubagentAlwaysDenied are the tools no sub-agent session gets, as in
+// OpenClaw (docs/subagents.md, "Child tool sets").
 var SubagentAlwaysDenied = []string{"gateway", "agents_list", "whatsapp_login", "session_status", "cron", "sessions_send"}
 
 // SubagentLeafDenied are the tools a leaf sub-agent (one at the deepest
@@ -56,7 +58,7 @@ type SessionRole struct {
 // ResolveSessionRole classifies a session. A session is a sub-agent when
 // its entry says so (spawnDepth > 0 or a stored sub-agent role) or its key
 // has a `:subagent:` segment. The stored role wins over the role its depth
-// gives, as in the reference. spawnDepth is nil when the entry has none
+// gives, as in OpenClaw. spawnDepth is nil when the entry has none
 // (or there is no entry).
 func ResolveSessionRole(key string, spawnDepth *int, storedRole string, maxSpawnDepth int) SessionRole {
 	depth := 0
@@ -81,8 +83,8 @@ func ResolveSessionRole(key string, spawnDepth *int, storedRole string, maxSpawn
 	return SessionRole{Subagent: true, Depth: depth, Role: role}
 }
 
-// Tool profiles (tools.profile, reference §7.5 and seed 000): the session
-// tools each built-in profile grants. "full" (and no profile) grants every
+// Tool profiles (tools.profile, OpenClaw's profiles; docs/config.md): the
+// session tools each built-in profile grants. "full" (and no profile) grants every
 // tool; agents_list is in no profile.
 var toolProfiles = map[string][]string{
 	"minimal":   {"session_status"},
@@ -91,7 +93,7 @@ var toolProfiles = map[string][]string{
 }
 
 // toolGroups are the group aliases allow/alsoAllow/deny lists may name:
-// group:sessions is every session tool (§7.5), group:openclaw every core
+// group:sessions is every session tool, group:openclaw every core
 // tool, which here is every tool this build serves.
 var toolGroups = map[string][]string{
 	"group:sessions": {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status"},
@@ -105,7 +107,7 @@ func ProfileTools(profile string) []string { return toolProfiles[normalizeToolNa
 // ToolPolicy decides whether a session may call a tool. Its stages run in
 // OpenClaw's order and each can only narrow the set: the profile (with
 // alsoAllow merged in), tools.allow/deny, the agent's
-// agents.list[].tools.allow/deny, then the sub-agent policy of §5.3. A deny
+// agents.list[].tools.allow/deny, then the sub-agent policy. A deny
 // always wins within its stage; an empty allow list restricts nothing.
 // Workers check every call with it (403) and the gateway asks it what a
 // model runtime offers, so both always agree.
@@ -171,7 +173,8 @@ func (p ToolPolicy) Check(s SessionRole, tool string) *Denial {
 	return p.checkSubagent(s, tool, name)
 }
 
-// checkSubagent is the last stage, the sub-agent policy (§5.3).
+// checkSubagent is the last stage, the sub-agent policy (tools.subagents and
+// the built-in deny lists above).
 func (p ToolPolicy) checkSubagent(s SessionRole, tool, name string) *Denial {
 	if matchAny(p.SubagentDeny, name) {
 		return &Denial{Tool: tool, Rule: "sub-agent sessions (tools.subagents.tools.deny)"}

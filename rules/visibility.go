@@ -73,8 +73,8 @@ func SandboxNotVisibleError(ref string) string {
 }
 
 // visibilityScopeText describes each level for the sessions_list warning.
-// The reference quotes the warning but not these texts; they are taken from
-// the scope column of its visibility table (and the docs it summarizes).
+// OpenClaw's docs quote the warning but not these texts; they are taken from
+// the scope column of OpenClaw's visibility table.
 var visibilityScopeText = map[Visibility]string{
 	VisibilitySelf:  "only the current session",
 	VisibilityTree:  "current session + spawned sub-agents",

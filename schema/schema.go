@@ -39,7 +39,7 @@ type def struct {
 var failure = reflect.TypeFor[Failure]()
 
 // defs is the one table of session tools, in the order they are offered.
-// Descriptions follow the reference's wording where it has one.
+// Descriptions follow OpenClaw's wording where it has one.
 var defs = []def{
 	{
 		name:   "sessions_list",

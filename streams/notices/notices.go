@@ -1,6 +1,6 @@
 // Package notices turns signal-log events into parent notices: it appends
-// an event to the signal log and, for the kinds that notify (reference
-// §6.4), raises the material watermark of every watcher of the session and
+// an event to the signal log and, for the kinds that notify
+// (docs/signals.md), raises the material watermark of every watcher of the session and
 // publishes one notice per watcher that had none pending to the watcher's
 // subject on SB_EVENTS (<prefix>.session.<watcher>.notice). Every gateway
 // receives each notice; one claims it and delivers it (gateway package).

@@ -1,7 +1,7 @@
-// Package signals is the durable signal log (reference §6.4-§6.5): one
-// stream, SB_SIGNALS, holding metadata-only events about session state
-// changes on <prefix>.sig.<encodedSessionKey>, and the per-session heads in
-// the `sigheads` bucket. The stream sequence is the event sequence (global,
+// Package signals is the durable signal log: one stream, SB_SIGNALS,
+// holding metadata-only events about session state changes on
+// <prefix>.sig.<encodedSessionKey>, and the per-session heads in the
+// `sigheads` bucket. The stream sequence is the event sequence (global,
 // sparse per session, like OpenClaw's autoincrement), so a session's
 // stateVersion is the sequence of its newest event. See docs/signals.md.
 package signals
@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// Event kinds (reference §6.4).
+// Event kinds, OpenClaw's names (docs/signals.md).
 const (
 	KindHumanDirectMessage = "human_direct_message"
 	KindGoalChanged        = "goal_changed"
@@ -71,7 +71,7 @@ type Event struct {
 	Payload    map[string]any `json:"payload,omitempty"`
 }
 
-// Changes answers changesSince (reference §6.5).
+// Changes answers session_status changesSince.
 type Changes struct {
 	Events                    []Event `json:"events"`
 	Truncated                 bool    `json:"truncated"`
@@ -79,8 +79,8 @@ type Changes struct {
 	HistoryGap                bool    `json:"historyGap"`
 }
 
-// ClassifyActor maps a turn's provenance to the event actor (reference
-// §6.4): inter_session provenance is the source agent session; internal
+// ClassifyActor maps a turn's provenance to the event actor, as OpenClaw
+// does: inter_session provenance is the source agent session; internal
 // system provenance or an internal event is the system; anything else is a
 // human, whose id the caller may fill in (actorID is "" here).
 func ClassifyActor(provenanceKind, sourceSessionKey string, internal bool) (actorType, actorID string) {
@@ -94,8 +94,8 @@ func ClassifyActor(provenanceKind, sourceSessionKey string, internal bool) (acto
 	}
 }
 
-// Project is the tool projection of one event (§6.5): sessionKey,
-// sessionId, agentId and dedupeKey dropped; payload reduced to outcome
+// Project is the tool projection of one event (what changesSince shows):
+// sessionKey, sessionId, agentId and dedupeKey dropped; payload reduced to outcome
 // (error|timeout|cancelled), channel (a string) and turns (a positive
 // integer), and left out when nothing of it remains.
 func Project(ev Event) map[string]any {

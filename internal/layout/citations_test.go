@@ -1,0 +1,127 @@
+package layout_test
+
+import (
+	"go/scanner"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// citations are the ways a comment used to point at text a reader of this
+// repository cannot open: a design file that is not in the repo, sections
+// of an outside reference (§5.3), the tracker's issue numbers. A comment
+// states the fact instead, or links a file in the repo (docs/...).
+var citations = []struct {
+	what string
+	re   *regexp.Regexp
+}{
+	{"DESIGN.md (not in the repository)", regexp.MustCompile(`DESIGN\.md`)},
+	{"a section sign (a reference section)", regexp.MustCompile(`§`)},
+	{"an issue number", regexp.MustCompile(`[Ii]ssues?[ -]#?[0-9]+`)},
+}
+
+// sourceMarkers are the bracket markers that named one of two outside
+// sources ("[A]", "[B]"). They are looked for in comments only: in code,
+// `Set[A]` is a type parameter.
+var sourceMarkers = regexp.MustCompile(`\[[AB]\]`)
+
+// TestNoCitationsInSource walks the module's non-test .go files and fails on
+// any citation above: the history of a decision lives in git, and what the
+// code does is said where it is done.
+func TestNoCitationsInSource(t *testing.T) {
+	root := moduleRoot(t)
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (name == ".git" || name == "node_modules" || name == "testdata" ||
+				name == "vendor" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			if path != root {
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir // another module
+				}
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no .go files under %s", root)
+	}
+	for _, path := range files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, path)
+		for i, line := range strings.Split(string(src), "\n") {
+			for _, c := range citations {
+				if m := c.re.FindString(line); m != "" {
+					t.Errorf("%s:%d: %s (%q): state the fact, or link a file in the repo", rel, i+1, c.what, m)
+				}
+			}
+		}
+		for _, c := range comments(src) {
+			if m := sourceMarkers.FindString(c.text); m != "" {
+				t.Errorf("%s:%d: source marker %s in a comment: name the source (OpenClaw) or state the fact", rel, c.line, m)
+			}
+		}
+	}
+}
+
+type comment struct {
+	line int
+	text string
+}
+
+// comments returns every comment of a Go source file with its first line.
+func comments(src []byte) []comment {
+	fset := token.NewFileSet()
+	file := fset.AddFile("", fset.Base(), len(src))
+	var s scanner.Scanner
+	s.Init(file, src, nil, scanner.ScanComments)
+	var out []comment
+	for {
+		pos, tok, lit := s.Scan()
+		if tok == token.EOF {
+			return out
+		}
+		if tok == token.COMMENT {
+			out = append(out, comment{line: fset.Position(pos).Line, text: lit})
+		}
+	}
+}
+
+// moduleRoot is the directory of the go.mod above the test's directory.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
