@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,48 @@ func TestAuthReplyRedirectionRefused(t *testing.T) {
 		if bytes.Contains(m, []byte(`"sessions":`)) || bytes.Contains(m, []byte(`"code":`)) {
 			t.Fatalf("a tool reply was published as a delivery: %.200s", m)
 		}
+	}
+}
+
+// Agent and adapter credentials carry a payload cap: the server tells the
+// client its cap when it connects, so nats.go refuses a larger request
+// before sending it (a client that sends one anyway is disconnected by the
+// server), and no worker reads it. Requests within the cap still work.
+func TestAuthClientPayloadCap(t *testing.T) {
+	s, d := authServer(t, auth.DefaultAccount)
+	sb := startTenant(t, s, d, auth.DefaultAccount)
+	for _, role := range []auth.Role{auth.RoleAgent, auth.RoleAdapter} {
+		rc := connectRole(t, s, d, auth.DefaultAccount, role)
+		closed := make(chan struct{})
+		rc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		subj := sb.names.Tool("sessions_list")
+		if role == auth.RoleAdapter {
+			subj = sb.names.Inbound()
+		}
+		// nats.go refuses it itself once the server's INFO told it the
+		// cap; before that it sends it and the server closes the
+		// connection
+		err := rc.Publish(subj, make([]byte, 2*bus.MaxRequestBytes))
+		if err == nil {
+			select {
+			case <-closed:
+				err = rc.LastError()
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: the server kept a connection that sent a %d-byte message", role, 2*bus.MaxRequestBytes)
+			}
+		}
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "maximum payload") {
+			t.Fatalf("%s published %d bytes: %v, want a maximum payload error", role, 2*bus.MaxRequestBytes, err)
+		}
+	}
+	// within the cap: a body just over 1 MiB reaches the worker, which
+	// answers 413, and a normal call works
+	agent := connectRole(t, s, d, auth.DefaultAccount, auth.RoleAgent)
+	tok := sb.token(t, bus.Caller{SessionKey: mainKey})
+	if _, err := bus.Call(bustest.Context(t), agent.Conn, sb.names, tok, "sessions_list", make([]byte, bus.MaxRequestBytes+1)); !isCode(err, bus.CodeTooLarge) {
+		t.Fatalf("a body just over 1 MiB: %v, want the worker's 413", err)
+	}
+	if list, err := sb.call(t, agent.Conn, bus.Caller{SessionKey: mainKey}, "sessions_list", `{}`); err != nil || list["count"] == nil {
+		t.Fatalf("agent sessions_list: %v %v", list, err)
 	}
 }

@@ -276,6 +276,7 @@ func (d *Deployment) MintWith(acct string, role Role, name, prefix string, expir
 		uc.Expires = time.Now().Add(expiry).Unix()
 	}
 	uc.Permissions = Permissions(role, bus.NewNames(prefix), InboxPrefix(pub))
+	uc.Limits.NatsLimits = Limits(role)
 	if edit != nil {
 		edit(&uc.Permissions)
 	}
@@ -284,6 +285,31 @@ func (d *Deployment) MintWith(acct string, role Role, name, prefix string, expir
 		return nil, err
 	}
 	return &User{JWT: tok, Seed: string(seed), Pub: pub, Inbox: InboxPrefix(pub)}, nil
+}
+
+// ClientPayload is the largest message an agent or adapter connection may
+// publish: the largest tool request (bus.MaxRequestBytes) plus room for its
+// headers (the caller token). The server refuses a larger one, and closes
+// the connection, before it reaches a worker: a worker would only answer
+// it with 413 after reading it, and senders of such requests slowed every
+// other caller's calls.
+const ClientPayload = bus.MaxRequestBytes + 64<<10
+
+// ClientSubs bounds the subscriptions of an agent or adapter connection: a
+// client needs one for its replies and a few for deliveries, and an
+// unbounded number costs the server memory for every one.
+const ClientSubs = 256
+
+// Limits are the per-connection limits a role's users carry: the outside
+// roles (agent, adapter) are bounded; the deployment's own processes are
+// not beyond the server's.
+func Limits(role Role) jwt.NatsLimits {
+	switch role {
+	case RoleAgent, RoleAdapter:
+		return jwt.NatsLimits{Subs: ClientSubs, Data: jwt.NoLimit, Payload: ClientPayload}
+	default:
+		return jwt.NatsLimits{Subs: jwt.NoLimit, Data: jwt.NoLimit, Payload: jwt.NoLimit}
+	}
 }
 
 // Creds is the user's credentials file (the format `nats --creds` reads).
