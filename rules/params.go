@@ -160,18 +160,18 @@ func (p Params) Bool(name string) (v, present bool, err error) {
 // cannot round-trip through an OpenClaw client, so they are refused.
 const maxSafeInteger = 1<<53 - 1
 
-// PositiveInt reads a strict integer ≥ 1 ([B] readers).
+// PositiveInt reads a strict integer ≥ 1, as OpenClaw's readers do.
 func (p Params) PositiveInt(name string) (int, bool, error) {
 	return p.integer(name, 1, name+" must be a positive integer")
 }
 
-// NonNegativeInt reads a strict integer ≥ 0 ([B] readers).
+// NonNegativeInt reads a strict integer ≥ 0, as OpenClaw's readers do.
 func (p Params) NonNegativeInt(name string) (int, bool, error) {
 	return p.integer(name, 0, name+" must be a non-negative integer")
 }
 
-// integer follows the reference's strict integer readers (OpenClaw's
-// readPositiveIntegerParam and readNonNegativeIntegerParam), which parse a
+// integer follows OpenClaw's strict integer readers
+// (readPositiveIntegerParam and readNonNegativeIntegerParam), which parse a
 // string holding a number as that number and throw "<name> must be a
 // positive integer" for anything else. So it accepts what JavaScript's
 // Number.isSafeInteger would on the parsed value: JSON numbers such as 10,
