@@ -17,8 +17,8 @@ type agentsListEntry = schema.AgentsListEntry
 
 type agentsListResult = schema.AgentsListResult
 
-// agentsList is agents_list (reference §1.8): the agent ids the caller may
-// name in sessions_spawn. The requester comes first, the rest sorted as
+// agentsList is agents_list: the agent ids the caller may name in
+// sessions_spawn. The requester comes first, the rest sorted as
 // JavaScript's localeCompare sorts them (ICU root collation, reproduced
 // with golang.org/x/text/collate's root locale). It takes no parameters.
 func agentsList(_ context.Context, d *Deps, r *requester, _ rules.Params) (any, error) {

@@ -15,7 +15,7 @@ import (
 	"github.com/sessionbus/sessionbus/rules"
 )
 
-// session_status's thrown errors, OpenClaw's exact text (reference §1.7).
+// session_status's thrown errors, OpenClaw's exact text.
 const (
 	errStatusA2ADisabled = "Agent-to-agent status is disabled. Set tools.agentToAgent.enabled=true to allow cross-agent access."
 	errStatusA2ADenied   = "Agent-to-agent session status denied by tools.agentToAgent.allow."
@@ -23,7 +23,7 @@ const (
 )
 
 // statusChangesLimit is how many signal-log events changesSince returns at
-// most (reference §6.5).
+// most.
 const statusChangesLimit = 200
 
 // StateLog is what session_status reads of a session's signal log
@@ -34,7 +34,7 @@ type StateLog interface {
 	Since(ctx context.Context, sessionKey string, after uint64, limit int) (StateChanges, error)
 }
 
-// StateChanges is one changesSince read (reference §6.5).
+// StateChanges is one changesSince read.
 type StateChanges struct {
 	Events                    []map[string]any `json:"events"`
 	Truncated                 bool             `json:"truncated"`
@@ -156,8 +156,8 @@ func sessionStatus(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 	return out, nil
 }
 
-// resolveStatusTarget applies §6.1. The index is read without a barrier
-// first, as resolveVisible does; only a miss or a denial syncs and decides
+// resolveStatusTarget finds session_status's target (docs/tools.md,
+// session_status, "Target"). The index is read without a barrier first, as resolveVisible does; only a miss or a denial syncs and decides
 // again, so a session written a moment ago elsewhere is never refused.
 func (d *Deps) resolveStatusTarget(ctx context.Context, r *requester, ref string) (resolved, error) {
 	return decideSynced(ctx, d, func() (resolved, error) { return d.statusTarget(r, ref) })
@@ -181,9 +181,9 @@ func (d *Deps) statusTarget(r *requester, raw string) (resolved, error) {
 		if e := d.selectSessionID(r, raw, func(e *sessions.Entry) bool {
 			// with agent-to-agent off, another agent's session can never be
 			// the answer, so it must not make the choice ambiguous either
-			return r.a2a.Enabled || r.facts(e).agentID == r.agentID
+			return r.a2a.Enabled || r.derived(e).agentID == r.agentID
 		}); e != nil {
-			if err := statusAgentAccess(r, r.facts(e).agentID); err != nil {
+			if err := statusAgentAccess(r, r.derived(e).agentID); err != nil {
 				return resolved{}, err
 			}
 			key, viaID = e.Key, true
@@ -260,7 +260,7 @@ func (d *Deps) statusGuard(r *requester, key string) error {
 // entry is written only when something changed.
 func (d *Deps) applyStatusOverrides(ctx context.Context, r *requester, target resolved, sp statusParams, out *statusResult) (*sessions.Entry, error) {
 	e := target.entry
-	agentID := r.facts(e).agentID
+	agentID := r.derived(e).agentID
 	provider, model := e.Rares().ProviderOverride, e.Rares().ModelOverride
 	if sp.hasModel {
 		var err error
@@ -414,7 +414,7 @@ func (d *Deps) statusReads(ctx context.Context, key string, e *sessions.Entry, s
 			wg.Go(func() {
 				c, err := d.Signals.Since(ctx, key, sp.changesSince, statusChangesLimit)
 				if err != nil {
-					// a read error is an empty delta without a gap (§6.5)
+					// a read error is an empty delta without a gap
 					d.Log.Warn("session_status: changes since", "session", key, "err", err)
 					return
 				}

@@ -11,8 +11,8 @@ import (
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
-// sessions_history reads at most this many transcript entries per call. The
-// reference leaves the gateway's default page unconfirmed; the 80 KiB cap
+// sessions_history reads at most this many transcript entries per call.
+// OpenClaw leaves the gateway's default page unconfirmed; the 80 KiB cap
 // bounds the reply anyway, and this bounds the read (docs/tools.md).
 const (
 	historyDefaultLimit = 200

@@ -15,7 +15,7 @@ import (
 // makes of one (decoded, filtered, sanitized, redacted, truncated and
 // re-encoded: entryView) depends only on its bytes, its entry number,
 // whether the reply is paginated (the seq tag) and the redactor. Recomputing
-// it was most of a history call's CPU (issue 17); the worker keeps it
+// it was most of a history call's CPU; the worker keeps it
 // instead, in a bounded LRU cache.
 //
 // The cache is keyed by stream sequence and the seq tag, and a hit is

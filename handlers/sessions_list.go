@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -23,9 +22,8 @@ const (
 	listBudgetError    = "Session metadata exceeds the 64 KiB result budget even without previews; use a narrower inventory query"
 )
 
-var validKinds = map[string]bool{"main": true, "group": true, "cron": true, "hook": true, "node": true, "other": true}
-
-// listRow is the focused [B] row contract.
+// listRow is one sessions_list row (its fields: docs/tools.md,
+// sessions_list).
 type listRow struct {
 	Key                string            `json:"key"`
 	SessionID          string            `json:"sessionId,omitempty"`
@@ -51,7 +49,7 @@ type listRow struct {
 	Messages           []json.RawMessage `json:"messages,omitempty"`
 
 	// plain: no string but DerivedTitle, LastMessagePreview and
-	// ChildSessions has a byte JSON escapes (facts.plain); plainKids: no
+	// ChildSessions has a byte JSON escapes (derivedFields.plain); plainKids: no
 	// string of ChildSessions has one.
 	plain, plainKids bool
 }
@@ -71,152 +69,6 @@ type listResult struct {
 	TruncationReason  string          `json:"truncationReason,omitempty"`
 	EnrichmentOmitted bool            `json:"enrichmentOmitted,omitempty"`
 	Visibility        *visibilityMeta `json:"visibility,omitempty"`
-}
-
-// listQuery is the validated sessions_list parameters.
-type listQuery struct {
-	kinds            map[string]bool
-	limit, offset    int
-	activeMinutes    int
-	messageLimit     int
-	label, agentID   string
-	search           string
-	archived         string // "false" | "true" | "all"
-	pinned           *bool
-	group            string
-	exact            []exactFilter // ownerId, creatorId, projectId, workspaceDir
-	excludeSubagents bool
-	derivedTitles    bool
-	lastMessage      bool
-	// fromArchive marks the rows made from archive metadata (archived:
-	// true or "all"): not enriched from the live transcripts
-	fromArchive map[*sessions.Entry]bool
-}
-
-func parseListQuery(p rules.Params) (*listQuery, error) {
-	q := &listQuery{limit: listDefaultLimit, archived: "false"}
-	kinds, _, err := p.StringList("kinds")
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range kinds {
-		if k = strings.ToLower(strings.TrimSpace(k)); validKinds[k] {
-			if q.kinds == nil {
-				q.kinds = map[string]bool{}
-			}
-			q.kinds[k] = true
-		}
-	}
-	if v, ok, err := p.PositiveInt("limit"); err != nil {
-		return nil, err
-	} else if ok {
-		q.limit = v
-	}
-	if v, ok, err := p.NonNegativeInt("offset"); err != nil {
-		return nil, err
-	} else if ok {
-		q.offset = v
-	}
-	if q.activeMinutes, _, err = p.PositiveInt("activeMinutes"); err != nil {
-		return nil, err
-	}
-	if q.messageLimit, _, err = p.NonNegativeInt("messageLimit"); err != nil {
-		return nil, err
-	}
-	q.messageLimit = min(q.messageLimit, listMaxMessages)
-	if q.label, _, err = p.String("label"); err != nil {
-		return nil, err
-	}
-	if q.agentID, _, err = p.AgentID("agentId"); err != nil {
-		return nil, err
-	}
-	if q.search, _, err = p.String("search"); err != nil {
-		return nil, err
-	}
-	q.search = sessions.SearchNeedle(q.search)
-	if q.group, _, err = p.String("group"); err != nil {
-		return nil, err
-	}
-	for _, f := range exactFilters {
-		v, ok, err := p.String(f.name)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			q.exact = append(q.exact, exactFilter{field: f.field, value: v})
-		}
-	}
-	if err := parseArchived(p, q); err != nil {
-		return nil, err
-	}
-	if v, ok, err := p.Bool("pinned"); err != nil {
-		return nil, err
-	} else if ok {
-		q.pinned = &v
-	}
-	if q.excludeSubagents, _, err = p.Bool("excludeSubagents"); err != nil {
-		return nil, err
-	}
-	if q.derivedTitles, _, err = p.Bool("includeDerivedTitles"); err != nil {
-		return nil, err
-	}
-	if q.lastMessage, _, err = p.Bool("includeLastMessage"); err != nil {
-		return nil, err
-	}
-	if rel, ok, err := p.String("relationship"); err != nil {
-		return nil, err
-	} else if ok {
-		switch rel {
-		case "owned", "created", "involving":
-			// sessionbus callers are sessions, never authenticated people.
-			return nil, badRequest("relationship requires an authenticated requesting user; use an explicit ownerId or creatorId instead")
-		default:
-			return nil, badRequest("relationship must be owned, created, or involving")
-		}
-	}
-	if v, _, err := p.Bool("activeOnly"); err != nil {
-		return nil, err
-	} else if v {
-		return nil, badRequest("activeOnly requires a Gateway-backed inventory with live run state")
-	}
-	return q, nil
-}
-
-// exactFilter is one of the [B] inventory filters that match an entry
-// field exactly.
-type exactFilter struct {
-	field func(*sessions.Entry) string
-	value string
-}
-
-var exactFilters = []struct {
-	name  string
-	field func(*sessions.Entry) string
-}{
-	{"ownerId", func(e *sessions.Entry) string { return e.OwnerID }},
-	{"creatorId", func(e *sessions.Entry) string { return e.CreatorID }},
-	{"projectId", func(e *sessions.Entry) string { return e.ProjectID }},
-	{"workspaceDir", func(e *sessions.Entry) string { return e.WorkspaceDir }},
-}
-
-func parseArchived(p rules.Params, q *listQuery) error {
-	raw, ok := p["archived"]
-	if !ok || raw == nil {
-		return nil
-	}
-	switch v := raw.(type) {
-	case bool:
-		if v {
-			q.archived = "true"
-		}
-		return nil
-	case string:
-		if strings.TrimSpace(v) == "all" {
-			q.archived = "all"
-			return nil
-		}
-	}
-	return badRequest(`archived must be true, false or "all"`)
 }
 
 func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (any, error) {
@@ -248,7 +100,7 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		if !d.listable(r, q, e, nowMs) {
 			return true
 		}
-		if ok, _, _ := guard.CheckAgent(e.Key, r.facts(e).agentID); !ok {
+		if ok, _, _ := guard.CheckAgent(e.Key, r.derived(e).agentID); !ok {
 			return true
 		}
 		return take(e)
@@ -312,7 +164,7 @@ var listWarnings = func() map[rules.Visibility]string {
 // listScratch is one call's working memory, pooled: a page of 100 rows and
 // its 30 KiB reply were about 75 KB of garbage per call, and on a worker
 // holding a large index every garbage collection marks all of it, on the
-// cores the calls run on (issue 17).
+// cores the calls run on.
 type listScratch struct {
 	picked []*sessions.Entry
 	rows   []listRow
@@ -365,58 +217,6 @@ func (d *Deps) listCandidates(r *requester) []*sessions.Entry {
 	return out
 }
 
-// listable applies the inventory filters. It runs under the index lock, so
-// it must not call back into the index.
-func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int64) bool {
-	k, f := e.Key, r.facts(e)
-	switch {
-	case k == rules.KeyUnknown, f.cronRun, f.malformed:
-		return false
-	case k == rules.KeyGlobal && (r.alias.Alias != rules.KeyGlobal || r.restrictToSpawned):
-		return false
-	}
-	switch q.archived {
-	case "false":
-		if e.Archived {
-			return false
-		}
-	case "true":
-		if !e.Archived {
-			return false
-		}
-	}
-	if q.pinned != nil && e.Pinned != *q.pinned {
-		return false
-	}
-	if q.label != "" && e.Label != q.label {
-		return false
-	}
-	if q.agentID != "" && f.agentID != q.agentID {
-		return false
-	}
-	if q.group != "" && e.Group != q.group {
-		return false
-	}
-	for _, x := range q.exact {
-		if x.field(e) != x.value {
-			return false
-		}
-	}
-	if q.excludeSubagents && f.subagent {
-		return false
-	}
-	if q.activeMinutes > 0 && e.UpdatedAt < nowMs-int64(q.activeMinutes)*60_000 {
-		return false
-	}
-	if q.search != "" && !e.MatchesSearch(q.search) {
-		return false
-	}
-	if q.kinds != nil && !q.kinds[f.kind] {
-		return false
-	}
-	return true
-}
-
 func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*sessions.Entry, guard rules.Guard, sc *listScratch) []*listRow {
 	sc.rows = slices.Grow(sc.rows[:0], len(es))[:len(es)]
 	// never nil: a page with no rows is "sessions":[], not null
@@ -449,7 +249,7 @@ func (d *Deps) buildRows(ctx context.Context, r *requester, q *listQuery, es []*
 // baseRow fills row (its previous contents overwritten) for e, its
 // children's keys kept in sc.
 func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rules.Guard, sc *listScratch) {
-	f := r.facts(e)
+	f := r.derived(e)
 	*row = listRow{
 		Key:            r.alias.Display(e.Key),
 		SessionID:      e.SessionID,
@@ -485,7 +285,7 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 	from := len(sc.names)
 	row.plainKids = true
 	for _, c := range sc.kids {
-		cf := r.facts(c)
+		cf := r.derived(c)
 		if ok, _, _ := guard.CheckAgent(c.Key, cf.agentID); !ok {
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // The sessions_list reply is written by hand: encoding/json's reflection was
-// most of a 100-row call (issue 17). The output is byte for byte what
+// most of a 100-row call. The output is byte for byte what
 // json.Marshal writes for listResult (sessions_list_json_test.go checks it
 // against json.Marshal over random rows); rows carrying messages, which are
 // raw JSON json.Marshal re-compacts, still go through json.Marshal.

@@ -14,7 +14,7 @@ import (
 )
 
 // Rows whose strings need no escaping are written with plain copies
-// (facts.plain); a page mixing them with rows that need escaping in each
+// (derivedFields.plain); a page mixing them with rows that need escaping in each
 // field the shortcut covers must still be json.Marshal's bytes, and the
 // pooled reply must stay intact until it is released.
 func TestListReplyPlainRowsAreJSONMarshal(t *testing.T) {
@@ -56,7 +56,7 @@ func TestListReplyPlainRowsAreJSONMarshal(t *testing.T) {
 	}
 	plain := 0
 	for _, e := range es {
-		if r.facts(d.Index.Get(e.Key)).plain {
+		if r.derived(d.Index.Get(e.Key)).plain {
 			plain++
 		}
 	}

@@ -56,7 +56,7 @@ type sendResult struct {
 	Delivery        *sendDelivery `json:"delivery,omitempty"`
 	SentBeforeError bool          `json:"sentBeforeError,omitempty"`
 	// Watched answers watch:true: whether the sender now watches the
-	// target (reference §6.6); absent when watch was not asked.
+	// target; absent when watch was not asked.
 	Watched *bool `json:"watched,omitempty"`
 }
 
@@ -237,7 +237,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	out := d.sendOutcome(ctx, q, sp, runID, res.displayKey, skipA2A)
 	if sp.watch {
 		// registered after a successful dispatch only (a failed one
-		// returned above), as in the reference
+		// returned above), as in OpenClaw
 		watched := d.watch(ctx, r.key, target)
 		out.Watched = &watched
 	}

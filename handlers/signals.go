@@ -25,10 +25,10 @@ func (s signalLog) Since(ctx context.Context, key string, after uint64, limit in
 }
 
 // humanTurnRecorder logs an accepted human turn as human_direct_message
-// (reference §6.4) and notifies the session's watchers; the parent is a
+// and notifies the session's watchers; the parent is a
 // producer-supplied watcher, so a child spawned before watch cursors
 // existed still tells it. A turn into a session with neither a parent nor
-// a watcher is not recorded, as in the reference.
+// a watcher is not recorded, as in OpenClaw.
 func humanTurnRecorder(rec *notices.Recorder) HumanTurnHook {
 	return func(ctx context.Context, t HumanTurn) error {
 		parent := rules.FirstNonEmpty(t.SpawnedBy, t.ParentSessionKey)

@@ -9,7 +9,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
-// statusCard is the /status-style card (reference §6.3): the lines that
+// statusCard is the /status-style card: the lines of OpenClaw's that
 // apply to sessionbus, one per fact, lines with nothing to say omitted.
 func (d *Deps) statusCard(r *requester, e *sessions.Entry, m modelInfo, u usage) string {
 	now := d.Now()
@@ -68,7 +68,7 @@ func (d *Deps) statusCard(r *requester, e *sessions.Entry, m modelInfo, u usage)
 		think = "off"
 	}
 	lines = append(lines,
-		"⚙️ Runtime: "+d.runtimeLabel(r.facts(e).agentID)+" · Think: "+think,
+		"⚙️ Runtime: "+d.runtimeLabel(r.derived(e).agentID)+" · Think: "+think,
 		// a message to a busy session waits for its lane and runs as its
 		// own turn after the current one: OpenClaw's followup mode
 		"🪢 Queue: followup")

@@ -12,7 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
-// Sizes of the mailbox-style previews on sessions_list rows. The reference
+// Sizes of the mailbox-style previews on sessions_list rows. OpenClaw
 // names the fields but not their lengths; these are ours (docs/tools.md).
 const (
 	derivedTitleMaxChars = 60
@@ -36,7 +36,7 @@ func role(m map[string]any) string {
 	return s
 }
 
-// isToolMessage is the reference's filter for "tool messages".
+// isToolMessage is OpenClaw's filter for "tool messages".
 func isToolMessage(m map[string]any) bool {
 	r := role(m)
 	return r == "toolResult" || r == "tool"

@@ -97,7 +97,8 @@ type RareFields struct {
 	Imports []ImportMark
 }
 
-// Rares returns the rare fields (all zero when none is set).
+// Rares ("rare fields") returns a copy of the entry's RareFields, the
+// fields few sessions set, all zero when none is set.
 func (e *Entry) Rares() RareFields {
 	if e.Rare == nil {
 		return RareFields{}

@@ -6,10 +6,12 @@ import (
 	"github.com/sessionbus/sessionbus/rules"
 )
 
-// facts are what the tools need to know about a session key, parsed once
-// when the index takes the entry in: listing 100 rows would otherwise parse
-// each key several times per call.
-type facts struct {
+// derivedFields are what the tools compute from a session entry: its key
+// parsed (agent, kind, shape), its channel resolved, and whether its
+// strings need escaping in JSON. The index's Derive hook computes them
+// once, when it takes the entry in, and keeps them in Entry.Derived:
+// listing 100 rows would otherwise parse each key several times per call.
+type derivedFields struct {
 	agentID   string
 	kind      string
 	channel   string
@@ -17,8 +19,8 @@ type facts struct {
 	cronRun   bool
 	subagent  bool
 	// plain: every string a sessions_list row takes from the entry or these
-	// facts is written in JSON as it is, quoted (no byte to escape), so the
-	// row is encoded with copies instead of a scan per byte (issue 17).
+	// fields is written in JSON as it is, quoted (no byte to escape), so
+	// the row is encoded with copies instead of a scan per byte.
 	plain bool
 	// parentSameAgent: the parent key (e.Parent()) parses to agentID, so
 	// Guard.Check(parent) is CheckAgent(parent, agentID) without parsing
@@ -31,10 +33,10 @@ type facts struct {
 // benchmarks measure the same per-session memory).
 func IndexDerive(cfg *config.Config) sessions.Derive {
 	alias := rules.ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
-	return func(e *sessions.Entry) any { return computeFacts(alias, e) }
+	return func(e *sessions.Entry) any { return deriveFields(alias, e) }
 }
 
-func computeFacts(alias rules.Alias, e *sessions.Entry) *facts {
+func deriveFields(alias rules.Alias, e *sessions.Entry) *derivedFields {
 	kind := rules.Kind(e.Key, alias, e.ChatType)
 	origin, last := "", e.LastChannel
 	if e.Origin != nil {
@@ -47,7 +49,7 @@ func computeFacts(alias rules.Alias, e *sessions.Entry) *facts {
 	if agentID == "" {
 		agentID = rules.AgentIDFromKey(e.Key)
 	}
-	f := &facts{
+	f := &derivedFields{
 		agentID:   agentID,
 		kind:      kind,
 		channel:   rules.DeriveChannel(kind, e.Channel, origin, last, e.Key),
@@ -63,9 +65,11 @@ func computeFacts(alias rules.Alias, e *sessions.Entry) *facts {
 	return f
 }
 
-func (r *requester) facts(e *sessions.Entry) *facts {
-	if f, ok := e.Derived.(*facts); ok {
+// derived is e's derivedFields: those the index computed, else computed
+// now (an entry not from the index).
+func (r *requester) derived(e *sessions.Entry) *derivedFields {
+	if f, ok := e.Derived.(*derivedFields); ok {
 		return f
 	}
-	return computeFacts(r.alias, e)
+	return deriveFields(r.alias, e)
 }
