@@ -49,10 +49,57 @@ func ParseParams(body []byte) (Params, error) {
 		return nil, inputError("invalid JSON: unexpected data after the parameters object; send exactly one JSON object, e.g. " + paramsExample)
 	}
 	if m, ok := v.(map[string]any); ok {
+		if err := checkAliases(m); err != nil {
+			return nil, err
+		}
 		return Params(m), nil
 	}
 	return nil, inputError("request body must be a JSON object of tool parameters, not " + jsonKind(v) +
 		"; send {} to call without parameters, or e.g. " + paramsExample)
+}
+
+// checkAliases refuses a body that sends one parameter under both its
+// names (sessionKey and session_key): the readers take the camelCase one,
+// so the other would be dropped without a word, and a caller who meant it
+// would act on the wrong session. Only keys with an underscore are looked
+// at, and the aliases are derived without the readers' cache, which holds
+// only the names tools read (a caller's keys are unbounded).
+func checkAliases(m map[string]any) error {
+	for k, v := range m {
+		if v == nil || strings.IndexByte(k, '_') < 0 {
+			continue
+		}
+		camel := camelCase(k)
+		if camel == k || snakeCase(camel) != k {
+			continue
+		}
+		if cv, ok := m[camel]; ok && cv != nil {
+			return inputError(fmt.Sprintf("parameters %q and %q are the same parameter: send only one of them", camel, k))
+		}
+	}
+	return nil
+}
+
+// camelCase is the name whose SnakeCase is s, for s in OpenClaw's form
+// (session_key -> sessionKey); checkAliases confirms it round-trips.
+func camelCase(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	up := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_' && i > 0:
+			up = true
+		case up && 'a' <= c && c <= 'z':
+			b.WriteByte(c - 'a' + 'A')
+			up = false
+		default:
+			b.WriteByte(c)
+			up = false
+		}
+	}
+	return b.String()
 }
 
 // jsonKind names the type of a decoded JSON value that is not an object.

@@ -69,6 +69,24 @@ func TestParseParams(t *testing.T) {
 		_, err := ParseParams([]byte(body))
 		wantInputError(t, body, err, msg)
 	}
+
+	// one parameter under both its names is refused, not silently read
+	// as the camelCase one
+	dup := map[string]string{
+		`{"sessionKey":"a","session_key":"b"}`:            `parameters "sessionKey" and "session_key" are the same parameter: send only one of them`,
+		`{"session_key":"b","sessionKey":"a"}`:            `parameters "sessionKey" and "session_key" are the same parameter: send only one of them`,
+		`{"runTimeoutSeconds":1,"run_timeout_seconds":2}`: `parameters "runTimeoutSeconds" and "run_timeout_seconds" are the same parameter: send only one of them`,
+	}
+	for body, msg := range dup {
+		_, err := ParseParams([]byte(body))
+		wantInputError(t, body, err, msg)
+	}
+	// a null one is absent, and keys that are not each other's alias pass
+	for _, body := range []string{`{"sessionKey":"a","session_key":null}`, `{"sessionKey":null,"session_key":"b"}`, `{"session_key":"b"}`, `{"a_b":1,"aB_c":2}`, `{"_x":1,"X":2}`} {
+		if _, err := ParseParams([]byte(body)); err != nil {
+			t.Errorf("ParseParams(%s): %v", body, err)
+		}
+	}
 }
 
 func TestParamsString(t *testing.T) {
@@ -106,13 +124,14 @@ func TestParamsString(t *testing.T) {
 		}
 	}
 
-	// camelCase wins over snake_case when both are present.
-	p = mustParams(t, `{"sessionKey": "camel", "session_key": "snake"}`)
+	// camelCase wins over snake_case when both are present (ParseParams
+	// refuses such a body; a map built in code may still hold both).
+	p = Params{"sessionKey": "camel", "session_key": "snake"}
 	if got, _, _ := p.String("sessionKey"); got != "camel" {
 		t.Errorf("camelCase must win, got %q", got)
 	}
 	// A blank camelCase value is still the value (absent), as upstream.
-	p = mustParams(t, `{"sessionKey": " ", "session_key": "snake"}`)
+	p = Params{"sessionKey": " ", "session_key": "snake"}
 	if _, ok, _ := p.String("sessionKey"); ok {
 		t.Error("blank camelCase must not fall through to the alias")
 	}
