@@ -16,10 +16,7 @@ import (
 // An adapter token carries its channel and speaks for no session; a token
 // cannot be both, and its channel must be a channel id or *.
 func TestAdapterTokens(t *testing.T) {
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	v := bus.NewVerifier(op.PublicKey())
 	for in, want := range map[string]string{"Telegram": "telegram", "*": "*", " slack ": "slack"} {
 		tok, err := op.Mint(bus.Caller{Adapter: in}, time.Minute)
@@ -50,10 +47,7 @@ func TestAdapterTokens(t *testing.T) {
 func TestInboundEndpoint(t *testing.T) {
 	s := bustest.Server(t)
 	nc, _ := bustest.Connect(t, s)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	names := bus.NewNames("")
 	echo := bus.HandlerFunc(func(ctx context.Context, r *bus.Request) (any, error) {
 		return map[string]any{"tool": r.Tool, "adapter": r.Caller.Adapter, "session": r.Caller.SessionKey}, nil

@@ -23,10 +23,7 @@ func startEcho(t *testing.T) (*bus.Operator, func(token, tool string, body []byt
 	t.Helper()
 	s := bustest.Server(t)
 	nc, _ := bustest.Connect(t, s)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	names := bus.NewNames("")
 	tools := map[string]bus.Handler{
 		"echo": bus.HandlerFunc(func(ctx context.Context, r *bus.Request) (any, error) {
@@ -134,10 +131,7 @@ func TestToolDeliveredOnce(t *testing.T) {
 	s := bustest.Server(t)
 	client, _ := bustest.Connect(t, s)
 	worker, _ := bustest.Connect(t, s)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	names := bus.NewNames("")
 	var calls atomic.Int64
 	tools := map[string]bus.Handler{
@@ -181,10 +175,7 @@ func TestToolDeliveredOnce(t *testing.T) {
 func TestStatsCountAsyncReplies(t *testing.T) {
 	s := bustest.Server(t)
 	nc, _ := bustest.Connect(t, s)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	names := bus.NewNames("")
 	const work = 20 * time.Millisecond
 	tools := map[string]bus.Handler{
@@ -203,12 +194,7 @@ func TestStatsCountAsyncReplies(t *testing.T) {
 	}
 	t.Cleanup(svc.Stop)
 	tok, _ := op.Mint(bus.Caller{SessionKey: "agent:main:main"}, time.Minute)
-	call := func(tool, body string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := bus.Call(ctx, nc, names, tok, tool, []byte(body))
-		return err
-	}
+	call := bustest.Caller(nc, names, tok)
 	for i := 0; i < 4; i++ {
 		if err := call("work", `{}`); err != nil {
 			t.Fatal(err)
@@ -282,10 +268,7 @@ func TestStatsCountAsyncReplies(t *testing.T) {
 func TestShutdownDrainsFirst(t *testing.T) {
 	s := bustest.Server(t)
 	nc, _ := bustest.Connect(t, s)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	names := bus.NewNames("")
 	entered := make(chan string, 2)
 	release := make(chan struct{})

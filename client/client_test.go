@@ -130,10 +130,7 @@ func TestRetriesGiveSendsAnIdempotencyKey(t *testing.T) {
 // A minted token is reused while young and minted anew after half its
 // life, so a long-lived client never sends an expired one.
 func TestMintedTokenRenews(t *testing.T) {
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	now := time.Unix(1_000_000, 0)
 	m := Minted(op, bus.Caller{SessionKey: mainKey}, time.Minute).(*minted)
 	m.now = func() time.Time { return now }

@@ -11,6 +11,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/testkit"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -43,13 +44,7 @@ func a2aStack(t *testing.T) (*handlerstest.Stack, *Gateway) {
 
 func waitRun(t *testing.T, g *Gateway, runID string) *runs.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	rec, err := g.Runs().Wait(ctx, runID)
-	if err != nil {
-		t.Fatalf("wait %s: %v (last %+v)", runID, err, rec)
-	}
-	return rec
+	return testkit.WaitRun(t, g.Runs(), runID, 20*time.Second)
 }
 
 // One table of requester keys, read through both paths: the handlers

@@ -26,6 +26,7 @@ import (
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
+	"github.com/sessionbus/sessionbus/testkit"
 )
 
 const testConfig = `
@@ -94,10 +95,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	cfg, _ := configtest.Load(t, "", "sessionbus.yaml", testConfig)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	srv := bustest.Server(t)
 	nc, js := bustest.Connect(t, srv)
 	names := bus.NewNames(cfg.Bus.Prefix)
@@ -153,28 +151,12 @@ func (e *env) submit(req *runqueue.Request) {
 
 func (e *env) wait(runID string) *runs.Record {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	rec, err := e.runs.Wait(ctx, runID)
-	if err != nil {
-		e.t.Fatalf("wait %s: %v (last %+v)", runID, err, rec)
-	}
-	return rec
+	return testkit.WaitRun(e.t, e.runs, runID, 20*time.Second)
 }
 
 func (e *env) transcript(session string) []map[string]any {
 	e.t.Helper()
-	es, _, err := e.tr.Tail(context.Background(), bus.EncodeKey(session), 100, 0)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	out := make([]map[string]any, len(es))
-	for i, en := range es {
-		if err := json.Unmarshal(en.Data, &out[i]); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	return out
+	return testkit.Transcript[map[string]any](e.t, e.tr, session, 100)
 }
 
 // waitState watches the A2A state until it is done.

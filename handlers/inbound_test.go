@@ -19,6 +19,8 @@ import (
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/testkit"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -51,14 +53,7 @@ func startInbound(t *testing.T) *inboundStack {
 			map[string]any{"match": "^fail", "error": "scripted failure"},
 		}}}}
 	}, hook)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	gw, err := gateway.Start(ctx, is.Conn, is.Config, is.Operator, "gw-inbound", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Stop)
-	is.gw = gw
+	is.gw = gatewaytest.Start(t, is.Stack, is.Conn, "gw-inbound", nil, gateway.Options{})
 	now := time.Now().UnixMilli()
 	is.Put(&sessions.Entry{Key: humanKey, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now, SpawnedBy: "agent:main:main"})
 	return is
@@ -102,17 +97,7 @@ func (is *inboundStack) mustInbound(token, body string) map[string]any {
 // transcript is the session's transcript entries, decoded.
 func (is *inboundStack) transcript(key string) []map[string]any {
 	is.T.Helper()
-	entries, _, err := is.Worker.Deps.Transcripts.Tail(bustest.Context(is.T), bus.EncodeKey(key), 100, 0)
-	if err != nil {
-		is.T.Fatal(err)
-	}
-	out := make([]map[string]any, len(entries))
-	for i, e := range entries {
-		if err := json.Unmarshal(e.Data, &out[i]); err != nil {
-			is.T.Fatal(err)
-		}
-	}
-	return out
+	return testkit.Transcript[map[string]any](is.T, is.Worker.Deps.Transcripts, key, 100)
 }
 
 // writes is the last sequence of every stream (KV buckets included): a

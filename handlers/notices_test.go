@@ -17,6 +17,8 @@ import (
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/testkit"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -50,14 +52,7 @@ func startNotices(t *testing.T, edit func(*config.Config)) *noticeStack {
 func (s *noticeStack) gateway(id string) *gateway.Gateway {
 	s.T.Helper()
 	nc, _ := bustest.Connect(s.T, s.Server)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	g, err := gateway.Start(ctx, nc, s.Config, s.Operator, id, nil)
-	if err != nil {
-		s.T.Fatal(err)
-	}
-	s.T.Cleanup(g.Stop)
-	return g
+	return gatewaytest.Start(s.T, s.Stack, nc, id, nil, gateway.Options{})
 }
 
 // spawn spawns a child of as through sessions_spawn and waits until its
@@ -127,17 +122,7 @@ func (s *noticeStack) human(session, text string) string {
 
 func (s *noticeStack) transcript(key string) []map[string]any {
 	s.T.Helper()
-	entries, _, err := s.Worker.Deps.Transcripts.Tail(bustest.Context(s.T), bus.EncodeKey(key), 200, 0)
-	if err != nil {
-		s.T.Fatal(err)
-	}
-	out := make([]map[string]any, len(entries))
-	for i, e := range entries {
-		if err := json.Unmarshal(e.Data, &out[i]); err != nil {
-			s.T.Fatal(err)
-		}
-	}
-	return out
+	return testkit.Transcript[map[string]any](s.T, s.Worker.Deps.Transcripts, key, 200)
 }
 
 // notices are the notice prompts (internal_system user turns naming a

@@ -1,8 +1,6 @@
 package handlers_test
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
@@ -21,6 +18,8 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/testkit"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -192,12 +191,7 @@ func subagentsStack(t *testing.T, edit func(*config.Config)) *handlerstest.Stack
 func startGateway(t *testing.T, s *handlerstest.Stack) *gateway.Gateway {
 	t.Helper()
 	nc, _ := bustest.Connect(t, s.Server)
-	g, err := gateway.StartWithOptions(bustest.Context(t), nc, s.Config, s.Operator, "gw-"+strings.ReplaceAll(t.Name(), "/", "-"), nil, gateway.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Stop)
-	return g
+	return gatewaytest.Start(t, s, nc, "gw-"+strings.ReplaceAll(t.Name(), "/", "-"), nil, gateway.Options{})
 }
 
 // submitRun queues one run in a session, as a sender would.
@@ -221,31 +215,18 @@ func submitRun(t *testing.T, s *handlerstest.Stack, session, message string, edi
 // waitRun waits for a run to end and returns its record.
 func waitRun(t *testing.T, s *handlerstest.Stack, runID string) *runs.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec, err := s.Worker.Deps.Runs.Wait(ctx, runID)
-	if err != nil {
-		t.Fatalf("run %s: %v (last %+v)", runID, err, rec)
-	}
-	return rec
+	return testkit.WaitRun(t, s.Worker.Deps.Runs, runID, 30*time.Second)
 }
 
 // transcript returns a session's messages as (role, content) pairs.
 func transcript(t *testing.T, s *handlerstest.Stack, session string) [][2]string {
 	t.Helper()
-	entries, _, err := s.Worker.Deps.Transcripts.Tail(bustest.Context(t), bus.EncodeKey(session), 100, 0)
-	if err != nil {
-		t.Fatal(err)
+	type message struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
 	}
 	var out [][2]string
-	for _, e := range entries {
-		var m struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		}
-		if err := json.Unmarshal(e.Data, &m); err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range testkit.Transcript[message](t, s.Worker.Deps.Transcripts, session, 100) {
 		text, _ := m.Content.(string)
 		out = append(out, [2]string{m.Role, text})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/testkit"
 )
 
 // authServer is an embedded server in operator mode trusting a fresh
@@ -101,10 +102,7 @@ func startTenant(t *testing.T, s *embedded.Server, d *auth.Deployment, account s
 	cfg.Tools.Sessions.Visibility = "agent"
 	cfg.Session.AgentToAgent.MaxPingPongTurns = 0
 	cfg.Agents.List = []config.Agent{scriptAgent("main", map[string]any{"match": "^ping (.*)", "reply": "pong " + account + " {{1}}"})}
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	w, err := handlers.StartWorker(ctx, connectRole(t, s, d, account, auth.RoleWorker).Conn, cfg, bus.NewVerifier(op.PublicKey()), nil)
@@ -169,7 +167,7 @@ func TestAuthAgentRole(t *testing.T) {
 	if err != nil || list["count"] == nil {
 		t.Fatalf("agent sessions_list: %v %v", list, err)
 	}
-	if _, err := bus.Call(bustest.Context(t), agent.Conn, sb.names, "", "sessions_list", nil); !isCode(err, bus.CodeUnauthorized) {
+	if _, err := bus.Call(bustest.Context(t), agent.Conn, sb.names, "", "sessions_list", nil); !testkit.IsCode(err, bus.CodeUnauthorized) {
 		t.Fatalf("agent call without token: %v", err)
 	}
 
@@ -233,11 +231,6 @@ func TestAuthAgentRole(t *testing.T) {
 			t.Fatalf("agent subscribed to %s: %v", subj, err)
 		}
 	}
-}
-
-func isCode(err error, code int) bool {
-	e, ok := bus.AsError(err)
-	return ok && e.Code == code
 }
 
 // An adapter brings human turns in and reads deliveries, and cannot call a
@@ -347,7 +340,7 @@ func TestAuthTenantsAreIsolated(t *testing.T) {
 	}
 	// send into: B's token on A's bus reaches A's worker, which does not trust it
 	_, err = bus.Call(bustest.Context(t), a.admin.Conn, a.names, b.token(t, bus.Caller{SessionKey: mainKey}), "sessions_send", []byte(`{"sessionKey":"`+secret+`","message":"ping from A","timeoutSeconds":0}`))
-	if !isCode(err, bus.CodeUnauthorized) {
+	if !testkit.IsCode(err, bus.CodeUnauthorized) {
 		t.Fatalf("B's token in A: %v", err)
 	}
 	if h, err := b.call(t, b.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_history", `{"sessionKey":"`+secret+`"}`); err != nil || strings.Contains(mustJSON(h), "from A") {

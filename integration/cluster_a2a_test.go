@@ -16,6 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/a2a"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
+	"github.com/sessionbus/sessionbus/testkit"
 )
 
 // clusterA2AConfig: agent req sends to agent main's telegram group
@@ -98,20 +99,9 @@ func TestClusterGatewayCutMidA2A(t *testing.T) {
 			primaries[i] = r.RunID
 		})
 	}
-	caught := ""
-	for caught == "" {
-		var e jetstream.KeyValueEntry
-		select {
-		case e = <-watch.Updates():
-		case <-ctx.Done():
-			t.Fatal("never saw gw-a run a flow's step")
-		}
-		var rec runs.Record
-		if e != nil && e.Operation() == jetstream.KeyValuePut && strings.Contains(e.Key(), ".") &&
-			json.Unmarshal(e.Value(), &rec) == nil && rec.Status == runs.Running && rec.Gateway == "gw-a" {
-			caught = rec.RunID
-		}
-	}
+	caught := testkit.CatchRunning(t, ctx, watch, "never saw gw-a run a flow's step", func(key string, rec *runs.Record) bool {
+		return strings.Contains(key, ".") && rec.Gateway == "gw-a"
+	}).RunID
 	_ = watch.Stop()
 	victimConn.Close()
 	// the runs gw-a can no longer finish: running on it as it was cut

@@ -25,10 +25,7 @@ func TestClusterR3(t *testing.T) {
 	all := bustest.URLs(nodes)
 	cfg := config.Default()
 	cfg.Bus.Replicas = 3
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	connect := func(first string) *nats.Conn {
 		// the node's own URL first, the others for failover
 		nc, err := nats.Connect(first+","+all, nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))

@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/testkit"
 )
 
 // gatewayKillConfig gives agent main a script runtime with a small delay, so
@@ -160,22 +161,9 @@ func TestGatewayKill(t *testing.T) {
 		wcancel()
 		t.Fatal(err)
 	}
-	caught := ""
-	for caught == "" {
-		var e jetstream.KeyValueEntry
-		select {
-		case e = <-watch.Updates():
-		case <-wctx.Done():
-			t.Fatalf("never saw %s running a turn", gatewayKillVictim)
-		}
-		if e == nil || e.Operation() != jetstream.KeyValuePut {
-			continue
-		}
-		var rec runs.Record
-		if json.Unmarshal(e.Value(), &rec) == nil && rec.Status == runs.Running && rec.Gateway == gatewayKillVictim {
-			caught = rec.RunID
-		}
-	}
+	caught := testkit.CatchRunning(t, wctx, watch, fmt.Sprintf("never saw %s running a turn", gatewayKillVictim), func(_ string, rec *runs.Record) bool {
+		return rec.Gateway == gatewayKillVictim
+	}).RunID
 	victim := gws[gatewayKillVictim]
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/signals"
+	"github.com/sessionbus/sessionbus/testkit"
 	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )
 
@@ -140,8 +141,8 @@ func TestNoticesExactlyOnceAcrossGateways(t *testing.T) {
 		victim := ""
 		// drained to the end: the watcher's sends block otherwise
 		for e := range rw.Updates() {
-			var rec runs.Record
-			if victim != "" || e == nil || e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &rec) != nil {
+			rec, ok := testkit.RunUpdate(e)
+			if victim != "" || !ok {
 				continue
 			}
 			if accepted.Load() >= noticeKillAfter && rec.Status == runs.Running && parents[rec.SessionKey] && gws[rec.Gateway] != nil {

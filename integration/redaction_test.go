@@ -19,6 +19,7 @@ import (
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -107,13 +108,7 @@ func TestRedactionNeverLeaks(t *testing.T) {
 			}},
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	gw, err := gateway.Start(ctx, s.Conn, s.Config, s.Operator, "gw-redact", logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Stop)
+	gatewaytest.Start(t, s, s.Conn, "gw-redact", logger, gateway.Options{})
 
 	var replies []string
 	call := func(as, tool string, params map[string]any) map[string]any {

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -20,14 +20,7 @@ import (
 func sendStack(t *testing.T, edit func(*config.Config)) (*handlerstest.Stack, *gateway.Gateway) {
 	t.Helper()
 	s := handlerstest.Start(t, edit)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	gw, err := gateway.Start(ctx, s.Conn, s.Config, s.Operator, "gw-test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Stop)
-	return s, gw
+	return s, gatewaytest.Start(t, s, s.Conn, "gw-test", nil, gateway.Options{})
 }
 
 func scriptAgent(id string, rules ...map[string]any) config.Agent {

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -11,8 +10,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
-	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // TestMicroStatsCountEveryReply drives the stock nats CLI: after 10 good
@@ -21,31 +20,15 @@ import (
 // errors on sessions_list, nothing on any other endpoint, and no catch-all;
 // `nats micro info` still names one endpoint per tool on its subject.
 func TestMicroStatsCountEveryReply(t *testing.T) {
-	s := bustest.Server(t)
-	nc, _ := bustest.Connect(t, s)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	w, err := handlers.StartWorker(ctx, nc, config.Default(), bus.NewVerifier(op.PublicKey()), nil)
-	cancel()
-	if err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(w.Stop)
+	st := handlerstest.Start(t, nil)
+	s, nc, op, w := st.Server, st.Conn, st.Operator, st.Worker
 
 	tok, err := op.Mint(bus.Caller{SessionKey: mainKey}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := bus.NewNames("")
-	call := func(tool, body string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := bus.Call(ctx, nc, names, tok, tool, []byte(body))
-		return err
-	}
+	call := bustest.Caller(nc, names, tok)
 	for i := 0; i < 10; i++ {
 		if err := call("sessions_list", `{}`); err != nil {
 			t.Fatalf("good call %d: %v", i, err)

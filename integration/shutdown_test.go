@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
@@ -69,15 +68,7 @@ func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := bustest.ConnectURL(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	names := bus.NewNames("")
 	kv, err := js.KeyValue(t.Context(), names.RunsBucket())
 	if err != nil {
@@ -221,10 +212,7 @@ func TestWorkerAndGatewaySIGTERM(t *testing.T) {
 	nc, js := bustest.Connect(t, s)
 	dir := t.TempDir()
 	cfg, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", slowTurns(2000))
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	creds := filepath.Join(dir, bus.CredsFile)
 	if err := op.WriteCreds(creds); err != nil {
 		t.Fatal(err)

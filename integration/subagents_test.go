@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
+	"github.com/sessionbus/sessionbus/testkit"
 	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )
 
@@ -202,20 +203,9 @@ func TestSubagentAnnouncesSurviveGatewayKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := ""
-	for victim == "" {
-		var e jetstream.KeyValueEntry
-		select {
-		case e = <-w.Updates():
-		case <-ctx.Done():
-			t.Fatal("never saw the requester's turn running")
-		}
-		var rec runs.Record
-		if e != nil && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &rec) == nil &&
-			rec.Status == runs.Running && rec.SessionKey == subagentRequester {
-			victim = rec.Gateway
-		}
-	}
+	victim := testkit.CatchRunning(t, ctx, w, "never saw the requester's turn running", func(_ string, rec *runs.Record) bool {
+		return rec.SessionKey == subagentRequester
+	}).Gateway
 	_ = w.Stop()
 	v := gws[victim]
 	if err := v.cmd.Process.Kill(); err != nil {

@@ -26,10 +26,7 @@ import (
 func TestWorkerSIGKILL(t *testing.T) {
 	s := bustest.Server(t)
 	nc, _ := bustest.Connect(t, s)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	creds := filepath.Join(t.TempDir(), "operator.creds")
 	if err := op.WriteCreds(creds); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/sessionbus/sessionbus/streams/archives"
 	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
+	"github.com/sessionbus/sessionbus/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -377,14 +378,9 @@ func TestRestore(t *testing.T) {
 	if e.count(key) != uint64(len(entries)) {
 		t.Fatal("refused restore changed the transcript")
 	}
-	if _, err := e.ops.Restore(e.ctx, "agent:main:never", nil); !errors.Is(err, archives.ErrNotFound) && !isCode(err, bus.CodeNotFound) {
+	if _, err := e.ops.Restore(e.ctx, "agent:main:never", nil); !errors.Is(err, archives.ErrNotFound) && !testkit.IsCode(err, bus.CodeNotFound) {
 		t.Fatalf("restore unknown: %v", err)
 	}
-}
-
-func isCode(err error, code int) bool {
-	be, ok := bus.AsError(err)
-	return ok && be.Code == code
 }
 
 // TestRestoreCorrupt: a corrupt archive restores nothing.
@@ -508,7 +504,7 @@ func TestConcurrentDeletes(t *testing.T) {
 		switch err := <-errs; {
 		case err == nil:
 			ok++
-		case isCode(err, bus.CodeUnavailable) || isCode(err, bus.CodeNotFound):
+		case testkit.IsCode(err, bus.CodeUnavailable) || testkit.IsCode(err, bus.CodeNotFound):
 		default:
 			t.Fatal(err)
 		}

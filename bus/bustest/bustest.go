@@ -1,13 +1,19 @@
-// Package bustest starts real embedded servers for tests: each on a random
-// loopback port in its own temp dir.
+// Package bustest holds the bus-level helpers of tests: real embedded
+// servers (each on a random loopback port in its own temp dir) and
+// clusters, connections to them, an operator key, calls, and deadline-bound
+// waits. It imports only bus and bus/embedded, so every package's external
+// tests can use it.
 package bustest
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 )
 
@@ -31,7 +37,14 @@ func Server(t testing.TB) *embedded.Server {
 // Connect opens a client connection and JetStream context, closed at test end.
 func Connect(t testing.TB, s *embedded.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.URL())
+	return ConnectURL(t, s.URL())
+}
+
+// ConnectURL is Connect to any server URL (a cluster's, a serve process's),
+// with the connection options a test needs (reconnects, a name).
+func ConnectURL(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -41,4 +54,27 @@ func Connect(t testing.TB, s *embedded.Server) (*nats.Conn, jetstream.JetStream)
 		t.Fatalf("jetstream: %v", err)
 	}
 	return nc, js
+}
+
+// Operator makes a new operator key (the signer of caller tokens), failing
+// the test when it cannot.
+func Operator(t testing.TB) *bus.Operator {
+	t.Helper()
+	op, err := bus.NewOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// Caller returns a function that calls tool with body on nc as tok's
+// caller, each call given 10 seconds, and returns only the error (nil or a
+// thrown *bus.Error): for tests that count requests and errors, not replies.
+func Caller(nc *nats.Conn, names bus.Names, tok string) func(tool, body string) error {
+	return func(tool, body string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := bus.Call(ctx, nc, names, tok, tool, []byte(body))
+		return err
+	}
 }

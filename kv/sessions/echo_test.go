@@ -1,31 +1,16 @@
 package sessions
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
-	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
 // An entry this process creates with CreateAsync (a spawn's child entry)
 // is taken by its index's watch as written, not decoded again.
 func TestIndexTakesOwnCreateAsync(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s := bustest.Server(t)
-	_, js := bustest.Connect(t, s)
-	store, err := Open(ctx, js, bus.NewNames(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := StartIndex(ctx, js, store, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ix.Stop()
+	ctx, _, store, ix := indexed(t)
 	depth := 1
 	e := &Entry{Key: "agent:main:subagent:x", AgentID: "main", SessionID: "s1", CreatedAt: 5, UpdatedAt: 5, Label: "l", SpawnedBy: "agent:main:main", SpawnDepth: &depth}
 	e.SetRare(func(r *RareFields) { r.SubagentRole, r.SubagentControlScope = "leaf", "none" })

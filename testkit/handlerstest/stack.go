@@ -39,10 +39,7 @@ func Start(t testing.TB, edit func(*config.Config), opts ...handlers.WorkerOptio
 	}
 	s := bustest.Server(t)
 	nc, _ := bustest.Connect(t, s)
-	op, err := bus.NewOperator()
-	if err != nil {
-		t.Fatal(err)
-	}
+	op := bustest.Operator(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil, opts...)
