@@ -65,26 +65,15 @@ func skipSpaceTab(s string, i int) int {
 	return i
 }
 
-func stripDowngradedToolCalls(s string) string {
-	found := bracketMarkers(s, "[tool call:")
-	if len(found) == 0 {
-		return s
-	}
+// toolCallMarkers reads what follows each [Tool Call: ...] marker found:
+// where its Arguments label and value are, and where a JSON value ends.
+func toolCallMarkers(s string, found [][2]int) []toolCallMarker {
 	ms := make([]toolCallMarker, len(found))
 	var jsonStarts []int
 	var jsonOwner []int
 	for k, f := range found {
 		m := toolCallMarker{start: f[0], end: f[1], argsAt: -1, valueAt: -1, jsonEnd: -1}
-		i := skipSpaceTab(s, m.end)
-		if i < len(s) && s[i] == '\r' {
-			i++
-			if i < len(s) && s[i] == '\n' {
-				i++
-			}
-		} else if i < len(s) && s[i] == '\n' {
-			i++
-		}
-		i = skipSpaceTab(s, i)
+		i := skipLineBreak(s, m.end)
 		if hasPrefixFold(s, i, "arguments") {
 			m.argsAt = i
 			i += len("arguments")
@@ -114,6 +103,33 @@ func stripDowngradedToolCalls(s string) string {
 			ms[k].jsonEnd = ends[j]
 		}
 	}
+	return ms
+}
+
+// skipLineBreak skips spaces and tabs from i, at most one line break (\n,
+// \r or \r\n), then spaces and tabs again.
+func skipLineBreak(s string, i int) int {
+	i = skipSpaceTab(s, i)
+	if i < len(s) && s[i] == '\r' {
+		i++
+		if i < len(s) && s[i] == '\n' {
+			i++
+		}
+	} else if i < len(s) && s[i] == '\n' {
+		i++
+	}
+	return skipSpaceTab(s, i)
+}
+
+// stripDowngradedToolCalls removes each [Tool Call: ...] marker with its
+// Arguments value, and the line break after them when the text kept so far
+// is empty or ends a line.
+func stripDowngradedToolCalls(s string) string {
+	found := bracketMarkers(s, "[tool call:")
+	if len(found) == 0 {
+		return s
+	}
+	ms := toolCallMarkers(s, found)
 
 	var b strings.Builder
 	b.Grow(len(s))
@@ -134,16 +150,7 @@ func stripDowngradedToolCalls(s string) string {
 			continue
 		}
 		write(s[cursor:m.start])
-		index := skipSpaceTab(s, m.end)
-		if index < len(s) && s[index] == '\r' {
-			index++
-			if index < len(s) && s[index] == '\n' {
-				index++
-			}
-		} else if index < len(s) && s[index] == '\n' {
-			index++
-		}
-		index = skipSpaceTab(s, index)
+		index := skipLineBreak(s, m.end)
 		if m.argsAt >= 0 {
 			index = m.afterArgs
 			if m.valueAt >= 0 {
