@@ -6,9 +6,10 @@
 // The package is pure: no I/O, no NATS, no global mutable state, and every
 // exported function is safe for concurrent use.
 //
-// Behaviour follows OpenClaw's TypeScript implementation (the
-// history sanitizer, the redactor, truncation and the visible-text profiles;
-// docs/tools.md says what each does to a tool result).
+// Behaviour follows OpenClaw's TypeScript implementation, which the comments
+// in this package call the reference (the history sanitizer, the redactor,
+// truncation and the visible-text profiles; docs/tools.md says what each does
+// to a tool result).
 // JavaScript strings are sequences of UTF-16 code units while Go strings are
 // UTF-8 bytes; wherever the reference measures a length (the 4000-char history
 // limit, the 18-char masking threshold, the 32768/16384 redaction chunks) this

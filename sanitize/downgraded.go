@@ -65,26 +65,15 @@ func skipSpaceTab(s string, i int) int {
 	return i
 }
 
-func stripDowngradedToolCalls(s string) string {
-	found := bracketMarkers(s, "[tool call:")
-	if len(found) == 0 {
-		return s
-	}
+// toolCallMarkers reads what follows each [Tool Call: ...] marker found:
+// where its Arguments label and value are, and where a JSON value ends.
+func toolCallMarkers(s string, found [][2]int) []toolCallMarker {
 	ms := make([]toolCallMarker, len(found))
 	var jsonStarts []int
 	var jsonOwner []int
 	for k, f := range found {
 		m := toolCallMarker{start: f[0], end: f[1], argsAt: -1, valueAt: -1, jsonEnd: -1}
-		i := skipSpaceTab(s, m.end)
-		if i < len(s) && s[i] == '\r' {
-			i++
-			if i < len(s) && s[i] == '\n' {
-				i++
-			}
-		} else if i < len(s) && s[i] == '\n' {
-			i++
-		}
-		i = skipSpaceTab(s, i)
+		i := skipLineBreak(s, m.end)
 		if hasPrefixFold(s, i, "arguments") {
 			m.argsAt = i
 			i += len("arguments")
@@ -114,6 +103,33 @@ func stripDowngradedToolCalls(s string) string {
 			ms[k].jsonEnd = ends[j]
 		}
 	}
+	return ms
+}
+
+// skipLineBreak skips spaces and tabs from i, at most one line break (\n,
+// \r or \r\n), then spaces and tabs again.
+func skipLineBreak(s string, i int) int {
+	i = skipSpaceTab(s, i)
+	if i < len(s) && s[i] == '\r' {
+		i++
+		if i < len(s) && s[i] == '\n' {
+			i++
+		}
+	} else if i < len(s) && s[i] == '\n' {
+		i++
+	}
+	return skipSpaceTab(s, i)
+}
+
+// stripDowngradedToolCalls removes each [Tool Call: ...] marker with its
+// Arguments value, and the line break after them when the text kept so far
+// is empty or ends a line.
+func stripDowngradedToolCalls(s string) string {
+	found := bracketMarkers(s, "[tool call:")
+	if len(found) == 0 {
+		return s
+	}
+	ms := toolCallMarkers(s, found)
 
 	var b strings.Builder
 	b.Grow(len(s))
@@ -134,16 +150,7 @@ func stripDowngradedToolCalls(s string) string {
 			continue
 		}
 		write(s[cursor:m.start])
-		index := skipSpaceTab(s, m.end)
-		if index < len(s) && s[index] == '\r' {
-			index++
-			if index < len(s) && s[index] == '\n' {
-				index++
-			}
-		} else if index < len(s) && s[index] == '\n' {
-			index++
-		}
-		index = skipSpaceTab(s, index)
+		index := skipLineBreak(s, m.end)
 		if m.argsAt >= 0 {
 			index = m.afterArgs
 			if m.valueAt >= 0 {
@@ -228,80 +235,26 @@ func (c *stringEnds) end(s string, p int) int {
 // scans by the depth at which each started; groups that reach the same state
 // merge, the smaller into the larger.
 func balancedJSONEnds(s string, starts []int) []int {
-	ends := make([]int, len(starts))
-	for i := range ends {
-		ends[i] = -1
+	sc := jsonEndsScan{s: s, starts: starts, ends: make([]int, len(starts)),
+		nextOut: newNextAny("\"{}[]"), nextIn: newNextAny("\"\\")}
+	for i := range sc.ends {
+		sc.ends[i] = -1
 	}
-	const (
-		jOut = iota
-		jIn
-		jEsc
-		jStates
-	)
-	type group struct {
-		depth   int
-		buckets map[int][]int
-		count   int
-	}
-	var groups [jStates]*group
-	merge := func(a, b *group) *group {
-		if a == nil {
-			return b
-		}
-		if b == nil {
-			return a
-		}
-		if a.count < b.count {
-			a, b = b, a
-		}
-		off := a.depth - b.depth
-		for base, ids := range b.buckets {
-			a.buckets[base+off] = append(a.buckets[base+off], ids...)
-		}
-		a.count += b.count
-		return a
-	}
-	nextOut, nextIn := newNextAny("\"{}[]"), newNextAny("\"\\")
-	si := 0
 	for i := 0; ; {
-		for si < len(starts) && starts[si] == i {
-			g := groups[jOut]
-			if g == nil {
-				g = &group{buckets: map[int][]int{}}
-				groups[jOut] = g
-			}
-			g.buckets[g.depth] = append(g.buckets[g.depth], si)
-			g.count++
-			si++
-		}
-		live := 0
-		for _, g := range groups {
-			if g != nil {
-				live++
-			}
-		}
+		sc.admit(i)
+		live := sc.live()
 		if live == 0 {
-			if si >= len(starts) {
+			if sc.si >= len(starts) {
 				break
 			}
-			i = starts[si]
+			i = starts[sc.si]
 			continue
 		}
 		if i >= len(s) {
 			break
 		}
-		limit := len(s)
-		if si < len(starts) {
-			limit = starts[si]
-		}
-		if live == 1 && (groups[jOut] != nil || groups[jIn] != nil) {
-			var j int
-			if groups[jOut] != nil {
-				j = nextOut.from(s, i)
-			} else {
-				j = nextIn.from(s, i)
-			}
-			j, done := skipTarget(j, limit, len(s))
+		if live == 1 {
+			j, done := sc.skip(i)
 			if done {
 				break
 			}
@@ -310,48 +263,149 @@ func balancedJSONEnds(s string, starts []int) []int {
 				continue
 			}
 		}
-		c := s[i]
-		var ng [jStates]*group
-		for st, g := range groups {
-			if g == nil {
-				continue
-			}
-			to := st
-			switch st {
-			case jOut:
-				switch c {
-				case '"':
-					to = jIn
-				case '{', '[':
-					g.depth++
-				case '}', ']':
-					g.depth--
-					if ids, ok := g.buckets[g.depth]; ok {
-						for _, id := range ids {
-							ends[id] = i + 1
-						}
-						g.count -= len(ids)
-						delete(g.buckets, g.depth)
-					}
-				}
-			case jIn:
-				if c == '\\' {
-					to = jEsc
-				} else if c == '"' {
-					to = jOut
-				}
-			case jEsc:
-				to = jIn
-			}
-			if g.count == 0 {
-				continue
-			}
-			ng[to] = merge(ng[to], g)
-		}
-		groups = ng
+		sc.step(i)
 		i++
 	}
-	return ends
+	return sc.ends
+}
+
+// The string states of a brace scan: outside "...", inside, and just
+// after a backslash inside.
+const (
+	jsonOut = iota
+	jsonIn
+	jsonEsc
+	jsonStates
+)
+
+// jsonScanGroup is the scans in one string state: one depth counter, and
+// the scans (indices into starts) bucketed by the depth at which each
+// started.
+type jsonScanGroup struct {
+	depth   int
+	buckets map[int][]int
+	count   int
+}
+
+// mergeJSONGroups joins two groups that reached the same state, the
+// smaller into the larger.
+func mergeJSONGroups(a, b *jsonScanGroup) *jsonScanGroup {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	if a.count < b.count {
+		a, b = b, a
+	}
+	off := a.depth - b.depth
+	for base, ids := range b.buckets {
+		a.buckets[base+off] = append(a.buckets[base+off], ids...)
+	}
+	a.count += b.count
+	return a
+}
+
+// jsonEndsScan is the state of balancedJSONEnds' pass.
+type jsonEndsScan struct {
+	s      string
+	starts []int
+	ends   []int
+	si     int // the next start to admit
+	groups [jsonStates]*jsonScanGroup
+	// the next bytes that can change a lone outside or inside group
+	nextOut, nextIn nextAny
+}
+
+// admit starts the scans that begin at i, outside strings.
+func (sc *jsonEndsScan) admit(i int) {
+	for sc.si < len(sc.starts) && sc.starts[sc.si] == i {
+		g := sc.groups[jsonOut]
+		if g == nil {
+			g = &jsonScanGroup{buckets: map[int][]int{}}
+			sc.groups[jsonOut] = g
+		}
+		g.buckets[g.depth] = append(g.buckets[g.depth], sc.si)
+		g.count++
+		sc.si++
+	}
+}
+
+// live is the number of groups with scans still running.
+func (sc *jsonEndsScan) live() int {
+	n := 0
+	for _, g := range sc.groups {
+		if g != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// skip is, for the one live group, where it can jump from i: the next byte
+// that can change it, never past the next start; done when nothing left in
+// s can. A group just after a backslash stays at i.
+func (sc *jsonEndsScan) skip(i int) (to int, done bool) {
+	var j int
+	switch {
+	case sc.groups[jsonOut] != nil:
+		j = sc.nextOut.from(sc.s, i)
+	case sc.groups[jsonIn] != nil:
+		j = sc.nextIn.from(sc.s, i)
+	default:
+		return i, false
+	}
+	limit := len(sc.s)
+	if sc.si < len(sc.starts) {
+		limit = sc.starts[sc.si]
+	}
+	return skipTarget(j, limit, len(sc.s))
+}
+
+// step moves every live group over s[i]. A bracket that brings a group's
+// depth back to a bucket's ends that bucket's scans just after it; groups
+// that reach the same state merge.
+func (sc *jsonEndsScan) step(i int) {
+	c := sc.s[i]
+	var ng [jsonStates]*jsonScanGroup
+	for st, g := range sc.groups {
+		if g == nil {
+			continue
+		}
+		to := st
+		switch st {
+		case jsonOut:
+			switch c {
+			case '"':
+				to = jsonIn
+			case '{', '[':
+				g.depth++
+			case '}', ']':
+				g.depth--
+				if ids, ok := g.buckets[g.depth]; ok {
+					for _, id := range ids {
+						sc.ends[id] = i + 1
+					}
+					g.count -= len(ids)
+					delete(g.buckets, g.depth)
+				}
+			}
+		case jsonIn:
+			if c == '\\' {
+				to = jsonEsc
+			} else if c == '"' {
+				to = jsonOut
+			}
+		case jsonEsc:
+			to = jsonIn
+		}
+		if g.count == 0 {
+			continue
+		}
+		ng[to] = mergeJSONGroups(ng[to], g)
+	}
+	sc.groups = ng
 }
 
 // stripToolResultBlocks is

@@ -3,9 +3,7 @@ package sanitize
 import (
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -77,133 +75,6 @@ type jsTranslator struct {
 	pos int
 	fl  jsFlags
 	out strings.Builder
-}
-
-// runeSet is a sorted list of disjoint inclusive ranges.
-type runeSet [][2]rune
-
-func (rs runeSet) normalize() runeSet {
-	if len(rs) == 0 {
-		return rs
-	}
-	sort.Slice(rs, func(i, j int) bool { return rs[i][0] < rs[j][0] })
-	out := runeSet{rs[0]}
-	for _, r := range rs[1:] {
-		last := &out[len(out)-1]
-		if r[0] <= last[1]+1 {
-			if r[1] > last[1] {
-				last[1] = r[1]
-			}
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func (rs runeSet) complement() runeSet {
-	rs = rs.normalize()
-	var out runeSet
-	next := rune(0)
-	for _, r := range rs {
-		if r[0] > next {
-			out = append(out, [2]rune{next, r[0] - 1})
-		}
-		next = r[1] + 1
-	}
-	if next <= unicode.MaxRune {
-		out = append(out, [2]rune{next, unicode.MaxRune})
-	}
-	return out
-}
-
-var (
-	jsSpaceSet = runeSet{{0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680},
-		{0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F},
-		{0x3000, 0x3000}, {0xFEFF, 0xFEFF}}
-	jsDigitSet   = runeSet{{'0', '9'}}
-	jsWordSet    = runeSet{{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}
-	jsLineTerms  = runeSet{{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}
-	jsEverything = runeSet{{0, unicode.MaxRune}}
-)
-
-// jsCanonical is the non-unicode i-flag canonicalization: upper-case, unless
-// that would map a non-ASCII character to ASCII.
-func jsCanonical(r rune) rune {
-	if r > 0xFFFF {
-		return r // surrogate halves have no case
-	}
-	u := unicode.ToUpper(r)
-	if r >= 0x80 && u < 0x80 {
-		return r
-	}
-	return u
-}
-
-// caseVariants returns the characters the i flag treats as equal to r.
-func caseVariants(r rune, unicodeMode bool) []rune {
-	cands := []rune{r}
-	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-		cands = append(cands, f)
-	}
-	cands = append(cands, unicode.ToUpper(r), unicode.ToLower(r), unicode.ToTitle(r))
-	if unicodeMode {
-		return cands
-	}
-	want := jsCanonical(r)
-	out := cands[:0:0]
-	for _, c := range cands {
-		if c <= 0xFFFF && jsCanonical(c) == want {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func (rs runeSet) fold(unicodeMode bool) runeSet {
-	out := append(runeSet(nil), rs...)
-	for _, rg := range rs {
-		for _, cr := range unicode.CaseRanges {
-			lo, hi := max(rg[0], rune(cr.Lo)), min(rg[1], rune(cr.Hi))
-			for r := lo; r <= hi; r++ {
-				for _, v := range caseVariants(r, unicodeMode) {
-					out = append(out, [2]rune{v, v})
-				}
-			}
-		}
-	}
-	return out.normalize()
-}
-
-// writeSet emits a set as an explicit RE2 class; surrogates are dropped (they
-// cannot occur in Go strings) and an empty set becomes a never-matching class.
-func writeSet(b *strings.Builder, rs runeSet) {
-	rs = rs.normalize()
-	var clean runeSet
-	for _, r := range rs {
-		if r[1] < 0xD800 || r[0] > 0xDFFF {
-			clean = append(clean, r)
-			continue
-		}
-		if r[0] < 0xD800 {
-			clean = append(clean, [2]rune{r[0], 0xD7FF})
-		}
-		if r[1] > 0xDFFF {
-			clean = append(clean, [2]rune{0xE000, r[1]})
-		}
-	}
-	if len(clean) == 0 {
-		b.WriteString(`[^\x00-\x{10FFFF}]`)
-		return
-	}
-	b.WriteByte('[')
-	for _, r := range clean {
-		fmt.Fprintf(b, `\x{%x}`, r[0])
-		if r[1] != r[0] {
-			fmt.Fprintf(b, `-\x{%x}`, r[1])
-		}
-	}
-	b.WriteByte(']')
 }
 
 func (t *jsTranslator) peek(off int) rune {
@@ -407,54 +278,13 @@ func (t *jsTranslator) escape(inClass bool) (set runeSet, lit rune, special stri
 		}
 		return nil, 'x', "", nil
 	case 'u':
-		if t.fl.unicode && t.peek(0) == '{' {
-			end := t.pos + 1
-			for end < len(t.src) && t.src[end] != '}' {
-				end++
-			}
-			v, perr := strconv.ParseUint(string(t.src[t.pos+1:end]), 16, 32)
-			if end >= len(t.src) || perr != nil || v > unicode.MaxRune {
-				return nil, 0, "", errors.New(`invalid \u{...} escape`)
-			}
-			t.pos = end + 1
-			return nil, rune(v), "", nil
-		}
-		h, ok := t.hex(4)
-		if !ok {
-			return nil, 'u', "", nil
-		}
-		if h >= 0xD800 && h <= 0xDBFF && t.peek(0) == '\\' && t.peek(1) == 'u' {
-			save := t.pos
-			t.pos += 2
-			if lo, ok := t.hex(4); ok && lo >= 0xDC00 && lo <= 0xDFFF {
-				return nil, (h-0xD800)<<10 + (lo - 0xDC00) + 0x10000, "", nil
-			}
-			t.pos = save
-		}
-		if h >= 0xD800 && h <= 0xDFFF {
-			return runeSet{}, 0, "", nil // a lone surrogate matches nothing in Go text
-		}
-		return nil, h, "", nil
+		return t.unicodeEscape()
 	case 'p', 'P':
 		if !t.fl.unicode {
 			return nil, c, "", nil
 		}
-		if t.peek(0) != '{' {
-			return nil, 0, "", errors.New(`invalid \p escape`)
-		}
-		end := t.pos + 1
-		for end < len(t.src) && t.src[end] != '}' {
-			end++
-		}
-		if end >= len(t.src) {
-			return nil, 0, "", errors.New(`invalid \p escape`)
-		}
-		name := string(t.src[t.pos+1 : end])
-		if k := strings.IndexByte(name, '='); k >= 0 {
-			name = name[k+1:]
-		}
-		t.pos = end + 1
-		return nil, 0, `\` + string(c) + "{" + name + "}", nil
+		special, err := t.propertyEscape(c)
+		return nil, 0, special, err
 	case 'k':
 		if t.peek(0) == '<' {
 			return nil, 0, "", fmt.Errorf(`named back-reference \k<...> is %w`, errUnsupported)
@@ -465,6 +295,61 @@ func (t *jsTranslator) escape(inClass bool) (set runeSet, lit rune, special stri
 		return nil, 0, "", fmt.Errorf(`back-reference \%c is %w`, c, errUnsupported)
 	}
 	return nil, c, "", nil
+}
+
+// unicodeEscape reads what follows \u at t.pos: \u{...} in unicode mode,
+// else four hex digits, a surrogate pair of two such escapes combined into
+// one character; anything else is a literal 'u'.
+func (t *jsTranslator) unicodeEscape() (set runeSet, lit rune, special string, err error) {
+	if t.fl.unicode && t.peek(0) == '{' {
+		end := t.pos + 1
+		for end < len(t.src) && t.src[end] != '}' {
+			end++
+		}
+		v, perr := strconv.ParseUint(string(t.src[t.pos+1:end]), 16, 32)
+		if end >= len(t.src) || perr != nil || v > unicode.MaxRune {
+			return nil, 0, "", errors.New(`invalid \u{...} escape`)
+		}
+		t.pos = end + 1
+		return nil, rune(v), "", nil
+	}
+	h, ok := t.hex(4)
+	if !ok {
+		return nil, 'u', "", nil
+	}
+	if h >= 0xD800 && h <= 0xDBFF && t.peek(0) == '\\' && t.peek(1) == 'u' {
+		save := t.pos
+		t.pos += 2
+		if lo, ok := t.hex(4); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+			return nil, (h-0xD800)<<10 + (lo - 0xDC00) + 0x10000, "", nil
+		}
+		t.pos = save
+	}
+	if h >= 0xD800 && h <= 0xDFFF {
+		return runeSet{}, 0, "", nil // a lone surrogate matches nothing in Go text
+	}
+	return nil, h, "", nil
+}
+
+// propertyEscape reads the {Name} or {Key=Value} after \p or \P (c) at
+// t.pos, in unicode mode, as RE2's \p{Value} (or \P{Value}).
+func (t *jsTranslator) propertyEscape(c rune) (string, error) {
+	if t.peek(0) != '{' {
+		return "", errors.New(`invalid \p escape`)
+	}
+	end := t.pos + 1
+	for end < len(t.src) && t.src[end] != '}' {
+		end++
+	}
+	if end >= len(t.src) {
+		return "", errors.New(`invalid \p escape`)
+	}
+	name := string(t.src[t.pos+1 : end])
+	if k := strings.IndexByte(name, '='); k >= 0 {
+		name = name[k+1:]
+	}
+	t.pos = end + 1
+	return `\` + string(c) + "{" + name + "}", nil
 }
 
 func (t *jsTranslator) hex(n int) (rune, bool) {
@@ -550,211 +435,4 @@ func (t *jsTranslator) class() (runeSet, error) {
 		return set.complement(), nil
 	}
 	return set.normalize(), nil
-}
-
-// hasNestedRepetition ports the reference's conservative safe-regex check:
-// a quantifier applied to something that already repeats, or an unbounded
-// quantifier applied to an alternation whose branches differ in length, is
-// rejected as a catastrophic-backtracking risk. RE2 would run such a pattern
-// in linear time, but a config that the reference ignores as unsafe should
-// not silently mean something different here.
-func hasNestedRepetition(source string) bool {
-	src := []rune(source)
-	type tok = reTok
-	var toks []tok
-	inClass := false
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		if inClass {
-			if c == '\\' {
-				i++
-			} else if c == ']' {
-				inClass = false
-			}
-			continue
-		}
-		switch c {
-		case '\\':
-			i++
-			toks = append(toks, tok{kind: 's'})
-			continue
-		case '[':
-			inClass = true
-			toks = append(toks, tok{kind: 's'})
-			continue
-		case '(':
-			toks = append(toks, tok{kind: '('})
-			continue
-		case ')':
-			toks = append(toks, tok{kind: ')'})
-			continue
-		case '|':
-			toks = append(toks, tok{kind: '|'})
-			continue
-		}
-		if q, n, ok := readJSQuantifier(src, i); ok {
-			toks = append(toks, q)
-			i += n - 1
-			continue
-		}
-		toks = append(toks, tok{kind: 's'})
-	}
-
-	type state struct {
-		rep, ambiguous bool
-		min, max       float64
-	}
-	type frame struct {
-		last       *state
-		rep, alt   bool
-		bMin, bMax float64
-		aMin, aMax float64
-		haveAlt    bool
-	}
-	frames := []*frame{{}}
-	emit := func(s *state) {
-		f := frames[len(frames)-1]
-		f.last = s
-		if s.rep {
-			f.rep = true
-		}
-		f.bMin += s.min
-		f.bMax += s.max
-	}
-	record := func(f *frame) {
-		if !f.haveAlt {
-			f.aMin, f.aMax, f.haveAlt = f.bMin, f.bMax, true
-			return
-		}
-		f.aMin = math.Min(f.aMin, f.bMin)
-		f.aMax = math.Max(f.aMax, f.bMax)
-	}
-	for _, tk := range toks {
-		switch tk.kind {
-		case 's':
-			emit(&state{min: 1, max: 1})
-		case '(':
-			frames = append(frames, &frame{})
-		case ')':
-			if len(frames) > 1 {
-				f := frames[len(frames)-1]
-				frames = frames[:len(frames)-1]
-				if f.alt {
-					record(f)
-				}
-				mn, mx := f.bMin, f.bMax
-				if f.alt {
-					mn, mx = f.aMin, f.aMax
-				}
-				emit(&state{rep: f.rep, ambiguous: f.alt && f.aMin != f.aMax, min: mn, max: mx})
-			}
-		case '|':
-			f := frames[len(frames)-1]
-			f.alt = true
-			record(f)
-			f.bMin, f.bMax, f.last = 0, 0, nil
-		case 'q':
-			f := frames[len(frames)-1]
-			prev := f.last
-			if prev == nil {
-				continue
-			}
-			unbounded := math.IsInf(tk.max, 1)
-			if prev.rep || (prev.ambiguous && unbounded) {
-				return true
-			}
-			pMin, pMax := prev.min, prev.max
-			prev.min *= tk.min
-			if unbounded {
-				prev.max = math.Inf(1)
-			} else {
-				prev.max = mulLen(prev.max, tk.max)
-			}
-			prev.rep = true
-			f.rep = true
-			f.bMin = f.bMin - pMin + prev.min
-			if math.IsInf(f.bMax, 1) || math.IsInf(pMax, 1) {
-				f.bMax = math.Inf(1)
-			} else {
-				f.bMax = f.bMax - pMax + prev.max
-			}
-		}
-	}
-	return false
-}
-
-func mulLen(l, f float64) float64 {
-	if math.IsInf(l, 1) {
-		if f == 0 {
-			return 0
-		}
-		return l
-	}
-	return l * f
-}
-
-// reTok is a token of the safe-regex tokenizer: 's' simple, '(' open,
-// ')' close, '|' alternation, 'q' quantifier (with its repeat bounds).
-type reTok struct {
-	kind     byte
-	min, max float64
-}
-
-// readJSQuantifier reads *, +, ?, {n}, {n,} or {n,m} (optionally lazy) at i.
-func readJSQuantifier(src []rune, i int) (q reTok, consumed int, ok bool) {
-	q.kind = 'q'
-	lazy := func(n int) int {
-		if i+n < len(src) && src[i+n] == '?' {
-			return n + 1
-		}
-		return n
-	}
-	switch src[i] {
-	case '*':
-		q.min, q.max = 0, math.Inf(1)
-		return q, lazy(1), true
-	case '+':
-		q.min, q.max = 1, math.Inf(1)
-		return q, lazy(1), true
-	case '?':
-		q.min, q.max = 0, 1
-		return q, lazy(1), true
-	case '{':
-	default:
-		return q, 0, false
-	}
-	j := i + 1
-	st := j
-	for j < len(src) && src[j] >= '0' && src[j] <= '9' {
-		j++
-	}
-	if j == st {
-		return q, 0, false
-	}
-	lo, _ := strconv.ParseFloat(string(src[st:j]), 64)
-	hi := lo
-	if j < len(src) && src[j] == ',' {
-		j++
-		ms := j
-		for j < len(src) && src[j] >= '0' && src[j] <= '9' {
-			j++
-		}
-		if j == ms {
-			hi = math.Inf(1)
-		} else {
-			hi, _ = strconv.ParseFloat(string(src[ms:j]), 64)
-		}
-	}
-	if j >= len(src) || src[j] != '}' {
-		return q, 0, false
-	}
-	j++
-	if j < len(src) && src[j] == '?' {
-		j++
-	}
-	if hi < lo {
-		return q, 0, false
-	}
-	q.min, q.max = lo, hi
-	return q, j - i, true
 }

@@ -149,130 +149,165 @@ func (l *scanLists) empty() bool {
 	return true
 }
 
+// resolveTagCloses sets the close of every tag, by the scan findToolTags
+// describes.
 func resolveTagCloses(s string, tags []toolTag) {
-	l := scanLists{next: make([]int32, len(tags))}
-	for k := range l.head {
-		l.head[k], l.tail[k] = -1, -1
-	}
-	push := func(h, t *[qStates]int32, st int, lh, lt int32) {
-		if lh < 0 {
-			return
-		}
-		if h[st] < 0 {
-			h[st], t[st] = lh, lt
-			return
-		}
-		l.next[t[st]] = lh
-		t[st] = lt
-	}
-	resolve := func(lh int32, val int) {
-		for k := lh; k >= 0; k = l.next[k] {
-			tags[k].close = val
-		}
-	}
-	// Cached next positions of the bytes that can change each state's scan.
-	nextNone, nextDouble, nextSingle := newNextAny("\"'<>"), newNextAny("\"\\"), newNextAny("'\\")
-	ti := 0
+	sc := tagCloseScan{s: s, tags: tags, l: scanLists{next: make([]int32, len(tags))},
+		nextNone: newNextAny("\"'<>"), nextDouble: newNextAny("\"\\"), nextSingle: newNextAny("'\\")}
+	sc.l.head, sc.l.tail = noLists()
 	for i := 0; ; {
-		for ti < len(tags) && tags[ti].contentStart == i {
-			l.next[ti] = -1
-			push(&l.head, &l.tail, qNone, int32(ti), int32(ti))
-			ti++
-		}
-		if l.empty() {
-			if ti >= len(tags) {
+		sc.admit(i)
+		if sc.l.empty() {
+			if sc.ti >= len(tags) {
 				return
 			}
-			i = tags[ti].contentStart
+			i = tags[sc.ti].contentStart
 			continue
 		}
 		if i >= len(s) {
 			break
 		}
-		// Fast path: when one state alone is live, jump to the next byte that
-		// can change it (or to the next scan's start).
-		limit := len(s)
-		if ti < len(tags) {
-			limit = tags[ti].contentStart
+		j, done := sc.skip(i)
+		if done {
+			break
 		}
-		live, single := -1, true
-		for st := 0; st < qStates; st++ {
-			if l.head[st] >= 0 {
-				if live >= 0 {
-					single = false
-				}
-				live = st
-			}
+		if j > i {
+			i = j
+			continue
 		}
-		if single && (live == qNone || live == qDouble || live == qSingle) {
-			var j int
-			switch live {
-			case qNone:
-				j = nextNone.from(s, i)
-			case qDouble:
-				j = nextDouble.from(s, i)
-			default:
-				j = nextSingle.from(s, i)
-			}
-			j, done := skipTarget(j, limit, len(s))
-			if done {
-				break
-			}
-			if j > i {
-				i = j
-				continue
-			}
-		}
-		c := s[i]
-		var nh, nt [qStates]int32
-		for k := range nh {
-			nh[k], nt[k] = -1, -1
-		}
-		for st := 0; st < qStates; st++ {
-			lh, ltl := l.head[st], l.tail[st]
-			if lh < 0 {
-				continue
-			}
-			to := st
-			switch st {
-			case qNone:
-				switch c {
-				case '"':
-					to = qDouble
-				case '\'':
-					to = qSingle
-				case '<':
-					resolve(lh, -1)
-					continue
-				case '>':
-					resolve(lh, i)
-					continue
-				}
-			case qDouble:
-				if c == '\\' {
-					to = qDoubleEsc
-				} else if c == '"' {
-					to = qNone
-				}
-			case qDoubleEsc:
-				to = qDouble
-			case qSingle:
-				if c == '\\' {
-					to = qSingleEsc
-				} else if c == '\'' {
-					to = qNone
-				}
-			case qSingleEsc:
-				to = qSingle
-			}
-			push(&nh, &nt, to, lh, ltl)
-		}
-		l.head, l.tail = nh, nt
+		sc.step(i)
 		i++
 	}
 	for st := 0; st < qStates; st++ {
-		resolve(l.head[st], -1)
+		sc.resolve(sc.l.head[st], -1)
 	}
+}
+
+// noLists is the heads and tails of no lists.
+func noLists() (head, tail [qStates]int32) {
+	for k := range head {
+		head[k], tail[k] = -1, -1
+	}
+	return head, tail
+}
+
+// push appends the list lh..lt to the list of state st in h and t.
+func (l *scanLists) push(h, t *[qStates]int32, st int, lh, lt int32) {
+	if lh < 0 {
+		return
+	}
+	if h[st] < 0 {
+		h[st], t[st] = lh, lt
+		return
+	}
+	l.next[t[st]] = lh
+	t[st] = lt
+}
+
+// tagCloseScan is the state of resolveTagCloses' pass.
+type tagCloseScan struct {
+	s    string
+	tags []toolTag
+	l    scanLists
+	ti   int // the next tag to admit
+	// Cached next positions of the bytes that can change each state's scan.
+	nextNone, nextDouble, nextSingle nextAny
+}
+
+// admit starts the scans of the tags whose names end at i, outside quotes.
+func (sc *tagCloseScan) admit(i int) {
+	for sc.ti < len(sc.tags) && sc.tags[sc.ti].contentStart == i {
+		sc.l.next[sc.ti] = -1
+		sc.l.push(&sc.l.head, &sc.l.tail, qNone, int32(sc.ti), int32(sc.ti))
+		sc.ti++
+	}
+}
+
+// resolve sets the close of every tag on the list starting at lh.
+func (sc *tagCloseScan) resolve(lh int32, val int) {
+	for k := lh; k >= 0; k = sc.l.next[k] {
+		sc.tags[k].close = val
+	}
+}
+
+// skip is the fast path: when one state alone is live, and it is not just
+// after a backslash, the scan jumps from i to the next byte that can change
+// that state (or to the next scan's start); done when nothing left in s
+// can. Otherwise it stays at i.
+func (sc *tagCloseScan) skip(i int) (to int, done bool) {
+	live, single := -1, true
+	for st := 0; st < qStates; st++ {
+		if sc.l.head[st] >= 0 {
+			if live >= 0 {
+				single = false
+			}
+			live = st
+		}
+	}
+	if !single || (live != qNone && live != qDouble && live != qSingle) {
+		return i, false
+	}
+	limit := len(sc.s)
+	if sc.ti < len(sc.tags) {
+		limit = sc.tags[sc.ti].contentStart
+	}
+	var j int
+	switch live {
+	case qNone:
+		j = sc.nextNone.from(sc.s, i)
+	case qDouble:
+		j = sc.nextDouble.from(sc.s, i)
+	default:
+		j = sc.nextSingle.from(sc.s, i)
+	}
+	return skipTarget(j, limit, len(sc.s))
+}
+
+// step moves every live list over s[i]: quotes and backslashes change its
+// state; outside quotes, '>' closes its tags there and '<' fails them.
+func (sc *tagCloseScan) step(i int) {
+	c := sc.s[i]
+	nh, nt := noLists()
+	for st := 0; st < qStates; st++ {
+		lh, ltl := sc.l.head[st], sc.l.tail[st]
+		if lh < 0 {
+			continue
+		}
+		to := st
+		switch st {
+		case qNone:
+			switch c {
+			case '"':
+				to = qDouble
+			case '\'':
+				to = qSingle
+			case '<':
+				sc.resolve(lh, -1)
+				continue
+			case '>':
+				sc.resolve(lh, i)
+				continue
+			}
+		case qDouble:
+			if c == '\\' {
+				to = qDoubleEsc
+			} else if c == '"' {
+				to = qNone
+			}
+		case qDoubleEsc:
+			to = qDouble
+		case qSingle:
+			if c == '\\' {
+				to = qSingleEsc
+			} else if c == '\'' {
+				to = qNone
+			}
+		case qSingleEsc:
+			to = qSingle
+		}
+		sc.l.push(&nh, &nt, to, lh, ltl)
+	}
+	sc.l.head, sc.l.tail = nh, nt
 }
 
 // nextAny remembers where the next byte of set is, so a scanner that skips

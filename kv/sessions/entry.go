@@ -22,53 +22,56 @@ type DeliveryContext struct {
 }
 
 // Entry is one session in the store, with OpenClaw's session-store fields and
-// the sessions_list row fields under OpenClaw's names, so an OpenClaw store entry
-// imports as it is. Its JSON is entryJSON's: the fields of Rare sit beside the
-// others.
+// the sessions_list row fields, so an OpenClaw store entry imports as it is.
+//
+// An entry has two forms. In memory (Entry) the fields few sessions set sit
+// apart in Rare, which keeps the index near 1 KiB per session
+// (BenchmarkIndexBytesPerSession). Stored (entryJSON) every field is flat,
+// under OpenClaw's names and in its order. The copies between the two
+// (entry_wire.go) are generated from these declarations.
 type Entry struct {
-	Key              string           `json:"key"`
-	AgentID          string           `json:"agentId,omitempty"`
-	SessionID        string           `json:"sessionId,omitempty"`
-	CreatedAt        int64            `json:"createdAt,omitempty"`
-	UpdatedAt        int64            `json:"updatedAt,omitempty"`
-	Label            string           `json:"label,omitempty"`
-	DisplayName      string           `json:"displayName,omitempty"`
-	Subject          string           `json:"subject,omitempty"`
-	Group            string           `json:"group,omitempty"`
-	DerivedTitle     string           `json:"derivedTitle,omitempty"`
-	Channel          string           `json:"channel,omitempty"`
-	LastChannel      string           `json:"lastChannel,omitempty"`
-	LastTo           string           `json:"lastTo,omitempty"`
-	LastAccountID    string           `json:"lastAccountId,omitempty"`
-	LastThreadID     string           `json:"lastThreadId,omitempty"`
-	Origin           *Origin          `json:"origin,omitempty"`
-	DeliveryContext  *DeliveryContext `json:"deliveryContext,omitempty"`
-	ChatType         string           `json:"chatType,omitempty"`
-	SpawnedBy        string           `json:"spawnedBy,omitempty"`
-	ParentSessionKey string           `json:"parentSessionKey,omitempty"`
-	SpawnDepth       *int             `json:"spawnDepth,omitempty"`
-	SendPolicy       string           `json:"sendPolicy,omitempty"`
-	Model            string           `json:"model,omitempty"`
-	ModelProvider    string           `json:"modelProvider,omitempty"`
-	InputTokens      int64            `json:"inputTokens,omitempty"`
-	OutputTokens     int64            `json:"outputTokens,omitempty"`
-	TotalTokens      int64            `json:"totalTokens,omitempty"`
-	ContextTokens    int64            `json:"contextTokens,omitempty"`
-	Status           string           `json:"status,omitempty"`
-	StartedAt        int64            `json:"startedAt,omitempty"`
-	EndedAt          int64            `json:"endedAt,omitempty"`
-	AbortedLastRun   bool             `json:"abortedLastRun,omitempty"`
-	Archived         bool             `json:"archived,omitempty"`
-	Pinned           bool             `json:"pinned,omitempty"`
-	OwnerID          string           `json:"ownerId,omitempty"`
-	CreatorID        string           `json:"creatorId,omitempty"`
-	ProjectID        string           `json:"projectId,omitempty"`
-	WorkspaceDir     string           `json:"workspaceDir,omitempty"`
+	Key              string
+	AgentID          string
+	SessionID        string
+	CreatedAt        int64
+	UpdatedAt        int64
+	Label            string
+	DisplayName      string
+	Subject          string
+	Group            string
+	DerivedTitle     string
+	Channel          string
+	LastChannel      string
+	LastTo           string
+	LastAccountID    string
+	LastThreadID     string
+	Origin           *Origin
+	DeliveryContext  *DeliveryContext
+	ChatType         string
+	SpawnedBy        string
+	ParentSessionKey string
+	SpawnDepth       *int
+	SendPolicy       string
+	Model            string
+	ModelProvider    string
+	InputTokens      int64
+	OutputTokens     int64
+	TotalTokens      int64
+	ContextTokens    int64
+	Status           string
+	StartedAt        int64
+	EndedAt          int64
+	AbortedLastRun   bool
+	Archived         bool
+	Pinned           bool
+	OwnerID          string
+	CreatorID        string
+	ProjectID        string
+	WorkspaceDir     string
 
 	// Rare holds the fields few sessions set (nil: none is): outside the
-	// struct, they cost the sessions that lack them nothing, which keeps
-	// the index near 1 KiB per session (issue 17). Shared by shallow
-	// copies: replace it, never write through it (SetRare).
+	// struct, they cost the sessions that lack them nothing. Shared by
+	// shallow copies: replace it, never write through it (SetRare).
 	Rare *RareFields `json:"-"`
 
 	// Derived is what the index's Derive hook computed from this entry
@@ -77,7 +80,7 @@ type Entry struct {
 }
 
 // RareFields are the entry fields few sessions set, stored flat in the
-// entry's JSON under the names below.
+// entry's JSON beside the others.
 type RareFields struct {
 	SubagentRole         string
 	SubagentControlScope string
@@ -113,16 +116,16 @@ func (e *Entry) SetRare(fn func(*RareFields)) {
 	e.Rare = r.orNil()
 }
 
-func (r RareFields) orNil() *RareFields {
-	if r.SubagentRole == "" && r.SubagentControlScope == "" && r.SpawnedWorkspaceDir == "" && r.ProviderOverride == "" &&
-		r.ModelOverride == "" && r.ThinkingLevel == "" && r.Goal == "" && r.CacheRead == 0 && r.CacheWrite == 0 &&
-		r.CompactionCount == 0 && r.RuntimeMs == 0 && r.StateVersion == 0 && r.Imports == nil {
-		return nil
-	}
-	return &r
-}
+//go:generate go run gen_entry_wire.go
 
-// entryJSON is Entry as stored: every field flat, in OpenClaw's names.
+// entryJSON is an entry as stored: every field of Entry and RareFields
+// flat, under OpenClaw's names and in its order (other processes and the
+// tests read these bytes). It stays a struct of its own, copied to and from
+// Entry, because encoding/json writes a struct's fields in their declared
+// order and the rare fields sit between the others here; and because
+// json.Marshal and json.Unmarshal of a plain struct are the fast path the
+// store's encoder and the watch's decode take (unknown fields ignored,
+// names matched case-insensitively, decoding over what is there).
 type entryJSON struct {
 	Key                  string           `json:"key"`
 	AgentID              string           `json:"agentId,omitempty"`
@@ -174,125 +177,7 @@ type entryJSON struct {
 	ProjectID            string           `json:"projectId,omitempty"`
 	WorkspaceDir         string           `json:"workspaceDir,omitempty"`
 	StateVersion         uint64           `json:"stateVersion,omitempty"`
-	// Imports are the transcript files `sessionbus import` loaded into
-	// this session (the newest MaxImports), so a repeated or interrupted
-	// import never appends a file twice. sessionbus's own field.
-	Imports []ImportMark `json:"sessionbusImports,omitempty"`
-}
-
-func (e *Entry) wire() entryJSON {
-	r := e.Rares()
-	return entryJSON{
-		Key:                  e.Key,
-		AgentID:              e.AgentID,
-		SessionID:            e.SessionID,
-		CreatedAt:            e.CreatedAt,
-		UpdatedAt:            e.UpdatedAt,
-		Label:                e.Label,
-		DisplayName:          e.DisplayName,
-		Subject:              e.Subject,
-		Group:                e.Group,
-		DerivedTitle:         e.DerivedTitle,
-		Channel:              e.Channel,
-		LastChannel:          e.LastChannel,
-		LastTo:               e.LastTo,
-		LastAccountID:        e.LastAccountID,
-		LastThreadID:         e.LastThreadID,
-		Origin:               e.Origin,
-		DeliveryContext:      e.DeliveryContext,
-		ChatType:             e.ChatType,
-		SpawnedBy:            e.SpawnedBy,
-		ParentSessionKey:     e.ParentSessionKey,
-		SpawnDepth:           e.SpawnDepth,
-		SubagentRole:         r.SubagentRole,
-		SubagentControlScope: r.SubagentControlScope,
-		SpawnedWorkspaceDir:  r.SpawnedWorkspaceDir,
-		SendPolicy:           e.SendPolicy,
-		Model:                e.Model,
-		ModelProvider:        e.ModelProvider,
-		ProviderOverride:     r.ProviderOverride,
-		ModelOverride:        r.ModelOverride,
-		ThinkingLevel:        r.ThinkingLevel,
-		InputTokens:          e.InputTokens,
-		OutputTokens:         e.OutputTokens,
-		TotalTokens:          e.TotalTokens,
-		ContextTokens:        e.ContextTokens,
-		CacheRead:            r.CacheRead,
-		CacheWrite:           r.CacheWrite,
-		CompactionCount:      r.CompactionCount,
-		Status:               e.Status,
-		StartedAt:            e.StartedAt,
-		EndedAt:              e.EndedAt,
-		RuntimeMs:            r.RuntimeMs,
-		AbortedLastRun:       e.AbortedLastRun,
-		Archived:             e.Archived,
-		Pinned:               e.Pinned,
-		Goal:                 r.Goal,
-		OwnerID:              e.OwnerID,
-		CreatorID:            e.CreatorID,
-		ProjectID:            e.ProjectID,
-		WorkspaceDir:         e.WorkspaceDir,
-		StateVersion:         r.StateVersion,
-		Imports:              r.Imports,
-	}
-}
-func (e *Entry) fromWire(w *entryJSON) {
-	*e = Entry{
-		Derived: e.Derived,
-		Rare: RareFields{
-			SubagentRole:         w.SubagentRole,
-			SubagentControlScope: w.SubagentControlScope,
-			SpawnedWorkspaceDir:  w.SpawnedWorkspaceDir,
-			ProviderOverride:     w.ProviderOverride,
-			ModelOverride:        w.ModelOverride,
-			ThinkingLevel:        w.ThinkingLevel,
-			CacheRead:            w.CacheRead,
-			CacheWrite:           w.CacheWrite,
-			CompactionCount:      w.CompactionCount,
-			RuntimeMs:            w.RuntimeMs,
-			Goal:                 w.Goal,
-			StateVersion:         w.StateVersion,
-			Imports:              w.Imports,
-		}.orNil(),
-		Key:              w.Key,
-		AgentID:          w.AgentID,
-		SessionID:        w.SessionID,
-		CreatedAt:        w.CreatedAt,
-		UpdatedAt:        w.UpdatedAt,
-		Label:            w.Label,
-		DisplayName:      w.DisplayName,
-		Subject:          w.Subject,
-		Group:            w.Group,
-		DerivedTitle:     w.DerivedTitle,
-		Channel:          w.Channel,
-		LastChannel:      w.LastChannel,
-		LastTo:           w.LastTo,
-		LastAccountID:    w.LastAccountID,
-		LastThreadID:     w.LastThreadID,
-		Origin:           w.Origin,
-		DeliveryContext:  w.DeliveryContext,
-		ChatType:         w.ChatType,
-		SpawnedBy:        w.SpawnedBy,
-		ParentSessionKey: w.ParentSessionKey,
-		SpawnDepth:       w.SpawnDepth,
-		SendPolicy:       w.SendPolicy,
-		Model:            w.Model,
-		ModelProvider:    w.ModelProvider,
-		InputTokens:      w.InputTokens,
-		OutputTokens:     w.OutputTokens,
-		TotalTokens:      w.TotalTokens,
-		ContextTokens:    w.ContextTokens,
-		Status:           w.Status,
-		StartedAt:        w.StartedAt,
-		EndedAt:          w.EndedAt,
-		AbortedLastRun:   w.AbortedLastRun,
-		Archived:         w.Archived,
-		Pinned:           w.Pinned,
-		OwnerID:          w.OwnerID,
-		CreatorID:        w.CreatorID,
-		ProjectID:        w.ProjectID,
-		WorkspaceDir:     w.WorkspaceDir,
-	}
+	Imports              []ImportMark     `json:"sessionbusImports,omitempty"`
 }
 
 // MarshalJSON writes the stored form.

@@ -1,0 +1,163 @@
+package sessions
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
+)
+
+// apply files one change the watch brought (a put or a delete) in every
+// lookup. A put's entry is decoded, interned and packed before the write
+// lock is taken, so readers wait only for the lookups' update.
+func (ix *Index) apply(ke jetstream.KeyValueEntry) {
+	key, err := bus.DecodeKey(ke.Key())
+	if err != nil {
+		ix.log.Warn("session index: undecodable key", "key", ke.Key(), "err", err)
+		return
+	}
+	var e *Entry
+	if ke.Operation() == jetstream.KeyValuePut {
+		e, err = ix.store.b.Decode(ke.Value())
+		if err != nil {
+			ix.log.Warn("session index: skipping corrupt entry", "key", key, "err", err)
+		} else {
+			e.Key = key
+		}
+	}
+	var sig signature
+	if e != nil {
+		// Only the watch goroutine applies, so the intern table needs no
+		// lock (recover clears it after that goroutine ended).
+		ix.intern.entry(e)
+		ix.mu.RLock()
+		var prev *Entry
+		if slot, ok := ix.byKey[key]; ok {
+			prev = ix.slots[slot]
+		}
+		ix.mu.RUnlock()
+		pack(e, prev)
+		key = e.Key
+		if ix.derive != nil {
+			e.Derived = ix.derive(e)
+		}
+		sig = entrySignature(e)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	slot, had := ix.byKey[key]
+	switch {
+	case had && e != nil:
+		old := ix.slots[slot]
+		ix.unlink(slot)
+		if oldSig := entrySignature(old); oldSig != sig {
+			ix.search.set(slot, oldSig, false)
+			ix.search.set(slot, sig, true)
+		}
+		ix.link(slot, e)
+	case had:
+		ix.search.set(slot, entrySignature(ix.slots[slot]), false)
+		ix.unlink(slot)
+		delete(ix.byKey, key)
+		ix.slots[slot] = nil
+		ix.free = append(ix.free, slot)
+	case e != nil:
+		slot = ix.newSlot()
+		ix.byKey[key] = slot
+		ix.search.set(slot, sig, true)
+		ix.link(slot, e)
+	}
+	if ke.Revision() > ix.applied {
+		ix.applied = ke.Revision()
+	}
+	ix.changed.Broadcast()
+}
+
+// newSlot takes a free slot or adds one.
+func (ix *Index) newSlot() uint32 {
+	if n := len(ix.free); n > 0 {
+		slot := ix.free[n-1]
+		ix.free = ix.free[:n-1]
+		return slot
+	}
+	ix.slots = append(ix.slots, nil)
+	ix.search.grow(cap(ix.slots))
+	return uint32(len(ix.slots) - 1)
+}
+
+// link files e under slot in every lookup but byKey and the signatures.
+func (ix *Index) link(slot uint32, e *Entry) {
+	ix.slots[slot] = e
+	ix.order.ReplaceOrInsert(slot)
+	for _, p := range parents(e) {
+		kids, had := ix.children[p]
+		// by key, so a list row's childSessions need no sort per call
+		at, _ := slices.BinarySearchFunc(kids, e.Key, func(s uint32, key string) int { return strings.Compare(ix.slots[s].Key, key) })
+		ix.children[p] = slices.Insert(kids, at, slot)
+		if !had {
+			ix.parentsF.add(p, ix.children)
+		}
+	}
+	if e.Label != "" {
+		ix.byLabel[e.Label] = append(ix.byLabel[e.Label], slot)
+	}
+	if id := e.SessionID; id != "" {
+		if _, taken := ix.bySessionID[id]; taken {
+			ix.sharedIDs[id] = append(ix.sharedIDs[id], slot)
+		} else {
+			ix.bySessionID[id] = slot
+		}
+	}
+}
+
+// unlink undoes link for the entry in slot (still there: the order tree
+// finds it by its fields).
+func (ix *Index) unlink(slot uint32) {
+	e := ix.slots[slot]
+	ix.order.Delete(slot)
+	for _, p := range parents(e) {
+		removeSlot(ix.children, p, slot)
+	}
+	if e.Label != "" {
+		removeSlot(ix.byLabel, e.Label, slot)
+	}
+	if id := e.SessionID; id != "" {
+		if ix.bySessionID[id] != slot {
+			removeSlot(ix.sharedIDs, id, slot)
+		} else if more := ix.sharedIDs[id]; len(more) > 0 {
+			ix.bySessionID[id] = more[0]
+			removeSlot(ix.sharedIDs, id, more[0])
+		} else {
+			delete(ix.bySessionID, id)
+		}
+	}
+}
+
+// removeSlot takes slot out of m[k], dropping k once it holds none.
+func removeSlot(m map[string][]uint32, k string, slot uint32) {
+	list := m[k]
+	if i := slices.Index(list, slot); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(m, k)
+	} else {
+		m[k] = list
+	}
+}
+
+// parents lists both lineage fields: OpenClaw matches a tree member by
+// spawnedBy or parentSessionKey.
+func parents(e *Entry) []string {
+	switch {
+	case e.SpawnedBy != "" && e.ParentSessionKey != "" && e.SpawnedBy != e.ParentSessionKey:
+		return []string{e.SpawnedBy, e.ParentSessionKey}
+	case e.SpawnedBy != "":
+		return []string{e.SpawnedBy}
+	case e.ParentSessionKey != "":
+		return []string{e.ParentSessionKey}
+	}
+	return nil
+}
