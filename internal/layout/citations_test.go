@@ -1,9 +1,8 @@
-package layout_test
+package layout
 
 import (
 	"go/scanner"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,29 +33,7 @@ var sourceMarkers = regexp.MustCompile(`\[[AB]\]`)
 // code does is said where it is done.
 func TestNoCitationsInSource(t *testing.T) {
 	root := moduleRoot(t)
-	var files []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			name := d.Name()
-			if path != root && (name == ".git" || name == "node_modules" || name == "testdata" ||
-				name == "vendor" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			if path != root {
-				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-					return filepath.SkipDir // another module
-				}
-			}
-			return nil
-		}
-		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
-			files = append(files, path)
-		}
-		return nil
-	})
+	files, err := sourceFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,24 +81,5 @@ func comments(src []byte) []comment {
 		if tok == token.COMMENT {
 			out = append(out, comment{line: fset.Position(pos).Line, text: lit})
 		}
-	}
-}
-
-// moduleRoot is the directory of the go.mod above the test's directory.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -110,43 +109,28 @@ type offender struct {
 	lines, limit int
 }
 
-// oversize walks the module under root and returns its offenders, sorted
-// by name. It skips .git, node_modules, testdata, directories the go tool
-// ignores (leading . or _), nested modules, _test.go files and generated
-// files.
+// oversize checks the module's source files under root (sourceFiles) and
+// returns its offenders, sorted by name. Generated files are skipped.
 func oversize(root string) ([]offender, error) {
+	files, err := sourceFiles(root)
+	if err != nil {
+		return nil, err
+	}
 	var out []offender
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path == root {
-				return nil
-			}
-			if name == "node_modules" || name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // another module
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
+	for _, path := range files {
 		rel, err := filepath.Rel(root, path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		found, err := fileOffenders(fset, path, filepath.ToSlash(rel))
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, found...)
-		return err
-	})
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out, err
+	return out, nil
 }
 
 // fileOffenders checks one file: its length, and the length of each of its
@@ -217,24 +201,5 @@ func funcName(d *ast.FuncDecl) string {
 			return x.Name + "." + d.Name.Name
 		}
 		return d.Name.Name
-	}
-}
-
-// moduleRoot is the directory of the go.mod above this package.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above " + dir)
-		}
-		dir = parent
 	}
 }
