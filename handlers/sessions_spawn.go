@@ -26,6 +26,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/spawns"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -667,7 +668,7 @@ func sessionsSpawn(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 	if err := errors.Join(w.entryErr, w.runRecErr, w.pubErr); err != nil {
 		// Registered, so it will run: complete it now, or leave it to the
 		// sweep, which does the same.
-		if cerr := subagents.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
+		if cerr := spawns.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
 			d.Log.Warn("sessions_spawn: spawn registered but not queued; a gateway sweep completes it", "child", childKey, "err", errors.Join(err, cerr))
 			return &spawnResult{Status: "error", ChildSessionKey: childKey, RunID: runID, Error: fmt.Sprintf(
 				"the child is registered but its run is not queued yet (%v); a gateway queues it shortly. Do not spawn it again: check with subagents list", errors.Join(err, cerr))}, nil
@@ -727,10 +728,10 @@ func (d *Deps) sendSpawn(rec *subagents.Record, hook func(string) error) (*spawn
 		return write()
 	}
 	w.entry, w.entryErr = send(SpawnStepEntry, func() (jetstream.PubAckFuture, error) {
-		return d.Store.CreateAsync(subagents.ChildEntry(rec))
+		return d.Store.CreateAsync(spawns.ChildEntry(rec))
 	})
 	w.runRec, w.runRecErr = send(SpawnStepRunRecord, func() (jetstream.PubAckFuture, error) {
-		return d.Runs.CreateAsync(subagents.RunRecord(rec))
+		return d.Runs.CreateAsync(spawns.RunRecord(rec))
 	})
 	w.pub, w.pubErr = send(SpawnStepPublish, func() (jetstream.PubAckFuture, error) {
 		return d.Queue.PublishAsync(rec.Request)
@@ -792,7 +793,7 @@ func (d *Deps) spawnRejected(ctx context.Context, rec *subagents.Record, w *spaw
 		first, rev, err := d.readBackRegistration(ctx, rec.ChildSessionKey)
 		switch {
 		case err == nil && first.RunID == rec.RunID && first.IdempotencyKey == rec.IdempotencyKey:
-			if cerr := subagents.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
+			if cerr := spawns.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
 				d.Log.Warn("sessions_spawn: spawn registered but not queued; a gateway sweep completes it", "child", rec.ChildSessionKey, "err", cerr)
 			}
 			d.Children.Note(first, rev)
@@ -806,7 +807,7 @@ func (d *Deps) spawnRejected(ctx context.Context, rec *subagents.Record, w *spaw
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	reason := "the spawn that queued this run was never registered: " + w.regErr.Error()
-	ended := subagents.RunRecord(rec)
+	ended := spawns.RunRecord(rec)
 	ended.Status, ended.Error, ended.EndedAt = runs.Error, reason, d.Now().UnixMilli()
 	err := d.Runs.Create(uctx, ended)
 	if errors.Is(err, runs.ErrExists) {
