@@ -128,7 +128,7 @@ func (o *Ops) Delete(ctx context.Context, key, reason string, progress archives.
 
 // Reset archives the session's transcript and starts a new one under the
 // same key: a new sessionId, an empty transcript, the cursors it held as
-// watcher gone (reference §6.4); its settings (label, model, route) stay.
+// watcher gone (docs/signals.md); its settings (label, model, route) stay.
 func (o *Ops) Reset(ctx context.Context, key string, progress archives.Progress) (*Result, error) {
 	return o.run(ctx, key, archives.ReasonReset, "reset", progress)
 }

@@ -7,13 +7,13 @@ import (
 )
 
 // Search is sessions_list's `search`: a case-insensitive substring of the
-// display name, label, subject, sessionId or key (reference §1.1). Case is
+// display name, label, subject, sessionId or key (docs/tools.md). Case is
 // folded as strings.ToLower folds it, on the needle and on every field.
 
 // SearchNeedle is the form of a search string that MatchesSearch takes.
 func SearchNeedle(s string) string { return strings.ToLower(s) }
 
-// searchFields are the fields `search` matches, in the reference's order.
+// searchFields are the fields `search` matches, in OpenClaw's order.
 func (e *Entry) searchFields() [5]string {
 	return [5]string{e.DisplayName, e.Label, e.Subject, e.SessionID, e.Key}
 }

@@ -170,7 +170,7 @@ type skipped struct{}
 func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // controllers are the keys a record is listed under: its controller and,
-// when different, its requester (the reference falls back to it).
+// when different, its requester (OpenClaw falls back to it).
 func controllers(r *Record) []string {
 	if r.ControllerSessionKey == "" || r.ControllerSessionKey == r.RequesterSessionKey {
 		return []string{r.RequesterSessionKey}
@@ -218,7 +218,7 @@ func (ix *Index) Get(childKey string) *Record {
 }
 
 // Controlled returns the records controlled by key (controllerSessionKey,
-// falling back to requesterSessionKey, as the reference lists them),
+// falling back to requesterSessionKey, as OpenClaw lists them),
 // newest first.
 func (ix *Index) Controlled(key string) []*Record {
 	ix.mu.RLock()

@@ -2,7 +2,7 @@
 // record per spawned sub-agent session, keyed by the child's session key:
 // who spawned it and who controls it, its current run, its outcome, and
 // whether its completion announce reached the requester. A steer replaces
-// the record's run (the latest run of a child wins, as in the reference).
+// the record's run (the latest run of a child wins, as in OpenClaw).
 //
 // The record is also the commit point of a spawn: it is written first and
 // carries the child's first run request, so any gateway that finds a

@@ -1,5 +1,5 @@
 // Package watchers is the `watchers` bucket: the watch cursors of parent
-// notices (reference §6.6), one record per (watcher, target) pair, changed
+// notices (docs/signals.md), one record per (watcher, target) pair, changed
 // only by compare-and-set so two gateways marking the same event open one
 // notice between them.
 //
@@ -18,7 +18,7 @@
 //   - material: the newest event that concerns the watcher.
 //
 // Cursors expire with the bucket's MaxAge (30 days): every write renews a
-// key, so a cursor not updated for 30 days is gone, as in the reference.
+// key, so a cursor not updated for 30 days is gone, as in OpenClaw.
 package watchers
 
 import (
@@ -42,13 +42,13 @@ const (
 	Implicit = "implicit" // spawn parent, seeded by child_spawned
 )
 
-// DefaultMaxAge expires cursors not updated for 30 days (reference §6.4).
+// DefaultMaxAge expires cursors not updated for 30 days (docs/signals.md).
 const DefaultMaxAge = 30 * 24 * time.Hour
 
 const sep = ".=w."
 
 // Errors of Seed. Callers answer watched:false for both; neither is a thrown
-// tool error in the reference.
+// tool error in OpenClaw.
 var (
 	ErrSelfWatch    = errors.New("a session cannot watch itself")
 	ErrNotQualified = errors.New("only agent-qualified session keys (agent:<id>:...) can watch: a bare key is ambiguous across agents")
@@ -76,7 +76,7 @@ type Notice struct {
 	LastSeenSequence uint64 `json:"lastSeenSequence"`
 }
 
-// Text is the reference's exact notice text (§6.6).
+// Text is OpenClaw's exact notice text (docs/signals.md).
 func (n Notice) Text() string {
 	return `Session "` + n.Target + `" changed (other actor). Reconcile before acting: session_status sessionKey "` +
 		n.Target + `" changesSince ` + strconv.FormatUint(n.LastSeenSequence, 10) + `.`

@@ -1,4 +1,4 @@
-// Package signals is the durable signal log (reference §6.4-§6.5): one
+// Package signals is the durable signal log (docs/signals.md): one
 // stream, SB_SIGNALS, holding metadata-only events about session state
 // changes on <prefix>.sig.<encodedSessionKey>, and the per-session heads in
 // the `sigheads` bucket. The stream sequence is the event sequence (global,
@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// Event kinds (reference §6.4).
+// Event kinds (docs/signals.md).
 const (
 	KindHumanDirectMessage = "human_direct_message"
 	KindGoalChanged        = "goal_changed"
@@ -71,7 +71,7 @@ type Event struct {
 	Payload    map[string]any `json:"payload,omitempty"`
 }
 
-// Changes answers changesSince (reference §6.5).
+// Changes answers changesSince (docs/signals.md).
 type Changes struct {
 	Events                    []Event `json:"events"`
 	Truncated                 bool    `json:"truncated"`
@@ -79,8 +79,8 @@ type Changes struct {
 	HistoryGap                bool    `json:"historyGap"`
 }
 
-// ClassifyActor maps a turn's provenance to the event actor (reference
-// §6.4): inter_session provenance is the source agent session; internal
+// ClassifyActor maps a turn's provenance to the event actor
+// (docs/signals.md): inter_session provenance is the source agent session; internal
 // system provenance or an internal event is the system; anything else is a
 // human, whose id the caller may fill in (actorID is "" here).
 func ClassifyActor(provenanceKind, sourceSessionKey string, internal bool) (actorType, actorID string) {
@@ -94,7 +94,7 @@ func ClassifyActor(provenanceKind, sourceSessionKey string, internal bool) (acto
 	}
 }
 
-// Project is the tool projection of one event (§6.5): sessionKey,
+// Project is the tool projection of one event (docs/signals.md): sessionKey,
 // sessionId, agentId and dedupeKey dropped; payload reduced to outcome
 // (error|timeout|cancelled), channel (a string) and turns (a positive
 // integer), and left out when nothing of it remains.

@@ -53,7 +53,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/record"
 )
 
-// Retention and limits of the log (reference §6.4).
+// Retention and limits of the log (docs/signals.md).
 const (
 	DefaultMaxAge     = 30 * 24 * time.Hour // SESSION_STATE_RETENTION_MS
 	DefaultMaxMsgs    = 50_000              // SESSION_STATE_MAX_ROWS
@@ -285,7 +285,7 @@ func (l *Log) StateVersion(ctx context.Context, sessionKey string) (uint64, erro
 // ascending, at most limit (clamped to 1..MaxLimit), with truncated,
 // earliestAvailableSequence and historyGap (= after < the pruned watermark).
 // It advances no cursor. On a read error it logs and returns the error with
-// the reference's fallback: no events, historyGap false.
+// OpenClaw's fallback: no events, historyGap false.
 func (l *Log) Since(ctx context.Context, sessionKey string, after uint64, limit int) (Changes, error) {
 	limit = min(max(limit, 1), MaxLimit)
 	c, err := l.since(ctx, sessionKey, after, limit)
@@ -440,8 +440,8 @@ func (l *Log) raiseHead(ctx context.Context, enc, agentID string, last, pruned u
 	return record.ErrContended
 }
 
-// Delete removes a deleted session's events and head (reference: deleting a
-// session deletes its events, head and cursors; the cursors are
+// Delete removes a deleted session's events and head (deleting a session
+// deletes its events, head and cursors, as in OpenClaw; the cursors are
 // watchers.Store's).
 func (l *Log) Delete(ctx context.Context, sessionKey string) error {
 	enc := bus.EncodeKey(sessionKey)
