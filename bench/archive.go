@@ -9,7 +9,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/lifecycle"
-	"github.com/sessionbus/sessionbus/streams/archives"
+	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 

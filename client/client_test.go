@@ -10,6 +10,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -101,7 +102,7 @@ func (c *countingTokens) Token(ctx context.Context) (string, error) {
 // the second returns the first's run.
 func TestRetriesGiveSendsAnIdempotencyKey(t *testing.T) {
 	s := handlerstest.Start(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:discord:group:1"}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:discord:group:1"}, `{"role":"user","content":"x"}`)
 	noWait := 0
 	p := schema.SessionsSendParams{SessionKey: mainKey, Message: "m", TimeoutSeconds: &noWait}
 	runIDs := func(c *Client) (string, string) {

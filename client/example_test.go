@@ -16,6 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/client"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/schema"
 )
 
@@ -53,7 +54,7 @@ func exampleBus() (url, creds string, stop func()) {
 	d := w.Deps
 	transcript := strings.NewReader(`{"role":"user","content":"What is the capital of France?"}
 {"role":"assistant","content":"Paris."}`)
-	if _, err := handlers.Import(ctx, d.Store, d.Transcripts, handlers.ImportOptions{SessionKey: "agent:main:main", Label: "home"}, transcript, time.Now()); err != nil {
+	if _, err := importer.Import(ctx, d.Store, d.Transcripts, importer.ImportOptions{SessionKey: "agent:main:main", Label: "home"}, transcript, time.Now()); err != nil {
 		log.Fatal(err)
 	}
 	if err := d.Index.Sync(ctx); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 )
 
 // Options wire the demo to a running serve.
@@ -96,7 +97,7 @@ func importSamples(ctx context.Context, o Options) error {
 		return nil
 	}
 	for _, s := range samples {
-		_, err := handlers.Import(ctx, o.Deps.Store, o.Deps.Transcripts, handlers.ImportOptions{
+		_, err := importer.Import(ctx, o.Deps.Store, o.Deps.Transcripts, importer.ImportOptions{
 			SessionKey: s.key, Label: s.label, SpawnedBy: s.spawnedBy,
 		}, strings.NewReader(strings.Join(s.lines, "\n")), time.Now())
 		if err != nil {

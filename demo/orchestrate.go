@@ -14,8 +14,8 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/notices"
 	"github.com/sessionbus/sessionbus/streams/events"
-	"github.com/sessionbus/sessionbus/streams/notices"
 )
 
 const (

@@ -19,6 +19,7 @@ import (
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/events"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/submit"
 )
 
 // announceLease is how long a gateway holds an announce's claim while it
@@ -132,7 +133,7 @@ func (g *Gateway) submitOnce(ctx context.Context, req *runqueue.Request) error {
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return err
 	}
-	return g.queue.Submit(ctx, g.runs, req, newRecord(req))
+	return submit.Run(ctx, g.queue, g.runs, req, newRecord(req))
 }
 
 // announceFailed counts a failed delivery attempt on the child's record,

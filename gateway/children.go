@@ -16,10 +16,10 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/notices"
+	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/sanitize"
-	"github.com/sessionbus/sessionbus/streams/archives"
-	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"
 )

@@ -27,6 +27,7 @@ import (
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 	"github.com/sessionbus/sessionbus/testkit"
+	"github.com/sessionbus/sessionbus/submit"
 )
 
 const testConfig = `
@@ -144,7 +145,7 @@ func (e *env) submit(req *runqueue.Request) {
 	e.t.Helper()
 	rec := &runs.Record{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID,
 		Status: runs.Pending, CreatedAt: req.CreatedAt}
-	if err := e.queue.Submit(context.Background(), e.runs, req, rec); err != nil {
+	if err := submit.Run(context.Background(), e.queue, e.runs, req, rec); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/streams/archives"
+	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )
 

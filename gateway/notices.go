@@ -13,9 +13,9 @@ import (
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/notices"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/events"
-	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/watchers"
-	"github.com/sessionbus/sessionbus/streams/notices"
+	"github.com/sessionbus/sessionbus/notices"
 	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )

@@ -9,7 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/streams/archives"
+	"github.com/sessionbus/sessionbus/objects/archives"
+	"github.com/sessionbus/sessionbus/spawns"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
@@ -126,7 +127,7 @@ func (g *Gateway) sweepOne(ctx context.Context, c *subagents.Record, now time.Ti
 	if c.StartedAt == 0 && !c.Queued {
 		// a spawn that stopped after its commit point (creation design):
 		// idempotent, however many gateways do it at once
-		return subagents.Complete(ctx, g.reg, g.store, g.runs, g.queue, c)
+		return spawns.Complete(ctx, g.reg, g.store, g.runs, g.queue, c)
 	}
 	if c.DeadlineAt > 0 && now.UnixMilli() >= c.DeadlineAt {
 		rec, err := g.expireRun(ctx, c.RunID, c.RunTimeoutSeconds)

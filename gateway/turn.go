@@ -13,9 +13,10 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/notices"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/sanitize"
-	"github.com/sessionbus/sessionbus/streams/notices"
+	"github.com/sessionbus/sessionbus/spawns"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -335,7 +336,7 @@ func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request, chil
 		CreatedAt: now, UpdatedAt: now,
 	}
 	if child != nil {
-		e = subagents.ChildEntry(child) // the spawn's own write of it was lost
+		e = spawns.ChildEntry(child) // the spawn's own write of it was lost
 	}
 	_, err := g.store.Create(ctx, e)
 	if err != nil && !errors.Is(err, sessions.ErrExists) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -26,7 +26,7 @@ func TestImportRefusesBadInputWritingNothing(t *testing.T) {
 		{"agent:main:x", `{"content":"no role"}`, `no "role"`},
 		{"agent:main:x", `{"type":"message"}`, `no "message"`},
 	} {
-		_, err := handlers.Import(t.Context(), d.Store, d.Transcripts, handlers.ImportOptions{SessionKey: c.key}, strings.NewReader(c.lines), time.Now())
+		_, err := importer.Import(t.Context(), d.Store, d.Transcripts, importer.ImportOptions{SessionKey: c.key}, strings.NewReader(c.lines), time.Now())
 		e, ok := bus.AsError(err)
 		if !ok || e.Code != 400 || !strings.Contains(e.Message, c.want) {
 			t.Errorf("import %.20q: %v, want a 400 mentioning %q", c.key, err, c.want)
@@ -48,10 +48,10 @@ func transcriptLines(n int, tag string) string {
 	return b.String()
 }
 
-func importFile(t *testing.T, s *handlerstest.Stack, key, body string) *handlers.ImportResult {
+func importFile(t *testing.T, s *handlerstest.Stack, key, body string) *importer.ImportResult {
 	t.Helper()
 	d := s.Worker.Deps
-	res, err := handlers.Import(t.Context(), d.Store, d.Transcripts, handlers.ImportOptions{SessionKey: key}, strings.NewReader(body), time.Now())
+	res, err := importer.Import(t.Context(), d.Store, d.Transcripts, importer.ImportOptions{SessionKey: key}, strings.NewReader(body), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestImportResumesAfterInterruption(t *testing.T) {
 	d := s.Worker.Deps
 	file := transcriptLines(1000, "c")
 	want := lines(file)
-	id, err := handlers.ImportID(strings.NewReader(file))
+	id, err := importer.ImportID(strings.NewReader(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestConcurrentIdenticalImportsDoNotDouble(t *testing.T) {
 		for range runs {
 			go func() {
 				<-start
-				_, err := handlers.Import(t.Context(), d.Store, d.Transcripts, handlers.ImportOptions{SessionKey: key}, strings.NewReader(file), time.Now())
+				_, err := importer.Import(t.Context(), d.Store, d.Transcripts, importer.ImportOptions{SessionKey: key}, strings.NewReader(file), time.Now())
 				errs <- err
 			}()
 		}

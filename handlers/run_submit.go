@@ -8,6 +8,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/submit"
 )
 
 // queuedRun is a run request a tool (sessions_send) or the ingress has put
@@ -51,7 +52,7 @@ func (d *Deps) queueRun(ctx context.Context, who string, req *runqueue.Request, 
 		}
 		return q, nil
 	}
-	err := d.Queue.Submit(ctx, d.Runs, req, rec)
+	err := submit.Run(ctx, d.Queue, d.Runs, req, rec)
 	if err == nil {
 		return q, nil
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -24,12 +24,12 @@ import (
 func TestSchemaValidatesLiveReplies(t *testing.T) {
 	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.Sessions.Visibility = "agent" })
 	const main = "agent:main:main"
-	s.Import(handlers.ImportOptions{SessionKey: main, Label: "home"},
+	s.Import(importer.ImportOptions{SessionKey: main, Label: "home"},
 		`{"role":"user","content":"hello there"}`,
 		`{"type":"message","message":{"role":"assistant","content":"hi, I am <think>x</think>here","usage":{"input":10,"output":2,"totalTokens":12}}}`,
 		`{"role":"toolResult","content":"tool out"}`,
 	)
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:discord:group:42", Label: "team"},
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:discord:group:42", Label: "team"},
 		`{"role":"user","content":"team chat"}`)
 
 	spawned := s.MustCall(main, "sessions_spawn", `{"task":"summarize","label":"kid","attachments":[{"name":"a.txt","content":"aGk=","encoding":"base64"}]}`)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/streams/archives"
 )
 
 // SessionOps are the session lifecycle operations on

@@ -9,7 +9,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
@@ -42,9 +42,9 @@ func code(err error) int {
 func TestSessionOps(t *testing.T) {
 	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.Sessions.Visibility = "all" })
 	ops := bus.Caller{Adapter: bus.AnyChannel}
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:a", Label: "alpha"}, `{"role":"user","content":"one"}`, `{"role":"assistant","content":"two"}`)
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:b", Label: "beta"}, `{"role":"user","content":"three"}`)
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:c"}, `{"role":"user","content":"four"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:a", Label: "alpha"}, `{"role":"user","content":"one"}`, `{"role":"assistant","content":"two"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:b", Label: "beta"}, `{"role":"user","content":"three"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:c"}, `{"role":"user","content":"four"}`)
 	s.Update("agent:main:c", func(e *sessions.Entry) { e.LastChannel = "slack" })
 
 	for _, tc := range []struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -323,7 +324,7 @@ func TestStatusRouteContext(t *testing.T) {
 
 func TestStatusUsageBackfill(t *testing.T) {
 	s := handlerstest.Start(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey},
+	s.Import(importer.ImportOptions{SessionKey: mainKey},
 		`{"role":"user","content":"hi"}`,
 		`{"type":"message","message":{"role":"assistant","content":"old","usage":{"input":1,"output":1,"totalTokens":2}}}`,
 		`{"type":"message","message":{"role":"assistant","content":"hello","usage":{"input":100,"output":20,"cacheRead":50,"cacheWrite":5,"totalTokens":175,"cost":{"total":0.0012}}}}`,
@@ -460,7 +461,7 @@ func TestStatusWithoutSignalLog(t *testing.T) {
 // read and wins.
 func TestStatusUsageBackfillFollowsNewEntries(t *testing.T) {
 	s := handlerstest.Start(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey},
+	s.Import(importer.ImportOptions{SessionKey: mainKey},
 		`{"role":"user","content":"hi"}`,
 		`{"type":"message","message":{"role":"assistant","content":"one","usage":{"input":100,"output":20,"totalTokens":120}}}`,
 	)

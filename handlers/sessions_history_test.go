@@ -9,7 +9,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -54,9 +54,9 @@ func TestHistoryThrownErrors(t *testing.T) {
 
 func TestHistoryResolutionAndVisibility(t *testing.T) {
 	s := handlerstest.Start(t, nil)
-	imp := s.Import(handlers.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hello"}`)
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:subagent:c1", SpawnedBy: mainKey}, `{"role":"user","content":"child task"}`)
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:other"}, `{"role":"user","content":"not yours"}`)
+	imp := s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hello"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:subagent:c1", SpawnedBy: mainKey}, `{"role":"user","content":"child task"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:other"}, `{"role":"user","content":"not yours"}`)
 
 	for _, ref := range []string{mainKey, "main", "current", imp.SessionID} {
 		res := s.MustCall(mainKey, "sessions_history", fmt.Sprintf(`{"sessionKey":%q}`, ref))
@@ -94,7 +94,7 @@ func TestHistoryResolutionAndVisibility(t *testing.T) {
 
 func TestHistorySanitizesAndRedacts(t *testing.T) {
 	s := handlerstest.Start(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey},
+	s.Import(importer.ImportOptions{SessionKey: mainKey},
 		`{"role":"user","content":"my key is OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx"}`,
 		`{"role":"assistant","content":[{"type":"text","text":"<thinking>hidden</thinking>Done.<tool_call>{\"name\":\"x\"}</tool_call>"}],"usage":{"input":3}}`,
 		`{"role":"toolResult","content":"tool output"}`,
@@ -133,7 +133,7 @@ func TestHistorySanitizesAndRedacts(t *testing.T) {
 func TestHistoryTruncationAndCaps(t *testing.T) {
 	s := handlerstest.Start(t, nil)
 	long := strings.Repeat("a", 4001)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey}, fmt.Sprintf(`{"role":"user","content":%q}`, long))
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, fmt.Sprintf(`{"role":"user","content":%q}`, long))
 	res := s.MustCall(mainKey, "sessions_history", `{"sessionKey":"main"}`)
 	c := msgs(t, res)[0]["content"].(string)
 	if c != strings.Repeat("a", 4000)+"\n…(truncated)…" || res["contentTruncated"] != true {
@@ -145,7 +145,7 @@ func TestHistoryTruncationAndCaps(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		lines = append(lines, fmt.Sprintf(`{"role":"user","content":"%d %s"}`, i, strings.Repeat("b", 3000)))
 	}
-	s2.Import(handlers.ImportOptions{SessionKey: mainKey}, lines...)
+	s2.Import(importer.ImportOptions{SessionKey: mainKey}, lines...)
 	res = s2.MustCall(mainKey, "sessions_history", `{"sessionKey":"main","limit":40}`)
 	ms := msgs(t, res)
 	if res["droppedMessages"] != true || res["truncated"] != true || len(ms) >= 40 || int(res["bytes"].(float64)) > 81920 {
@@ -160,7 +160,7 @@ func TestHistoryTruncationAndCaps(t *testing.T) {
 	for i := 0; i < 25; i++ {
 		blocks = append(blocks, fmt.Sprintf(`{"type":"text","text":%q}`, strings.Repeat("c", 4000)))
 	}
-	s3.Import(handlers.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":[`+strings.Join(blocks, ",")+`]}`)
+	s3.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":[`+strings.Join(blocks, ",")+`]}`)
 	res = s3.MustCall(mainKey, "sessions_history", `{"sessionKey":"main"}`)
 	ms = msgs(t, res)
 	if len(ms) != 1 || ms[0]["content"] != "[sessions_history omitted: message too large]" || ms[0]["role"] != "assistant" || res["droppedMessages"] != true {
@@ -170,7 +170,7 @@ func TestHistoryTruncationAndCaps(t *testing.T) {
 
 func TestHistoryPagination(t *testing.T) {
 	s := handlerstest.Start(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey},
+	s.Import(importer.ImportOptions{SessionKey: mainKey},
 		`{"role":"user","content":"one"}`, `{"role":"assistant","content":"two"}`, `{"role":"user","content":"three"}`)
 	res := s.MustCall(mainKey, "sessions_history", `{"sessionKey":"main","offset":0,"limit":2}`)
 	ms := msgs(t, res)
@@ -208,7 +208,7 @@ func TestHistoryPagination(t *testing.T) {
 // and so is the reply after the cache is emptied.
 func TestHistoryRepliesSameWarmAndCold(t *testing.T) {
 	s := handlerstest.Start(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey},
+	s.Import(importer.ImportOptions{SessionKey: mainKey},
 		`{"role":"user","content":"my key is OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx <b>&</b>"}`,
 		`{"role":"assistant","content":[{"type":"text","text":"<thinking>hidden</thinking>Done."}],"usage":{"input":3}}`,
 		`{"role":"toolResult","content":"tool output"}`,

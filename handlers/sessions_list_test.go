@@ -9,7 +9,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
@@ -239,7 +239,7 @@ func TestListMessagesAndPreviews(t *testing.T) {
 		lines = append(lines, fmt.Sprintf(`{"role":"toolResult","content":"tool %d"}`, i))
 		lines = append(lines, fmt.Sprintf(`{"role":"assistant","content":"<thinking>secret plan</thinking>answer %d with TOKEN=abcdefghijklmnopqrstuvwxyz"}`, i))
 	}
-	s.Import(handlers.ImportOptions{SessionKey: mainKey}, lines...)
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, lines...)
 	res := s.MustCall(mainKey, "sessions_list", `{"messageLimit":50,"includeDerivedTitles":true,"includeLastMessage":true}`)
 	m := row(t, res, mainKey)
 	msgs := m["messages"].([]any)
@@ -290,7 +290,7 @@ func TestListByteBudget(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		lines = append(lines, fmt.Sprintf(`{"role":"user","content":%q}`, strings.Repeat("y", 3900)))
 	}
-	s2.Import(handlers.ImportOptions{SessionKey: mainKey}, lines...)
+	s2.Import(importer.ImportOptions{SessionKey: mainKey}, lines...)
 	res = s2.MustCall(mainKey, "sessions_list", `{"messageLimit":20}`)
 	if res["enrichmentOmitted"] != true || res["count"].(float64) != 1 {
 		t.Fatalf("enrichmentOmitted: %v", res)

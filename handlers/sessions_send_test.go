@@ -14,7 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -194,7 +194,7 @@ func TestSendTargetSelectionErrors(t *testing.T) {
 	s := sendStack(t, func(c *config.Config) {
 		c.Agents.List = []config.Agent{{ID: "main"}, {ID: "work"}}
 	})
-	s.Import(handlers.ImportOptions{SessionKey: "agent:work:main", Label: "ops"}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:work:main", Label: "ops"}, `{"role":"user","content":"x"}`)
 	for params, want := range map[string]map[string]any{
 		`{"sessionKey":"main","label":"x","message":"hi"}`: {"status": "error", "error": "Provide either sessionKey or label (not both)."},
 		`{"message":"hi"}`:                                                        {"status": "error", "error": "Either sessionKey or label is required"},
@@ -225,8 +225,8 @@ func TestSendA2APatternsAndVisibility(t *testing.T) {
 		c.Tools.AgentToAgent.Allow = []string{"main", "work"}
 		c.Agents.List = []config.Agent{{ID: "main"}, {ID: "work"}, {ID: "lab"}}
 	})
-	s.Import(handlers.ImportOptions{SessionKey: "agent:lab:main", Label: "exp"}, `{"role":"user","content":"x"}`)
-	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:lab:main", Label: "exp"}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
 	wantShape(t, s.MustCall(mainKey, "sessions_send", `{"label":"exp","agentId":"lab","message":"hi"}`),
 		map[string]any{"status": "forbidden", "error": "Agent-to-agent messaging denied by tools.agentToAgent.allow."})
 	// tree visibility (default): a same-agent session that is not a child
@@ -242,7 +242,7 @@ func TestSendA2APatternsAndVisibility(t *testing.T) {
 func TestSendWaitShapes(t *testing.T) {
 	s := sendStack(t, nil)
 	ex := startExec(t, s)
-	s.Import(handlers.ImportOptions{SessionKey: peerKey, Label: "peer"}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: peerKey, Label: "peer"}, `{"role":"user","content":"x"}`)
 
 	res := s.MustCall(mainKey, "sessions_send", `{"sessionKey":"agent:main:peer","message":"hello","timeoutSeconds":10}`)
 	wantShape(t, res, map[string]any{"status": "ok", "reply": "echo: hello", "sessionKey": peerKey, "delivery": map[string]any{"status": "delivered", "mode": "announce"}})
@@ -290,8 +290,8 @@ func TestSendAgentIDAloneTargetsMain(t *testing.T) {
 
 func TestSendProvenanceAndRequest(t *testing.T) {
 	s := sendStack(t, func(c *config.Config) { c.Session.AgentToAgent.MaxPingPongTurns = 3 })
-	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"x"}`)
 	s.Update(mainKey, func(e *sessions.Entry) { e.LastChannel = "discord" })
 	ex := startExec(t, s)
 
@@ -346,14 +346,14 @@ func TestSendProvenanceAndRequest(t *testing.T) {
 // announce step still runs.
 func TestSendFromCronRequesterHasNoPingPong(t *testing.T) {
 	s := sendStack(t, func(c *config.Config) { c.Session.AgentToAgent.MaxPingPongTurns = 3 })
-	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
 	ex := startExec(t, s)
 	for key, want := range map[string]int{
 		"agent:main:cron:nightly":         0,
 		"agent:main:cron:nightly:run:r42": 0,
 		mainKey:                           3,
 	} {
-		s.Import(handlers.ImportOptions{SessionKey: key}, `{"role":"user","content":"x"}`)
+		s.Import(importer.ImportOptions{SessionKey: key}, `{"role":"user","content":"x"}`)
 		res := s.MustCall(key, "sessions_send", `{"sessionKey":"agent:main:peer","message":"report","timeoutSeconds":10}`)
 		req := ex.req(t, res["runId"].(string))
 		if req.A2A == nil || req.A2A.MaxPingPongTurns != want {
@@ -366,7 +366,7 @@ func TestSendToOwnChildSkipsA2A(t *testing.T) {
 	s := handlerstest.Start(t, nil) // tree: children are visible
 	ex := startExec(t, s)
 	child := "agent:main:subagent:c1"
-	s.Import(handlers.ImportOptions{SessionKey: child, SpawnedBy: mainKey}, `{"role":"user","content":"task"}`)
+	s.Import(importer.ImportOptions{SessionKey: child, SpawnedBy: mainKey}, `{"role":"user","content":"task"}`)
 	res := s.MustCall(mainKey, "sessions_send", `{"sessionKey":"agent:main:subagent:c1","message":"status?","timeoutSeconds":10}`)
 	wantShape(t, res, map[string]any{"status": "ok", "reply": "echo: status?", "sessionKey": child, "delivery": map[string]any{"status": "skipped", "mode": "announce"}})
 	if req := ex.req(t, res["runId"].(string)); req.A2A != nil {
@@ -383,8 +383,8 @@ func TestSendPolicy(t *testing.T) {
 		}}
 	})
 	grp := "agent:main:discord:group:g1"
-	s.Import(handlers.ImportOptions{SessionKey: grp}, `{"role":"user","content":"x"}`)
-	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: grp}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
 	res := s.MustCall(mainKey, "sessions_send", `{"sessionKey":"agent:main:discord:group:g1","message":"hi","timeoutSeconds":0}`)
 	wantShape(t, res, map[string]any{"status": "error", "error": "send blocked by session policy", "sessionKey": grp})
 
@@ -403,8 +403,8 @@ func TestSendPolicy(t *testing.T) {
 
 func TestSendIdempotencyKey(t *testing.T) {
 	s := sendStack(t, nil) // no executor: queued messages stay countable
-	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:other"}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:other"}, `{"role":"user","content":"x"}`)
 	call := func(as, target, key string) string {
 		res := s.MustCall(as, "sessions_send", fmt.Sprintf(`{"sessionKey":%q,"message":"once","timeoutSeconds":0,"idempotencyKey":%q}`, target, key))
 		if res["status"] != "accepted" {
@@ -452,7 +452,7 @@ func TestSendIdempotencyKey(t *testing.T) {
 
 func TestSendHopBound(t *testing.T) {
 	s := sendStack(t, func(c *config.Config) { c.Bus.MaxRunHops = 3 })
-	s.Import(handlers.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: peerKey}, `{"role":"user","content":"x"}`)
 	recs := s.Worker.Deps.Runs
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -491,7 +491,7 @@ func TestSendHopBound(t *testing.T) {
 // queued for a gateway.
 func TestSendCutShortByShutdown(t *testing.T) {
 	s := sendStack(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: peerKey, Label: "peer"}, `{"role":"user","content":"x"}`)
+	s.Import(importer.ImportOptions{SessionKey: peerKey, Label: "peer"}, `{"role":"user","content":"x"}`)
 	type answer struct {
 		res map[string]any
 		err error

@@ -17,6 +17,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -404,7 +405,7 @@ func TestSpawnIdempotentRetry(t *testing.T) {
 
 func TestSpawnAttachmentsAndFork(t *testing.T) {
 	s := spawnStack(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey},
+	s.Import(importer.ImportOptions{SessionKey: mainKey},
 		`{"role":"user","content":"earlier question"}`,
 		`{"role":"assistant","content":"earlier answer","__sessionbus":{"run":"r0","part":"reply"}}`)
 	bin := []byte{0, 1, 2, 250}

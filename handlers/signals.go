@@ -3,8 +3,8 @@ package handlers
 import (
 	"context"
 
+	"github.com/sessionbus/sessionbus/notices"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/streams/notices"
 	"github.com/sessionbus/sessionbus/streams/signals"
 )
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/spawns"
 )
 
 // Spawn steps a test hook (Deps.SpawnHook) may interrupt.
@@ -38,7 +39,7 @@ func (d *Deps) spawnStep(step string) error {
 // back to back on this worker's connection, and every acknowledgement is
 // awaited. The server reads a connection in order, so a crash of this
 // process drops a suffix of the four: whatever landed is a prefix that
-// starts with the registry record, which subagents.Complete finishes. A
+// starts with the registry record, which spawns.Complete finishes. A
 // refused registry write is answered by rejected.
 func (s *spawn) commit(ctx context.Context) (any, error) {
 	d, rec := s.d, s.rec
@@ -73,7 +74,7 @@ func (s *spawn) commit(ctx context.Context) (any, error) {
 	if err := errors.Join(w.entryErr, w.runRecErr, w.pubErr); err != nil {
 		// Registered, so it will run: complete it now, or leave it to the
 		// sweep, which does the same.
-		if cerr := subagents.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
+		if cerr := spawns.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
 			d.Log.Warn("sessions_spawn: spawn registered but not queued; a gateway sweep completes it", "child", rec.ChildSessionKey, "err", errors.Join(err, cerr))
 			return &spawnResult{Status: "error", ChildSessionKey: rec.ChildSessionKey, RunID: rec.RunID, Error: fmt.Sprintf(
 				"the child is registered but its run is not queued yet (%v); a gateway queues it shortly. Do not spawn it again: check with subagents list", errors.Join(err, cerr))}, nil
@@ -94,7 +95,7 @@ type spawnWrites struct {
 // first, without waiting for any acknowledgement. A hook error at the
 // registry step stops everything (a crash before the commit point); at a
 // later step it drops that write only and is returned: the state a lost
-// or refused write leaves, which subagents.Complete must finish.
+// or refused write leaves, which spawns.Complete must finish.
 func (s *spawn) send() error {
 	d, rec, w := s.d, s.rec, &s.writes
 	if err := d.spawnStep(SpawnStepRegistry); err != nil {
@@ -113,10 +114,10 @@ func (s *spawn) send() error {
 		return write()
 	}
 	w.entry, w.entryErr = send(SpawnStepEntry, func() (jetstream.PubAckFuture, error) {
-		return d.Store.CreateAsync(subagents.ChildEntry(rec))
+		return d.Store.CreateAsync(spawns.ChildEntry(rec))
 	})
 	w.runRec, w.runRecErr = send(SpawnStepRunRecord, func() (jetstream.PubAckFuture, error) {
-		return d.Runs.CreateAsync(subagents.RunRecord(rec))
+		return d.Runs.CreateAsync(spawns.RunRecord(rec))
 	})
 	w.pub, w.pubErr = send(SpawnStepPublish, func() (jetstream.PubAckFuture, error) {
 		return d.Queue.PublishAsync(rec.Request)
@@ -179,7 +180,7 @@ func (s *spawn) rejected(ctx context.Context) *spawnResult {
 		first, rev, err := d.readBackRegistration(ctx, rec.ChildSessionKey)
 		switch {
 		case err == nil && first.RunID == rec.RunID && first.IdempotencyKey == rec.IdempotencyKey:
-			if cerr := subagents.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
+			if cerr := spawns.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, rec); cerr != nil {
 				d.Log.Warn("sessions_spawn: spawn registered but not queued; a gateway sweep completes it", "child", rec.ChildSessionKey, "err", cerr)
 			}
 			d.Children.Note(first, rev)
@@ -193,7 +194,7 @@ func (s *spawn) rejected(ctx context.Context) *spawnResult {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	reason := "the spawn that queued this run was never registered: " + w.regErr.Error()
-	ended := subagents.RunRecord(rec)
+	ended := spawns.RunRecord(rec)
 	ended.Status, ended.Error, ended.EndedAt = runs.Error, reason, d.Now().UnixMilli()
 	err := d.Runs.Create(uctx, ended)
 	if errors.Is(err, runs.ErrExists) {

@@ -7,15 +7,17 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/spawns"
 )
 
 var errCrash = errors.New("injected crash")
 
 // A crash between any two creation steps leaves a state that the
-// completion a gateway's sweep runs (subagents.Complete) turns into a
+// completion a gateway's sweep runs (spawns.Complete) turns into a
 // whole spawn: afterwards no child without a run and no run without a
 // child, each run queued exactly once. Each case names the steps that
 // "crashed" (did not happen); the rest did.
@@ -50,7 +52,7 @@ func TestSpawnCrashBetweenSteps(t *testing.T) {
 			params := `{"task":"x","idempotencyKey":"k"}`
 			if c.fork {
 				params = `{"task":"x","idempotencyKey":"k","context":"fork"}`
-				s.Import(handlers.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"context"}`)
+				s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"context"}`)
 			}
 			_, err := s.Call(mainKey, "sessions_spawn", params)
 			if (err != nil) != (len(c.skip) > 0) {
@@ -66,7 +68,7 @@ func TestSpawnCrashBetweenSteps(t *testing.T) {
 			d.Children.Each(func(r *subagents.Record) bool { recs = append(recs, r); return true })
 			for _, r := range recs {
 				for range 2 { // idempotent: twice changes nothing
-					if err := subagents.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, r); err != nil {
+					if err := spawns.Complete(ctx, d.Subagents, d.Store, d.Runs, d.Queue, r); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/submit"
 	"github.com/sessionbus/sessionbus/testkit"
 	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
@@ -100,7 +101,7 @@ func spawn(t *testing.T, s *handlerstest.Stack, c child) *subagents.Record {
 	}
 	if !c.noQueue {
 		run := &runs.Record{RunID: c.runID, SessionKey: c.key, AgentID: agent, Status: runs.Pending, CreatedAt: c.created, ChainID: c.runID}
-		if err := d.Queue.Submit(ctx, d.Runs, req, run); err != nil {
+		if err := submit.Run(ctx, d.Queue, d.Runs, req, run); err != nil {
 			t.Fatalf("queue %s: %v", c.key, err)
 		}
 	}
@@ -206,7 +207,7 @@ func submitRun(t *testing.T, s *handlerstest.Stack, session, message string, edi
 		edit(req)
 	}
 	rec := &runs.Record{RunID: id, SessionKey: session, AgentID: req.AgentID, Status: runs.Pending, CreatedAt: now, ChainID: id}
-	if err := d.Queue.Submit(bustest.Context(t), d.Runs, req, rec); err != nil {
+	if err := submit.Run(bustest.Context(t), d.Queue, d.Runs, req, rec); err != nil {
 		t.Fatal(err)
 	}
 	return id

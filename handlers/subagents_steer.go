@@ -15,6 +15,7 @@ import (
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/submit"
 )
 
 // The steer action: restart a child's run with a new message.
@@ -94,7 +95,7 @@ func (c *subagentsCall) steer(ctx context.Context, target, message string) (*ste
 	cancel()
 
 	runRec := &runs.Record{RunID: runID, SessionKey: req.SessionKey, AgentID: req.AgentID, Status: runs.Pending, CreatedAt: now, ChainID: runID}
-	if err := c.d.Queue.Submit(ctx, c.d.Runs, req, runRec); err != nil {
+	if err := submit.Run(ctx, c.d.Queue, c.d.Runs, req, runRec); err != nil {
 		// The registry record keeps the new run, unqueued: any gateway's
 		// sweep queues its stored request again (same run id).
 		return &steerResult{Status: "error", Action: "steer", Target: target, RunID: runID,

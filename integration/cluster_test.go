@@ -13,6 +13,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -78,7 +79,7 @@ func TestClusterR3(t *testing.T) {
 			// under load) would otherwise hold the whole budget in one try
 			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
 			defer acancel()
-			_, err := handlers.Import(actx, store, tr, handlers.ImportOptions{SessionKey: key}, strings.NewReader(`{"role":"user","content":"`+text+`"}`), time.Now())
+			_, err := importer.Import(actx, store, tr, importer.ImportOptions{SessionKey: key}, strings.NewReader(`{"role":"user","content":"`+text+`"}`), time.Now())
 			return err
 		})
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 )
 
 // An operator deletes each stream and bucket under a running worker and
@@ -24,7 +24,7 @@ func TestStreamsDeletedUnderARunningServer(t *testing.T) {
 		c.Agents.List = []config.Agent{scriptAgent("main", map[string]any{"reply": "pong"})}
 	})
 	const peer = "agent:main:peer"
-	s.Import(handlers.ImportOptions{SessionKey: peer}, `{"role":"user","content":"before"}`)
+	s.Import(importer.ImportOptions{SessionKey: peer}, `{"role":"user","content":"before"}`)
 	send := func() bool {
 		res, err := s.Call(mainKey, "sessions_send", `{"sessionKey":"`+peer+`","message":"ping","timeoutSeconds":5}`)
 		return err == nil && res["status"] == "ok" && res["reply"] == "pong"

@@ -17,7 +17,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/sanitize"
 	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
@@ -128,7 +128,7 @@ func TestRedactionNeverLeaks(t *testing.T) {
 	}
 
 	// 1. a transcript holding every sample, read back every way
-	s.Import(handlers.ImportOptions{SessionKey: "agent:main:telegram:group:g1", AgentID: "main", Label: "planted"},
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:telegram:group:g1", AgentID: "main", Label: "planted"},
 		`{"type":"message","message":{"role":"user","content":`+mustJSON(everySecret)+`}}`,
 		`{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":`+mustJSON(everySecret)+`}]}}`,
 	)

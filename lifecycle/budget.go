@@ -11,7 +11,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/streams/archives"
+	"github.com/sessionbus/sessionbus/objects/archives"
 )
 
 // Budget is the disk budget's state (session.maintenance.maxDiskBytes):

@@ -1,6 +1,6 @@
 // Package lifecycle deletes, resets, archives and restores sessions: the
 // one place that removes a session's data, and only after its transcript
-// is archived (streams/archives) and read back.
+// is archived (objects/archives) and read back.
 //
 // Each operation is a sequence of idempotent steps whose progress is the
 // archive's state: the archive is written (state pending) and verified
@@ -25,8 +25,8 @@ import (
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/streams/archives"
 	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )

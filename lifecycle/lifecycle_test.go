@@ -17,7 +17,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/watchers"
-	"github.com/sessionbus/sessionbus/streams/archives"
+	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 	"github.com/sessionbus/sessionbus/testkit"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/streams/archives"
+	"github.com/sessionbus/sessionbus/objects/archives"
 )
 
 // Finish completes the operations a stopped process left half done: every

@@ -14,7 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/client"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/mcpserver"
 	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
@@ -29,7 +29,7 @@ const mainKey = "agent:main:main"
 func stack(t *testing.T, caller string, o mcpserver.Options) (*handlerstest.Stack, *mcp.Server) {
 	t.Helper()
 	s := handlerstest.Start(t, nil)
-	s.Import(handlers.ImportOptions{SessionKey: mainKey, Label: "home"},
+	s.Import(importer.ImportOptions{SessionKey: mainKey, Label: "home"},
 		`{"role":"user","content":"What is the capital of France?"}`,
 		`{"role":"assistant","content":"Paris."}`)
 	c := client.New(s.Conn, client.Minted(s.Operator, bus.Caller{SessionKey: caller}, 0))

@@ -25,6 +25,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/metrics"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/submit"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -178,7 +179,7 @@ func TestMetricsThroughServer(t *testing.T) {
 	req := &runqueue.Request{RunID: "run-metrics-1", SessionKey: "agent:main:metrics", AgentID: "main",
 		Message: "hello", Prompt: "hello", ChainID: "chain", CreatedAt: time.Now().UnixMilli()}
 	rec := &runs.Record{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, Status: runs.Pending, CreatedAt: req.CreatedAt}
-	if err := gw.Queue().Submit(ctx, gw.Runs(), req, rec); err != nil {
+	if err := submit.Run(ctx, gw.Queue(), gw.Runs(), req, rec); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := gw.Runs().Wait(ctx, req.RunID); err != nil || got.Status != runs.OK {

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -92,7 +92,7 @@ var ErrInvalid = errors.New("the OpenClaw store has sessions that cannot be impo
 // Import loads every session of st into sessionbus: entries with their keys,
 // labels, parents, routes and timestamps, and their transcripts. Every entry
 // is checked before anything is written. Running it again appends only what
-// the OpenClaw transcripts gained since (handlers.ImportEntry).
+// the OpenClaw transcripts gained since (importer.ImportEntry).
 func Import(ctx context.Context, st *Store, store *sessions.Store, tr *transcripts.Store, o Options) (*Summary, error) {
 	start := time.Now()
 	sum := &Summary{Dir: st.Dir}
@@ -201,13 +201,13 @@ func Import(ctx context.Context, st *Store, store *sessions.Store, tr *transcrip
 	return sum, nil
 }
 
-func importOne(ctx context.Context, store *sessions.Store, tr *transcripts.Store, s *Session, e *sessions.Entry) (*handlers.ImportResult, error) {
+func importOne(ctx context.Context, store *sessions.Store, tr *transcripts.Store, s *Session, e *sessions.Entry) (*importer.ImportResult, error) {
 	rc, err := s.Transcript()
 	if err != nil {
 		return nil, fmt.Errorf("open transcript: %w", err)
 	}
 	defer rc.Close()
-	return handlers.ImportEntry(ctx, store, tr, e, ImportID(s.AgentID, e.SessionID), rc)
+	return importer.ImportEntry(ctx, store, tr, e, ImportID(s.AgentID, e.SessionID), rc)
 }
 
 // ImportID names one OpenClaw transcript (a session id of an agent), so a

@@ -16,7 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/lifecycle"
-	"github.com/sessionbus/sessionbus/streams/archives"
+	"github.com/sessionbus/sessionbus/objects/archives"
 )
 
 const archiveUsage = `usage: sessionbus archive <ls|get|restore|budget> [flags] [KEY|ID]

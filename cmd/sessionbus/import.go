@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/openclawstore"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -67,7 +67,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
-	res, err := handlers.Import(ctx, store, tr, handlers.ImportOptions{
+	res, err := importer.Import(ctx, store, tr, importer.ImportOptions{
 		SessionKey: fs.Arg(0), AgentID: *agent, Label: *label, SpawnedBy: *spawnedBy,
 	}, stdin, time.Now())
 	if err != nil {

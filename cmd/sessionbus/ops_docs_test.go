@@ -27,6 +27,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"
+	"github.com/sessionbus/sessionbus/submit"
 )
 
 func TestMain(m *testing.M) {
@@ -152,7 +153,7 @@ func (e *opsEnv) run(t *testing.T, id, msg string) {
 	t.Helper()
 	ctx := bustest.Context(t)
 	req := &runqueue.Request{RunID: id, SessionKey: "agent:main:main", AgentID: "main", Message: msg, Prompt: msg, ChainID: id, CreatedAt: time.Now().UnixMilli()}
-	if err := e.queue.Submit(ctx, e.runs, req, &runs.Record{RunID: id, SessionKey: req.SessionKey, AgentID: "main", Status: runs.Pending, CreatedAt: req.CreatedAt}); err != nil {
+	if err := submit.Run(ctx, e.queue, e.runs, req, &runs.Record{RunID: id, SessionKey: req.SessionKey, AgentID: "main", Status: runs.Pending, CreatedAt: req.CreatedAt}); err != nil {
 		t.Fatal(err)
 	}
 	if rec, err := e.runs.Wait(ctx, id); err != nil || rec.Status != runs.OK {

@@ -150,7 +150,7 @@ func (ix *Index) Note(rec *Record, rev uint64) {
 
 // decodeIndexed decodes a stored record without its run request (about
 // two thirds of its bytes): every replica's index decodes every write of
-// the registry, and only subagents.Complete, on the rare half-done spawn,
+// the registry, and only spawns.Complete, on the rare half-done spawn,
 // needs the request; it reads the record.
 func decodeIndexed(data []byte) (*Record, error) {
 	var v struct {

@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/runreq"
 	"github.com/sessionbus/sessionbus/kv/record"
-	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 // Outcomes of a child's run, as the run records name them (runs.OK, ...);
@@ -100,7 +100,7 @@ type Record struct {
 	// Request is the current run's request, kept so a run that was never
 	// queued (a crash right after this record was written) is queued again
 	// by whichever gateway sweeps first.
-	Request *runqueue.Request `json:"request,omitempty"`
+	Request *runreq.Request `json:"request,omitempty"`
 	// Queued is set once the run request is known to be in SB_RUNS.
 	Queued bool `json:"queued,omitempty"`
 

@@ -12,7 +12,6 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/record"
-	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
@@ -180,33 +179,5 @@ func TestIndexTakesOwnWriteWithoutDecoding(t *testing.T) {
 	stored, _, err := reg.Get(ctx(t), rec.ChildSessionKey)
 	if err != nil || stored.Request == nil || stored.Request.Message != "m" {
 		t.Fatalf("stored record %+v %v", stored, err)
-	}
-}
-
-// The child entry a spawn writes is taken by its worker's index as built
-// (sessions.Store.CreateAsync, record.Echo), which is right only if it is
-// exactly what decoding its stored form gives.
-func TestChildEntryRoundTrips(t *testing.T) {
-	base := child("agent:main:subagent:rt", "agent:main:main", "", 7)
-	base.ChildSessionID, base.Label, base.Depth = "sid", "lbl", 2
-	base.SubagentRole, base.SubagentControlScope = "orchestrator", "children"
-	withModel := *base
-	withModel.Model, withModel.Thinking = "gpt-x", "high"
-	thread := *base
-	thread.Thread = true
-	thread.RequesterOrigin = &Origin{Channel: "slack", To: "C1", AccountID: "a", ThreadID: "t9"}
-	for _, rec := range []*Record{base, &withModel, &thread} {
-		e := ChildEntry(rec)
-		data, err := json.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back sessions.Entry
-		if err := json.Unmarshal(data, &back); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(&back, e) {
-			t.Errorf("child entry %+v decodes as %+v", e, &back)
-		}
 	}
 }

@@ -15,8 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/record"
-	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/bus/runreq"
 )
 
 // Headers every run request carries, so loops are visible to any gateway
@@ -30,89 +29,16 @@ const (
 // recognised by the queue itself; the run record catches it after.
 const DedupeWindow = 10 * time.Minute
 
-// Provenance marks a message that came from another session: who sent it,
-// from which channel, through which tool.
-type Provenance struct {
-	Kind             string `json:"kind"` // external_user | inter_session | internal_system
-	SourceSessionKey string `json:"sourceSessionKey,omitempty"`
-	SourceChannel    string `json:"sourceChannel,omitempty"`
-	SourceTool       string `json:"sourceTool,omitempty"`
-}
-
-// A2A asks the gateway to run the agent-to-agent flow (ping-pong turns, then
-// the announce step) after the primary run; its progress lives in the a2a
-// bucket.
-type A2A struct {
-	RequesterKey      string `json:"requesterKey"`
-	RequesterChannel  string `json:"requesterChannel,omitempty"`
-	TargetDisplayKey  string `json:"targetDisplayKey"`
-	OriginalMessage   string `json:"originalMessage"`
-	MaxPingPongTurns  int    `json:"maxPingPongTurns"`
-	AnnounceTimeoutMs int64  `json:"announceTimeoutMs"`
-}
-
-// Route is a channel destination: where a run's reply is delivered
-// (<prefix>.deliver.<channel>).
-type Route struct {
-	Channel   string `json:"channel"`
-	To        string `json:"to,omitempty"`
-	AccountID string `json:"accountId,omitempty"`
-	ThreadID  string `json:"threadId,omitempty"`
-}
-
-// AnnounceRef marks a run that carries a sub-agent's completion announce
-// into its requester: once the run records its prompt the announce is in
-// the requester's transcript, and the child's registry record says so.
-type AnnounceRef struct {
-	ChildSessionKey string `json:"childSessionKey"`
-	ChildRunID      string `json:"childRunId"`
-}
-
-// NoticeRef marks a run that wakes a watcher with a parent notice: once
-// the run recorded its prompt the notice is acknowledged.
-type NoticeRef struct {
-	Watcher string `json:"watcher"`
-	Target  string `json:"target"`
-	// LastSeenSequence names the notice (its "changesSince"): only that
-	// notice is acknowledged, never a follow-up opened since.
-	LastSeenSequence uint64 `json:"lastSeenSequence,omitempty"`
-}
-
-// Request is the body of a message on <prefix>.runs.<agentId>: one agent
-// turn to execute.
-type Request struct {
-	RunID             string      `json:"runId"`
-	SessionKey        string      `json:"sessionKey"` // store key of the session the turn runs in
-	AgentID           string      `json:"agentId"`
-	Message           string      `json:"message"` // body without provenance lines (what scripts match)
-	Prompt            string      `json:"prompt"`  // the annotated prompt stored as the user message
-	ExtraSystemPrompt string      `json:"extraSystemPrompt,omitempty"`
-	Provenance        *Provenance `json:"provenance,omitempty"`
-	Lane              string      `json:"lane,omitempty"`
-	TimeoutSeconds    int         `json:"timeoutSeconds,omitempty"` // 0 = the gateway default
-	ChainID           string      `json:"chainId"`
-	Hop               int         `json:"hop"`
-	A2A               *A2A        `json:"a2a,omitempty"`
-	// Step names an A2A continuation ("pingpong:<n>", "announce"); empty for
-	// an ordinary turn.
-	Step      string `json:"step,omitempty"`
-	ParentRun string `json:"parentRun,omitempty"` // the primary run of an A2A step
-	CreatedAt int64  `json:"createdAt"`
-	// Recorded says the submitter wrote a pending record before queueing.
-	// A caller that waits for the outcome does not: the first gateway to
-	// take the run creates its record (running), one write instead of two,
-	// and the caller writes pending itself should it stop waiting first.
-	Recorded bool `json:"recorded,omitempty"`
-	// ReplyTo, when set, is where the gateway delivers the run's reply
-	// once it is recorded ok (<prefix>.deliver.<channel>): a human turn
-	// brought in by a channel adapter is answered on its channel, a
-	// top-level requester's announce on its stored route.
-	ReplyTo *Route `json:"replyTo,omitempty"`
-	// Announce is set on a run that delivers a sub-agent's announce.
-	Announce *AnnounceRef `json:"announce,omitempty"`
-	// Notice is set on a run that wakes a watcher with a parent notice.
-	Notice *NoticeRef `json:"notice,omitempty"`
-}
+// The run request and its parts (bus/runreq): the body of every message on
+// SB_RUNS.
+type (
+	Request     = runreq.Request
+	Provenance  = runreq.Provenance
+	A2A         = runreq.A2A
+	Route       = runreq.Route
+	AnnounceRef = runreq.AnnounceRef
+	NoticeRef   = runreq.NoticeRef
+)
 
 // Queue is the run-request stream.
 type Queue struct {
@@ -211,68 +137,6 @@ func (q *Queue) Trim(ctx context.Context) (uint64, error) {
 		return 0, nil
 	}
 	return before - min(before, after.State.Msgs), nil
-}
-
-// Submit creates the pending record and queues the request (marked
-// Recorded); the publish carries Nats-Msg-Id = run id, so a retried submit
-// never queues twice.
-//
-// A run with an idempotency key is checked first: the record's Create is
-// awaited before the publish, and runs.ErrExists means a record with this
-// id exists (an idempotent repeat). Any other run id is fresh, so the two
-// writes are pipelined, record first on the same connection, in one round
-// trip; should the record write fail, the run still goes ahead and the
-// gateway that takes it writes the record.
-//
-// A record whose run could not be queued is never left pending (nothing
-// would ever run it): it is marked error with the reason.
-func (q *Queue) Submit(ctx context.Context, recs *runs.Records, req *Request, rec *runs.Record) error {
-	req.Recorded = true
-	var created jetstream.PubAckFuture
-	if rec.IdempotencyKey != "" {
-		if err := recs.Create(ctx, rec); err != nil {
-			return err
-		}
-	} else {
-		var err error
-		if created, err = recs.CreateAsync(rec); err != nil {
-			return err
-		}
-	}
-	if err := q.Publish(ctx, req); err != nil {
-		if created != nil {
-			select { // the record must exist before it can be marked
-			case <-created.Ok():
-			case <-created.Err():
-			case <-ctx.Done():
-			}
-		}
-		q.markUnqueued(ctx, recs, rec.RunID, err)
-		return err
-	}
-	if created != nil {
-		select {
-		case <-created.Ok():
-		case <-created.Err():
-		case <-ctx.Done():
-		}
-	}
-	return nil
-}
-
-// markUnqueued records that runID's request never reached the queue. It is
-// best effort: when the store is down too, the record stays pending until
-// the runs bucket's max age removes it.
-func (q *Queue) markUnqueued(ctx context.Context, recs *runs.Records, runID string, cause error) {
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, _ = recs.Update(mctx, runID, func(r *runs.Record) error {
-		if r.Status != runs.Pending {
-			return record.ErrUnchanged
-		}
-		r.Status, r.Error, r.EndedAt = runs.Error, "the run was never queued: "+cause.Error(), time.Now().UnixMilli()
-		return nil
-	})
 }
 
 // Publish queues a run request (also used for A2A continuation steps,

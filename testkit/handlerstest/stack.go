@@ -16,6 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
@@ -93,12 +94,12 @@ func (s *Stack) MustCall(as, tool, params string) map[string]any {
 }
 
 // Import loads JSONL lines into a session.
-func (s *Stack) Import(o handlers.ImportOptions, lines ...string) *handlers.ImportResult {
+func (s *Stack) Import(o importer.ImportOptions, lines ...string) *importer.ImportResult {
 	s.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d := s.Worker.Deps
-	res, err := handlers.Import(ctx, d.Store, d.Transcripts, o, strings.NewReader(strings.Join(lines, "\n")), time.Now())
+	res, err := importer.Import(ctx, d.Store, d.Transcripts, o, strings.NewReader(strings.Join(lines, "\n")), time.Now())
 	if err != nil {
 		s.T.Fatalf("import %s: %v", o.SessionKey, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/submit"
 )
 
 // Stores are what a spawn writes to.
@@ -79,7 +80,7 @@ func Spawn(ctx context.Context, s Stores, c Child) (*subagents.Record, error) {
 		return nil, err
 	}
 	q := *req
-	if err := s.Queue.Submit(ctx, s.Runs, &q, &runs.Record{
+	if err := submit.Run(ctx, s.Queue, s.Runs, &q, &runs.Record{
 		RunID: runID, SessionKey: key, AgentID: c.Agent, Status: runs.Pending, CreatedAt: now, ChainID: runID,
 	}); err != nil {
 		return nil, err

@@ -1,4 +1,8 @@
-package handlers
+// Package importer loads JSONL transcripts into sessions: a file given to
+// `sessionbus import` (Import) or a session of an OpenClaw state directory
+// (ImportEntry). The session entry is created if absent and the file's
+// entries are appended once, however often the import runs or stops.
+package importer
 
 import (
 	"bufio"
@@ -71,25 +75,25 @@ const (
 func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o ImportOptions, in io.Reader, now time.Time) (*ImportResult, error) {
 	key := strings.TrimSpace(o.SessionKey)
 	if err := rules.ValidateSessionKeyInput(key); err != nil {
-		return nil, thrown(err)
+		return nil, inputError(err)
 	}
 	if o.SpawnedBy != "" {
 		if err := rules.ValidateSessionKeyInput(o.SpawnedBy); err != nil {
-			return nil, badRequest("--spawned-by: " + err.Error())
+			return nil, bus.BadRequest("--spawned-by: " + err.Error())
 		}
 	}
 	agentID := strings.ToLower(strings.TrimSpace(o.AgentID))
 	if agentID == "" {
 		agentID = rules.AgentIDFromKey(key)
 	} else if !rules.ValidAgentID(agentID) {
-		return nil, badRequest(fmt.Sprintf("--agent %q is invalid: agent ids must match [a-z0-9][a-z0-9_-]{0,63}", o.AgentID))
+		return nil, bus.BadRequest(fmt.Sprintf("--agent %q is invalid: agent ids must match [a-z0-9][a-z0-9_-]{0,63}", o.AgentID))
 	}
 	if len([]rune(o.Label)) > labelMaxLength {
-		return nil, badRequest(fmt.Sprintf("--label is %d characters; the limit is %d", len([]rune(o.Label)), labelMaxLength))
+		return nil, bus.BadRequest(fmt.Sprintf("--label is %d characters; the limit is %d", len([]rune(o.Label)), labelMaxLength))
 	}
 	msgs, skipped, err := readTranscript(in, false)
 	if err != nil {
-		return nil, badRequest(err.Error())
+		return nil, bus.BadRequest(err.Error())
 	}
 	e := &sessions.Entry{
 		Key: key, AgentID: agentID, SessionID: sessions.NewID(), Label: o.Label,
@@ -156,7 +160,7 @@ func importInto(ctx context.Context, store *sessions.Store, tr *transcripts.Stor
 func ImportID(in io.Reader) (string, error) {
 	msgs, _, err := readTranscript(in, false)
 	if err != nil {
-		return "", badRequest(err.Error())
+		return "", bus.BadRequest(err.Error())
 	}
 	return importID(msgs), nil
 }
@@ -323,11 +327,21 @@ func transcriptLine(raw []byte, n int) (msg []byte, skip bool, err error) {
 // OpenClaw's reader would pass over are skipped (ImportResult.Skipped).
 func ImportEntry(ctx context.Context, store *sessions.Store, tr *transcripts.Store, e *sessions.Entry, importID string, transcript io.Reader) (*ImportResult, error) {
 	if err := rules.ValidateSessionKeyInput(e.Key); err != nil {
-		return nil, thrown(err)
+		return nil, inputError(err)
 	}
 	msgs, skipped, err := readTranscript(transcript, true)
 	if err != nil {
 		return nil, fmt.Errorf("transcript of %s: %w", e.Key, err)
 	}
 	return importInto(ctx, store, tr, e, msgs, skipped, importID, 0)
+}
+
+// inputError is a rules.InputError as the 400 the tools answer for it;
+// any other error is returned as it is.
+func inputError(err error) error {
+	var ie *rules.InputError
+	if errors.As(err, &ie) {
+		return bus.BadRequest(ie.Msg)
+	}
+	return err
 }

@@ -1,8 +1,9 @@
 // Package notices turns signal-log events into parent notices: it appends
-// an event to the signal log and, for the kinds that notify
-// (docs/signals.md), raises the material watermark of every watcher of the session and
-// publishes one notice per watcher that had none pending to the watcher's
-// subject on SB_EVENTS (<prefix>.session.<watcher>.notice). Every gateway
+// an event to the signal log (streams/signals) and, for the kinds that
+// notify (signals.Notifies), raises the material watermark of every
+// watcher of the session (kv/watchers) and publishes one notice per
+// watcher that had none pending to the watcher's subject on SB_EVENTS
+// (streams/events, <prefix>.session.<watcher>.notice). Every gateway
 // receives each notice; one claims it and delivers it (gateway package).
 // Workers (the ingress, sessions_spawn) and gateways (run outcomes) record
 // through the same Recorder, so the fan-out lives once.

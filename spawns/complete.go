@@ -1,4 +1,9 @@
-package subagents
+// Package spawns finishes a sub-agent spawn from its registry record: the
+// child's session entry (kv/sessions), its run record (kv/runs) and its
+// queued run request (streams/runqueue). A spawn's commit point is the
+// registry record (kv/subagents); whatever a spawn that stopped after it
+// left undone, Complete does, from the record alone.
+package spawns
 
 import (
 	"context"
@@ -8,13 +13,14 @@ import (
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 // ChildEntry is the session entry of a registered child, built from its
 // record alone: sessions_spawn writes it, and Complete writes it again for
 // a spawn that stopped before it did, so both write the same entry.
-func ChildEntry(rec *Record) *sessions.Entry {
+func ChildEntry(rec *subagents.Record) *sessions.Entry {
 	depth := rec.Depth
 	e := &sessions.Entry{
 		Key:        rec.ChildSessionKey,
@@ -43,7 +49,7 @@ func ChildEntry(rec *Record) *sessions.Entry {
 }
 
 // RunRecord is the pending run record of a child's current run.
-func RunRecord(rec *Record) *runs.Record {
+func RunRecord(rec *subagents.Record) *runs.Record {
 	req := rec.Request
 	return &runs.Record{
 		RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID, Status: runs.Pending,
@@ -62,7 +68,7 @@ func RunRecord(rec *Record) *runs.Record {
 //
 // Callers: a gateway's sweep of records that are Active, not Queued and
 // older than a grace (docs/subagents.md, "Creation design").
-func Complete(ctx context.Context, reg *Registry, store *sessions.Store, recs *runs.Records, q *runqueue.Queue, rec *Record) error {
+func Complete(ctx context.Context, reg *subagents.Registry, store *sessions.Store, recs *runs.Records, q *runqueue.Queue, rec *subagents.Record) error {
 	if rec.Request == nil { // an index copy: read the stored record
 		stored, _, err := reg.Get(ctx, rec.ChildSessionKey)
 		if err != nil {
@@ -99,7 +105,7 @@ func Complete(ctx context.Context, reg *Registry, store *sessions.Store, recs *r
 			return fmt.Errorf("complete spawn %s: %w", rec.ChildSessionKey, err)
 		}
 	}
-	_, err := reg.Update(ctx, rec.ChildSessionKey, func(r *Record) error {
+	_, err := reg.Update(ctx, rec.ChildSessionKey, func(r *subagents.Record) error {
 		if r.Queued || r.RunID != req.RunID {
 			return record.ErrUnchanged
 		}
