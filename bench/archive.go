@@ -43,7 +43,7 @@ func (e *env) archiveFixture(ctx context.Context) (*archiveFixture, error) {
 	if ops.Sessions, err = sessions.Open(ctx, e.js, names); err != nil {
 		return nil, err
 	}
-	if ops.Archives, err = archives.Open(ctx, e.js, names, archives.Options{}); err != nil {
+	if ops.Archives, err = archives.Open(ctx, e.js, names); err != nil {
 		return nil, err
 	}
 	f := &archiveFixture{ops: ops, n: n, entry: &sessions.Entry{Key: archiveKey, AgentID: "main", SessionID: sessions.NewID()}}

@@ -10,7 +10,7 @@ import (
 // program built on these packages talks to a server over a connection. Only
 // bus/embedded (and the test helpers that start servers) import it.
 func TestClientPackagesDoNotLinkTheServer(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps", "../bus", "../kv/...", "../streams/...", "../objects/...", "../notices", "../spawns", "../submit", "../importer", "../handlers/...", "../gateway/...")
+	cmd := exec.Command("go", "list", "-deps", "../bus", "../kv/...", "../streams/...", "../objects/...", "../notices", "../spawns", "../submit", "../importer", "../stores", "../handlers/...", "../gateway/...")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)

@@ -8,10 +8,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// EnsureKV opens a bucket, creating it with cfg if absent. An existing
+// ensureKV opens a bucket, creating it with cfg if absent. An existing
 // bucket keeps its settings, so a client started with defaults can never
 // scale a replicated bucket down.
-func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+func ensureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if err == nil {
 		return kv, nil
@@ -29,9 +29,9 @@ func EnsureKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValu
 	return kv, nil
 }
 
-// EnsureStream opens a stream, creating it with cfg if absent; an existing
+// ensureStream opens a stream, creating it with cfg if absent; an existing
 // stream keeps its settings.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
 		return s, nil
@@ -68,9 +68,12 @@ type KVConfig struct {
 	cfg jetstream.KeyValueConfig
 }
 
-// OpenKV is EnsureKV that also returns what Recreate needs.
+// OpenKV opens the bucket cfg names, creating it with cfg if absent. An
+// existing bucket keeps its settings, so a client started with defaults can
+// never scale a replicated bucket down. The KVConfig it returns creates the
+// bucket again (Recreate), as this call would have.
 func OpenKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, KVConfig, error) {
-	kv, err := EnsureKV(ctx, js, cfg)
+	kv, err := ensureKV(ctx, js, cfg)
 	return kv, KVConfig{js: js, cfg: cfg}, err
 }
 
@@ -79,7 +82,7 @@ func (k KVConfig) Streams() []string { return []string{KVStream(k.cfg.Bucket)} }
 
 // Recreate creates the bucket again (see Guard).
 func (k KVConfig) Recreate(ctx context.Context, _ string) error {
-	_, err := EnsureKV(ctx, k.js, k.cfg)
+	_, err := ensureKV(ctx, k.js, k.cfg)
 	return err
 }
 
@@ -89,9 +92,11 @@ type StreamConfig struct {
 	cfg jetstream.StreamConfig
 }
 
-// OpenStream is EnsureStream that also returns what Recreate needs.
+// OpenStream opens the stream cfg names, creating it with cfg if absent;
+// an existing stream keeps its settings. The StreamConfig it returns
+// creates the stream again (Recreate), as this call would have.
 func OpenStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, StreamConfig, error) {
-	st, err := EnsureStream(ctx, js, cfg)
+	st, err := ensureStream(ctx, js, cfg)
 	return st, StreamConfig{js: js, cfg: cfg}, err
 }
 
@@ -100,6 +105,6 @@ func (s StreamConfig) Streams() []string { return []string{s.cfg.Name} }
 
 // Recreate creates the stream again (see Guard).
 func (s StreamConfig) Recreate(ctx context.Context, _ string) error {
-	_, err := EnsureStream(ctx, s.js, s.cfg)
+	_, err := ensureStream(ctx, s.js, s.cfg)
 	return err
 }

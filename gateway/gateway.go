@@ -28,13 +28,12 @@ import (
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/notices"
-	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/stores"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/events"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
-	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
@@ -156,6 +155,53 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if id == "" {
 		id = "gateway"
 	}
+	o = o.withDefaults()
+	g, err := newGateway(nc, cfg, op, id, log, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.openStores(ctx); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Gateway, error) { g.children.Stop(); g.tr.Close(); g.runs.Close(); return nil, err }
+	cons, err := g.bindConsumer(ctx, o)
+	if err != nil {
+		return fail(fmt.Errorf("gateway consumer %s: %w", g.names.GatewaysConsumer(), err))
+	}
+	if aw := cons.CachedInfo().Config.AckWait; aw > 0 {
+		if aw != o.AckWait && o.AckWait != DefaultAckWait {
+			g.log.Warn("gateway: the shared consumer keeps its ack wait; pacing heartbeats by it",
+				"consumer", g.names.GatewaysConsumer(), "ackWait", aw, "asked", o.AckWait)
+		}
+		g.ackWait = aw
+	}
+	// A held lane lives as long as the run's message: both are kept by the
+	// same heartbeat, and both end one ack wait after it stops.
+	if g.lanes, err = lanes.Open(ctx, g.js, g.names, id, g.ackWait, lanes.WithReplicas(cfg.Bus.Replicas)); err != nil {
+		return fail(err)
+	}
+	g.lanes.Finished = g.runFreedLane
+	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
+	if err != nil {
+		return fail(fmt.Errorf("gateway consume: %w", err))
+	}
+	g.iter, g.opts, g.rebound = iter, o, make(chan struct{})
+	if err := g.follow(); err != nil {
+		iter.Stop()
+		return fail(err)
+	}
+	g.wg.Add(5)
+	go g.lifecycleLoop()
+	go g.dispatch()
+	go g.trimLoop()
+	go g.sweepLoop()
+	go g.noticeSweepLoop()
+	g.log.Debug("gateway started", "concurrency", o.Concurrency)
+	return g, nil
+}
+
+// withDefaults is o with its zero values replaced by the defaults.
+func (o Options) withDefaults() Options {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
@@ -168,19 +214,19 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	names := bus.NewNames(cfg.Bus.Prefix)
-	replicas := max(cfg.Bus.Replicas, 1)
+	return o
+}
+
+// newGateway is a gateway that has opened nothing yet: its logger, which
+// masks credentials, its runtimes and its pacing.
+func newGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, id string, log *slog.Logger, o Options) (*Gateway, error) {
 	red, err := sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns)
 	if err != nil {
 		return nil, fmt.Errorf("config logging.redactPatterns: %w", err)
 	}
 	log = slog.New(sanitize.LogHandler(log.Handler(), red))
 	g := &Gateway{
-		id: id, nc: nc, js: js, cfg: cfg, op: op, log: log.With("gateway", id), names: names, redact: red,
+		id: id, nc: nc, cfg: cfg, op: op, log: log.With("gateway", id), names: bus.NewNames(cfg.Bus.Prefix), redact: red,
 		runtimes: map[string]runtime.Runtime{}, wantsHistory: map[string]bool{}, needsToken: map[string]bool{},
 		ackWait: o.AckWait, conc: o.Concurrency, retryDelay: o.RetryDelay,
 	}
@@ -199,55 +245,6 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if g.echo, err = runtime.New(config.Agent{ID: "echo"}); err != nil {
 		return nil, err
 	}
-	if g.queue, err = runqueue.Open(ctx, js, names, replicas); err != nil {
-		return nil, err
-	}
-	if g.runs, err = runs.Open(ctx, js, names, replicas, cfg.Bus.RunRecordMaxAge); err != nil {
-		return nil, err
-	}
-	fail := func(err error) (*Gateway, error) { g.runs.Close(); return nil, err }
-	if g.flows, err = a2a.Open(ctx, js, names, replicas, cfg.Bus.RunRecordMaxAge); err != nil {
-		return fail(err)
-	}
-	if g.tr, err = transcripts.Open(ctx, nc, js, names, transcripts.WithReplicas(replicas)); err != nil {
-		return fail(err)
-	}
-	fail = func(err error) (*Gateway, error) { g.tr.Close(); g.runs.Close(); return nil, err }
-	if g.store, err = sessions.Open(ctx, js, names, sessions.WithReplicas(replicas)); err != nil {
-		return fail(err)
-	}
-	if g.deliver, err = deliveries.Open(ctx, js, names, replicas, cfg.Bus.DeliverMaxAge); err != nil {
-		return fail(err)
-	}
-	if g.reg, err = subagents.Open(ctx, js, names, replicas, 0); err != nil {
-		return fail(err)
-	}
-	if g.claims, err = claims.Open(ctx, js, names, replicas); err != nil {
-		return fail(err)
-	}
-	if g.events, err = events.Open(ctx, js, names, replicas, 0); err != nil {
-		return fail(err)
-	}
-	siglog, err := signals.Open(ctx, js, names, signals.WithReplicas(replicas), signals.WithLogger(g.log))
-	if err != nil {
-		return fail(err)
-	}
-	if g.watchers, err = watchers.Open(ctx, js, names, replicas, 0); err != nil {
-		return fail(err)
-	}
-	if g.revoked, err = revocations.Open(ctx, js, names, replicas, g.log); err != nil {
-		return fail(err)
-	}
-	g.recorder = &notices.Recorder{Log: siglog, Watchers: g.watchers, Events: g.events, Logger: g.log}
-	arch, err := archives.Open(ctx, js, names, archives.Options{Replicas: replicas})
-	if err != nil {
-		return fail(err)
-	}
-	g.life = &lifecycle.Ops{Sessions: g.store, Transcripts: g.tr, Archives: arch, Signals: siglog, Watchers: g.watchers, Claims: g.claims, JS: js, Log: g.log}
-	if g.children, err = subagents.StartIndex(ctx, g.reg, g.log); err != nil {
-		return fail(err)
-	}
-	fail = func(err error) (*Gateway, error) { g.children.Stop(); g.tr.Close(); g.runs.Close(); return nil, err }
 	g.sweepEvery, g.announceRetries = cfg.Bus.SubagentSweepInterval, cfg.Bus.AnnounceRetries
 	if g.sweepEvery <= 0 {
 		g.sweepEvery = DefaultSweepInterval
@@ -255,39 +252,40 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if g.announceRetries <= 0 {
 		g.announceRetries = DefaultAnnounceRetries
 	}
-	cons, err := g.bindConsumer(ctx, o)
+	return g, nil
+}
+
+// openStores opens the stores the gateway works on (closing them again on
+// an error) and starts its view of the child registry.
+func (g *Gateway) openStores(ctx context.Context) error {
+	s, err := stores.Open(ctx, g.nc, g.cfg.Bus, stores.WithLogger(g.log), stores.WithGatewayStores())
 	if err != nil {
-		return fail(fmt.Errorf("gateway consumer %s: %w", names.GatewaysConsumer(), err))
+		return err
 	}
-	if aw := cons.CachedInfo().Config.AckWait; aw > 0 {
-		if aw != o.AckWait && o.AckWait != DefaultAckWait {
-			g.log.Warn("gateway: the shared consumer keeps its ack wait; pacing heartbeats by it",
-				"consumer", names.GatewaysConsumer(), "ackWait", aw, "asked", o.AckWait)
-		}
-		g.ackWait = aw
+	g.js = s.JS
+	g.queue, g.runs, g.flows, g.tr, g.store, g.deliver = s.Queue, s.Runs, s.A2A, s.Transcripts, s.Sessions, s.Deliveries
+	g.reg, g.claims, g.events, g.watchers, g.revoked = s.Subagents, s.Claims, s.Events, s.Watchers, s.Revocations
+	g.recorder = &notices.Recorder{Log: s.Signals, Watchers: s.Watchers, Events: s.Events, Logger: g.log}
+	g.life = lifecycle.New(s, g.log)
+	if g.children, err = subagents.StartIndex(ctx, g.reg, g.log); err != nil {
+		s.Close()
+		return err
 	}
-	// A held lane lives as long as the run's message: both are kept by the
-	// same heartbeat, and both end one ack wait after it stops.
-	if g.lanes, err = lanes.Open(ctx, js, names, replicas, id, g.ackWait); err != nil {
-		return fail(err)
-	}
-	g.lanes.Finished = g.runFreedLane
-	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
-	if err != nil {
-		return fail(fmt.Errorf("gateway consume: %w", err))
-	}
-	g.iter, g.opts, g.rebound = iter, o, make(chan struct{})
-	g.guard = bus.NewGuard(js, g.log)
+	return nil
+}
+
+// follow has the guard bring back what an operator deletes and starts
+// following SB_EVENTS: before the first sweep, so an announce published
+// meanwhile is received, and one published before is the sweep's.
+func (g *Gateway) follow() error {
+	g.guard = bus.NewGuard(g.js, g.log)
 	for _, r := range []bus.Recreatable{g.store, g.runs, g.flows, g.tr, g.lanes, g.deliver, g.reg, g.claims, g.events, g.revoked, queueGuard{g}} {
 		if err := g.guard.Watch(r); err != nil {
 			g.guard.Stop()
-			iter.Stop()
-			return fail(fmt.Errorf("follow stream deletions: %w", err))
+			return fmt.Errorf("follow stream deletions: %w", err)
 		}
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	// follow before the first sweep: an announce published meanwhile is
-	// received, and one published before is the sweep's
 	onEvent := func(ev *events.Event) {
 		switch ev.Kind {
 		case events.KindAnnounce:
@@ -299,17 +297,9 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if err := g.events.Follow(g.ctx, g.log, onEvent); err != nil {
 		g.cancel()
 		g.guard.Stop()
-		iter.Stop()
-		return fail(err)
+		return err
 	}
-	g.wg.Add(5)
-	go g.lifecycleLoop()
-	go g.dispatch()
-	go g.trimLoop()
-	go g.sweepLoop()
-	go g.noticeSweepLoop()
-	g.log.Debug("gateway started", "concurrency", o.Concurrency)
-	return g, nil
+	return nil
 }
 
 // bindConsumer binds to the consumer every replica shares, creating it

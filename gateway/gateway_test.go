@@ -101,11 +101,11 @@ func newEnv(t *testing.T) *env {
 	nc, js := bustest.Connect(t, srv)
 	names := bus.NewNames(cfg.Bus.Prefix)
 	ctx := context.Background()
-	queue, err := runqueue.Open(ctx, js, names, 1)
+	queue, err := runqueue.Open(ctx, js, names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := runs.Open(ctx, js, names, 1, 0)
+	recs, err := runs.Open(ctx, js, names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +636,7 @@ func TestDeadGatewayRunRedelivered(t *testing.T) {
 		t.Fatalf("fetched %d", n)
 	}
 	// Its lane lock, which the server ends a second after its last refresh.
-	dead, err := lanes.Open(ctx, e.js, e.names, 1, "dead", time.Second)
+	dead, err := lanes.Open(ctx, e.js, e.names, "dead", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,33 +8,25 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/kv/claims"
-	"github.com/sessionbus/sessionbus/kv/revocations"
-	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/notices"
-	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/sanitize"
-	"github.com/sessionbus/sessionbus/streams/events"
-	"github.com/sessionbus/sessionbus/streams/runqueue"
-	"github.com/sessionbus/sessionbus/streams/signals"
-	"github.com/sessionbus/sessionbus/streams/transcripts"
+	"github.com/sessionbus/sessionbus/stores"
 )
 
 // Worker is one stateless tool worker: a micro service instance plus the
 // index it lists from. Any number may run against one NATS deployment.
 type Worker struct {
-	Deps  *Deps
-	svc   *bus.Service
-	guard *bus.Guard
-	once  sync.Once
+	Deps   *Deps
+	svc    *bus.Service
+	guard  *bus.Guard
+	stores *stores.Stores
+	once   sync.Once
 }
 
 // WorkerOption adjusts a worker's Deps before it starts serving.
@@ -59,82 +51,49 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if log == nil {
 		log = slog.Default()
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	names := bus.NewNames(cfg.Bus.Prefix)
-	d := &Deps{Config: cfg, Names: names, Log: log, Now: time.Now}
+	d := &Deps{Config: cfg, Names: bus.NewNames(cfg.Bus.Prefix), Log: log, Now: time.Now}
 	w := &Worker{Deps: d}
 	fail := func(err error) (*Worker, error) { w.close(); return nil, err }
+	var err error
 	if d.Redactor, err = sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns); err != nil {
 		return nil, fmt.Errorf("config logging.redactPatterns: %w", err)
 	}
 	d.Log = slog.New(sanitize.LogHandler(log.Handler(), d.Redactor))
-	if d.Store, err = sessions.Open(ctx, js, names, sessions.WithReplicas(cfg.Bus.Replicas)); err != nil {
+	s, err := stores.Open(ctx, nc, cfg.Bus, stores.WithLogger(log))
+	if err != nil {
 		return nil, err
 	}
-	if d.Queue, err = runqueue.Open(ctx, js, names, cfg.Bus.Replicas); err != nil {
-		return nil, err
-	}
-	if d.Runs, err = runs.Open(ctx, js, names, cfg.Bus.Replicas, cfg.Bus.RunRecordMaxAge); err != nil {
-		return nil, err
-	}
-	if d.Transcripts, err = transcripts.Open(ctx, nc, js, names, transcripts.WithReplicas(cfg.Bus.Replicas)); err != nil {
-		return fail(err)
-	}
-	if d.Subagents, err = subagents.Open(ctx, js, names, cfg.Bus.Replicas, 0); err != nil {
-		return fail(err)
-	}
-	if d.Claims, err = claims.Open(ctx, js, names, cfg.Bus.Replicas); err != nil {
-		return fail(err)
-	}
+	w.stores = s
+	d.Store, d.Queue, d.Runs, d.Transcripts = s.Sessions, s.Queue, s.Runs, s.Transcripts
+	d.Subagents, d.Claims, d.Revocations, d.Watchers = s.Subagents, s.Claims, s.Revocations, s.Watchers
 	if d.Children, err = subagents.StartIndex(ctx, d.Subagents, log); err != nil {
-		return fail(err)
-	}
-	if d.Revocations, err = revocations.Open(ctx, js, names, cfg.Bus.Replicas, log); err != nil {
 		return fail(err)
 	}
 	if err := d.Revocations.Watch(ctx); err != nil {
 		return fail(err)
 	}
 	v.UseRevocations(d.Revocations)
-	if d.Index, err = sessions.StartIndex(ctx, js, d.Store, log, IndexDerive(cfg)); err != nil {
+	if d.Index, err = sessions.StartIndex(ctx, s.JS, d.Store, log, IndexDerive(cfg)); err != nil {
 		return fail(err)
 	}
 	// The session index follows its own bucket's deletion (it must empty);
 	// the guard brings back what the tools write to.
-	w.guard = bus.NewGuard(js, log)
+	w.guard = bus.NewGuard(s.JS, log)
 	for _, r := range []bus.Recreatable{d.Queue, d.Runs, d.Transcripts, d.Subagents, d.Claims, d.Revocations} {
 		if err := w.guard.Watch(r); err != nil {
 			return fail(fmt.Errorf("follow stream deletions: %w", err))
 		}
 	}
-	siglog, err := signals.Open(ctx, js, names, signals.WithReplicas(cfg.Bus.Replicas), signals.WithLogger(log))
-	if err != nil {
+	d.Notices = &notices.Recorder{Log: s.Signals, Watchers: d.Watchers, Events: s.Events, Logger: log}
+	d.Signals, d.OnHumanTurn = signalLog{s.Signals}, humanTurnRecorder(d.Notices)
+	if d.Heads, err = s.Signals.FollowHeads(ctx); err != nil {
 		return fail(err)
 	}
-	if d.Watchers, err = watchers.Open(ctx, js, names, cfg.Bus.Replicas, 0); err != nil {
-		return fail(err)
-	}
-	evs, err := events.Open(ctx, js, names, cfg.Bus.Replicas, 0)
-	if err != nil {
-		return fail(err)
-	}
-	d.Notices = &notices.Recorder{Log: siglog, Watchers: d.Watchers, Events: evs, Logger: log}
-	d.Signals, d.OnHumanTurn = signalLog{siglog}, humanTurnRecorder(d.Notices)
-	if d.Heads, err = siglog.FollowHeads(ctx); err != nil {
-		return fail(err)
-	}
-	arch, err := archives.Open(ctx, js, names, archives.Options{Replicas: cfg.Bus.Replicas})
-	if err != nil {
-		return fail(err)
-	}
-	d.Lifecycle = &lifecycle.Ops{Sessions: d.Store, Transcripts: d.Transcripts, Archives: arch, Signals: siglog, Watchers: d.Watchers, Claims: d.Claims, JS: js, Log: log}
+	d.Lifecycle = lifecycle.New(s, log)
 	for _, o := range opts {
 		o(d)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(), Observer: d.ToolObserver, Schema: d.Schema()}); err != nil {
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: d.Names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(), Observer: d.ToolObserver, Schema: d.Schema()}); err != nil {
 		return fail(err)
 	}
 	return w, nil
@@ -158,8 +117,8 @@ func (w *Worker) Shutdown(grace time.Duration) {
 	})
 }
 
-// close releases everything the worker opened: the run watch, the
-// transcript reader's pipes and the index watch.
+// close releases everything the worker opened: the watches (indexes,
+// revocations, heads) and the stores' run watch and transcript pipes.
 func (w *Worker) close() {
 	if w.guard != nil {
 		w.guard.Stop()
@@ -176,10 +135,7 @@ func (w *Worker) close() {
 	if w.Deps.Heads != nil {
 		w.Deps.Heads.Stop()
 	}
-	if w.Deps.Transcripts != nil {
-		w.Deps.Transcripts.Close()
-	}
-	if w.Deps.Runs != nil {
-		w.Deps.Runs.Close()
+	if w.stores != nil {
+		w.stores.Close()
 	}
 }

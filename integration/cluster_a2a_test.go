@@ -133,7 +133,7 @@ func TestClusterGatewayCutMidA2A(t *testing.T) {
 		t.FailNow()
 	}
 
-	flowsStore, err := a2a.Open(ctx, js, d.names, clusterReplicas, 0)
+	flowsStore, err := a2a.Open(ctx, js, d.names, a2a.WithReplicas(clusterReplicas))
 	if err != nil {
 		t.Fatal(err)
 	}

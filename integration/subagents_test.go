@@ -70,17 +70,17 @@ func newSubagentBus(t *testing.T) *subagentBus {
 	var err error
 	names := bus.NewNames(cfg.Bus.Prefix)
 	b := &subagentBus{url: s.URL(), cfgPath: cfgPath, creds: creds, js: js}
-	if b.stores.Registry, err = subagents.Open(ctx, js, names, 1, 0); err != nil {
+	if b.stores.Registry, err = subagents.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
 	if b.stores.Sessions, err = sessions.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
-	if b.queue, err = runqueue.Open(ctx, js, names, 1); err != nil {
+	if b.queue, err = runqueue.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
 	b.stores.Queue = b.queue
-	if b.stores.Runs, err = runs.Open(ctx, js, names, 1, 0); err != nil {
+	if b.stores.Runs, err = runs.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.stores.Runs.Close)

@@ -79,16 +79,16 @@ func openOps(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*Ops, 
 	if o.Transcripts, err = transcripts.Open(ctx, nc, js, names); err != nil {
 		return nil, err
 	}
-	if o.Archives, err = archives.Open(ctx, js, names, archives.Options{}); err != nil {
+	if o.Archives, err = archives.Open(ctx, js, names); err != nil {
 		return nil, err
 	}
 	if o.Signals, err = signals.Open(ctx, js, names); err != nil {
 		return nil, err
 	}
-	if o.Watchers, err = watchers.Open(ctx, js, names, 1, 0); err != nil {
+	if o.Watchers, err = watchers.Open(ctx, js, names); err != nil {
 		return nil, err
 	}
-	o.Claims, err = claims.Open(ctx, js, names, 1)
+	o.Claims, err = claims.Open(ctx, js, names)
 	return o, err
 }
 

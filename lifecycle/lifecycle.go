@@ -27,6 +27,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/stores"
 	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -69,6 +70,14 @@ type Ops struct {
 	// BeforeStep, for tests only, runs before each step; an error stops
 	// the operation there, leaving what a crash at that point leaves.
 	BeforeStep func(op, step string) error
+}
+
+// New is the operations over the stores a worker or a gateway opened.
+func New(s *stores.Stores, log *slog.Logger) *Ops {
+	return &Ops{
+		Sessions: s.Sessions, Transcripts: s.Transcripts, Archives: s.Archives, Signals: s.Signals,
+		Watchers: s.Watchers, Claims: s.Claims, JS: s.JS, Log: log,
+	}
 }
 
 // DefaultPendingGrace: an operation's steps take well under this.

@@ -49,16 +49,16 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(ops.Transcripts.Close)
-	if ops.Archives, err = archives.Open(ctx, js, names, archives.Options{}); err != nil {
+	if ops.Archives, err = archives.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
 	if ops.Signals, err = signals.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
-	if ops.Watchers, err = watchers.Open(ctx, js, names, 1, 0); err != nil {
+	if ops.Watchers, err = watchers.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
-	if ops.Claims, err = claims.Open(ctx, js, names, 1); err != nil {
+	if ops.Claims, err = claims.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
 	return &env{url: s.URL(), t: t, ctx: ctx, js: js, ops: ops}

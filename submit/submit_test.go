@@ -36,11 +36,11 @@ func openRuns(t *testing.T) fixture {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
 	names := bus.NewNames("")
-	q, err := runqueue.Open(ctx(t), js, names, 1)
+	q, err := runqueue.Open(ctx(t), js, names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := runs.Open(ctx(t), js, names, 1, 0)
+	recs, err := runs.Open(ctx(t), js, names)
 	if err != nil {
 		t.Fatal(err)
 	}

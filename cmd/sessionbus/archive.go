@@ -161,7 +161,7 @@ func openOps(ctx context.Context, nc *nats.Conn, names bus.Names, stderr io.Writ
 	if o.Sessions, o.Transcripts, err = openSessionStores(ctx, nc, js, names); err != nil {
 		return nil, nil, err
 	}
-	if o.Archives, err = archives.Open(ctx, js, names, archives.Options{}); err != nil {
+	if o.Archives, err = archives.Open(ctx, js, names); err != nil {
 		o.Transcripts.Close()
 		return nil, nil, err
 	}

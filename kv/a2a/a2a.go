@@ -33,16 +33,35 @@ type Store struct {
 	b            record.Bucket[State]
 }
 
-// Open creates the bucket if absent; a flow's state outlives its last write
-// by maxAge (bus.runRecordMaxAge, like the run records it belongs to).
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Store, error) {
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+	maxAge   time.Duration
+}
+
+// WithReplicas sets the replica count of a new bucket (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithMaxAge sets how long a flow's state outlives its last write, the
+// bucket's TTL (bus.runRecordMaxAge, like the run records it belongs to;
+// default 0: no TTL).
+func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+
+// Open creates the bucket if absent; an existing bucket keeps its settings.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.A2ABucket(),
 		Description: "sessionbus agent-to-agent flows: progress per primary run",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-		TTL:         maxAge,
+		Replicas:    max(o.replicas, 1),
+		TTL:         o.maxAge,
 	}
 	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {

@@ -15,7 +15,7 @@ func open(t *testing.T) *Claims {
 	t.Helper()
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
-	c, err := Open(bustest.Context(t), js, bus.NewNames("sb"), 1)
+	c, err := Open(bustest.Context(t), js, bus.NewNames("sb"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,24 +56,39 @@ type Lanes struct {
 	Finished func(ctx context.Context, runID string) (bool, error)
 }
 
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+}
+
+// WithReplicas sets the replica count of a new bucket (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
 // Open creates the lanes bucket if absent and makes sure its stream takes
 // per-message TTLs (a bucket made by an older version gets the flag turned
-// on; it cannot be turned off again). lease is how long a lock outlives its
-// last refresh (at least a second: the server's TTL resolution).
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, owner string, lease time.Duration) (*Lanes, error) {
+// on; it cannot be turned off again). The lanes are seen by owner (a
+// gateway id); lease is how long a lock outlives its last refresh (at least
+// a second: the server's TTL resolution).
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, owner string, lease time.Duration, opts ...Option) (*Lanes, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if lease < time.Second {
 		return nil, fmt.Errorf("lane lease %s is shorter than 1s", lease)
 	}
-	kv, err := ensure(ctx, js, names, replicas)
+	kv, err := ensure(ctx, js, names, o.replicas)
 	if err != nil {
 		return nil, err
 	}
-	return &Lanes{kv: kv, js: js, names: names, replicas: replicas, owner: owner, lease: lease}, nil
+	return &Lanes{kv: kv, js: js, names: names, replicas: o.replicas, owner: owner, lease: lease}, nil
 }
 
 // ensure creates the bucket if absent and turns on per-message TTLs.
 func ensure(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (jetstream.KeyValue, error) {
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      names.LanesBucket(),
 		Description: "sessionbus session lanes: one run at a time per session (held locks expire by server TTL)",
 		History:     1,

@@ -25,10 +25,10 @@ func open(t *testing.T) (a, b *Lanes, js jetstream.JetStream) {
 	s := bustest.Server(t)
 	_, js = bustest.Connect(t, s)
 	var err error
-	if a, err = Open(ctx(t), js, bus.NewNames(""), 1, "gw-a", time.Second); err != nil {
+	if a, err = Open(ctx(t), js, bus.NewNames(""), "gw-a", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = Open(ctx(t), js, bus.NewNames(""), 1, "gw-b", time.Second); err != nil {
+	if b, err = Open(ctx(t), js, bus.NewNames(""), "gw-b", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return a, b, js

@@ -29,7 +29,7 @@ func TestLeaderGetOnReplicatedBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: "r3counters", History: 1, Replicas: 3})
+	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{Bucket: "r3counters", History: 1, Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

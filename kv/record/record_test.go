@@ -26,7 +26,7 @@ func open(t *testing.T) (Bucket[counter], context.Context) {
 	t.Cleanup(cancel)
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{Bucket: "counters", History: 1})
+	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{Bucket: "counters", History: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,24 +54,43 @@ type Store struct {
 	done    chan struct{}
 }
 
-// Open creates the bucket if absent.
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, log *slog.Logger) (*Store, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+	log      *slog.Logger
+}
+
+// WithReplicas sets the replica count of a new bucket (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithLogger sets where the watch logs what it cannot read (default:
+// nowhere).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// Open creates the bucket if absent; an existing bucket keeps its settings.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
 	}
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      Bucket(names),
 		Description: "sessionbus revoked run tokens (a run's tokens end with the run)",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
+		Replicas:    max(o.replicas, 1),
 		TTL:         MaxAge,
 	}
 	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("revocations bucket: %w", err)
 	}
-	return &Store{KVConfig: opened, kv: kv, log: log, revoked: map[string]time.Time{}}, nil
+	return &Store{KVConfig: opened, kv: kv, log: o.log, revoked: map[string]time.Time{}}, nil
 }
 
 // runIDRe is what a run id may be to be a key: the ids sessionbus makes

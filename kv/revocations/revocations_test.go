@@ -21,7 +21,7 @@ func TestRevokeAndWatch(t *testing.T) {
 	_, js := bustest.Connect(t, s)
 	ctx := bustest.Context(t)
 	names := bus.NewNames("")
-	gw, err := Open(ctx, js, names, 1, nil)
+	gw, err := Open(ctx, js, names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestRevokeAndWatch(t *testing.T) {
 	if err := gw.Revoke(ctx, "run-early", ReasonEnded); err != nil {
 		t.Fatal(err)
 	}
-	w, err := Open(ctx, js, names, 1, nil)
+	w, err := Open(ctx, js, names)
 	if err != nil {
 		t.Fatal(err)
 	}

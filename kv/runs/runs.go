@@ -79,9 +79,8 @@ var ErrExists = errors.New("run already exists")
 
 // Records is the runs bucket.
 type Records struct {
-	b   record.Bucket[Record]
-	js  jetstream.JetStream
-	cfg jetstream.KeyValueConfig
+	bus.KVConfig // recreated by bus.Guard, then the watch restarts
+	b            record.Bucket[Record]
 	// restart asks the watch to start over on a recreated bucket.
 	restart chan struct{}
 
@@ -97,37 +96,52 @@ type Records struct {
 // ErrClosed is returned by Watch and Wait after Close.
 var ErrClosed = errors.New("run records closed")
 
-// Open creates the runs bucket if absent. maxAge bounds how long a record
-// outlives its last write (0: DefaultMaxAge); an existing bucket keeps its
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+	maxAge   time.Duration
+}
+
+// WithReplicas sets the replica count of a new bucket (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithMaxAge sets how long a record outlives its last write, the bucket's
+// TTL (bus.runRecordMaxAge; 0 or unset: DefaultMaxAge).
+func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+
+// Open creates the runs bucket if absent; an existing bucket keeps its
 // settings.
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Records, error) {
-	if maxAge <= 0 {
-		maxAge = DefaultMaxAge
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Records, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxAge <= 0 {
+		o.maxAge = DefaultMaxAge
 	}
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.RunsBucket(),
 		Description: "sessionbus run records",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-		TTL:         maxAge,
+		Replicas:    max(o.replicas, 1),
+		TTL:         o.maxAge,
 	}
-	kv, err := bus.EnsureKV(ctx, js, cfg)
+	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Records{b: record.New[Record](kv, js, "run"), js: js, cfg: cfg, restart: make(chan struct{}, 1)}, nil
+	return &Records{KVConfig: opened, b: record.New[Record](kv, js, "run"), restart: make(chan struct{}, 1)}, nil
 }
-
-// Streams is the bucket's stream (see bus.Guard).
-func (r *Records) Streams() []string { return []string{bus.KVStream(r.cfg.Bucket)} }
 
 // Recreate creates the bucket again after it was deleted and restarts the
 // watch on it, so waiters keep waiting (the gateway running their run
 // records its outcome in the new bucket) instead of hanging on a watch of
 // a stream that is gone (see bus.Guard).
-func (r *Records) Recreate(ctx context.Context, _ string) error {
-	if _, err := bus.EnsureKV(ctx, r.js, r.cfg); err != nil {
+func (r *Records) Recreate(ctx context.Context, deleted string) error {
+	if err := r.KVConfig.Recreate(ctx, deleted); err != nil {
 		return err
 	}
 	select {

@@ -21,7 +21,7 @@ func openRuns(t *testing.T) *Records {
 	t.Helper()
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
-	r, err := Open(ctx(t), js, bus.NewNames(""), 1, 0)
+	r, err := Open(ctx(t), js, bus.NewNames(""))
 	if err != nil {
 		t.Fatal(err)
 	}

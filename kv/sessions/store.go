@@ -22,51 +22,49 @@ var ErrExists = errors.New("session already exists")
 
 // Store is the `sessions` bucket.
 type Store struct {
-	b   record.Bucket[Entry]
-	js  jetstream.JetStream
-	cfg jetstream.KeyValueConfig
+	bus.KVConfig // recreated by bus.Guard (a gateway's) or the index (a worker's)
+	b            record.Bucket[Entry]
+	js           jetstream.JetStream
 	// echo holds the entries CreateAsync wrote, for this process's index
 	echo *record.Echo[Entry]
 }
 
-// Option adjusts the bucket config used when the bucket is first created.
-type Option func(*jetstream.KeyValueConfig)
+// Option configures Open.
+type Option func(*options)
 
-// WithReplicas sets the replica count of a new bucket (3 on a 3-node cluster).
-func WithReplicas(n int) Option {
-	return func(c *jetstream.KeyValueConfig) {
-		if n > 0 {
-			c.Replicas = n
-		}
-	}
+type options struct {
+	replicas int
 }
+
+// WithReplicas sets the replica count of a new bucket (3 on a 3-node
+// cluster; unset or 0: the server's default, 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 
 // Open opens the sessions bucket, creating it if absent. An existing
 // bucket keeps its settings, so a client started with defaults can never
 // scale a replicated bucket down.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.SessionsBucket(),
 		Description: "sessionbus session entries",
 		History:     1,
 		Storage:     jetstream.FileStorage,
+		Replicas:    max(o.replicas, 0), // 0: the server's default, 1
 	}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	kv, err := bus.EnsureKV(ctx, js, cfg)
+	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
 	echo := record.NewEcho[Entry](record.EchoSize)
-	return &Store{b: record.New[Entry](kv, js, "session").WithEcho(echo).WithEncoder((*Entry).encode), echo: echo, js: js, cfg: cfg}, nil
+	return &Store{KVConfig: opened, b: record.New[Entry](kv, js, "session").WithEcho(echo).WithEncoder((*Entry).encode), echo: echo, js: js}, nil
 }
 
 // recreate creates the bucket again, as Open did, after it was deleted.
-func (s *Store) recreate(ctx context.Context) error {
-	_, err := bus.EnsureKV(ctx, s.js, s.cfg)
-	return err
-}
+func (s *Store) recreate(ctx context.Context) error { return s.KVConfig.Recreate(ctx, "") }
 
 // KV exposes the bucket (for the index watcher).
 func (s *Store) KV() jetstream.KeyValue { return s.b.KV() }
@@ -126,9 +124,3 @@ func (s *Store) UpdateFrom(ctx context.Context, key string, cur *Entry, rev uint
 func (s *Store) Delete(ctx context.Context, key string) error {
 	return s.b.KV().Delete(ctx, bus.EncodeKey(key))
 }
-
-// Streams is the bucket's stream (see bus.Guard).
-func (s *Store) Streams() []string { return []string{bus.KVStream(s.cfg.Bucket)} }
-
-// Recreate creates the bucket again after it was deleted (see bus.Guard).
-func (s *Store) Recreate(ctx context.Context, _ string) error { return s.recreate(ctx) }

@@ -144,18 +144,37 @@ type Registry struct {
 // and a week keeps a lost announce visible long after.
 const DefaultMaxAge = 7 * 24 * time.Hour
 
-// Open creates the bucket if absent.
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Registry, error) {
-	if maxAge <= 0 {
-		maxAge = DefaultMaxAge
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+	maxAge   time.Duration
+}
+
+// WithReplicas sets the replica count of a new bucket (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithMaxAge sets how long a record outlives its last write, the bucket's
+// TTL (0 or unset: DefaultMaxAge).
+func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+
+// Open creates the bucket if absent; an existing bucket keeps its settings.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Registry, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxAge <= 0 {
+		o.maxAge = DefaultMaxAge
 	}
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.SubagentsBucket(),
 		Description: "sessionbus child registry: one record per spawned sub-agent",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-		TTL:         maxAge,
+		Replicas:    max(o.replicas, 1),
+		TTL:         o.maxAge,
 	}
 	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {

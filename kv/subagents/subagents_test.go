@@ -23,7 +23,7 @@ func open(t *testing.T) (*Registry, *Index) {
 	t.Helper()
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
-	reg, err := Open(ctx(t), js, bus.NewNames(""), 1, 0)
+	reg, err := Open(ctx(t), js, bus.NewNames(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestIndexTakesOwnWriteWithoutDecoding(t *testing.T) {
 	}
 	// a registry no index follows keeps what it wrote (bounded): the
 	// record above was put, and taken by the watch
-	other, err := Open(ctx(t), reg.js, bus.NewNames(""), 1, 0)
+	other, err := Open(ctx(t), reg.js, bus.NewNames(""))
 	if err != nil {
 		t.Fatal(err)
 	}

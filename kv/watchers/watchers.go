@@ -97,18 +97,37 @@ type Store struct {
 	now func() time.Time
 }
 
-// Open creates the bucket if absent (maxAge <= 0: DefaultMaxAge).
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Store, error) {
-	if maxAge <= 0 {
-		maxAge = DefaultMaxAge
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+	maxAge   time.Duration
+}
+
+// WithReplicas sets the replica count of a new bucket (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithMaxAge sets how long a cursor outlives its last write, the bucket's
+// TTL (0 or unset: DefaultMaxAge).
+func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+
+// Open creates the bucket if absent; an existing bucket keeps its settings.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+	if o.maxAge <= 0 {
+		o.maxAge = DefaultMaxAge
+	}
+	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      names.WatchersBucket(),
 		Description: "sessionbus watch cursors of parent notices (watcher -> target)",
 		History:     1,
-		TTL:         maxAge,
+		TTL:         o.maxAge,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
+		Replicas:    max(o.replicas, 1),
 	})
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ func openStore(t *testing.T) (*Store, context.Context) {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
 	ctx := bustest.Context(t)
-	st, err := Open(ctx, js, bus.NewNames(""), 1, 0)
+	st, err := Open(ctx, js, bus.NewNames(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestCursorExpiry(t *testing.T) {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
 	ctx := bustest.Context(t)
-	st, err := Open(ctx, js, bus.NewNames(""), 1, time.Second)
+	st, err := Open(ctx, js, bus.NewNames(""), WithMaxAge(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,14 +92,23 @@ type Store struct {
 	bucket string
 }
 
-// Options of a new object store.
-type Options struct {
-	Replicas int
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
 }
+
+// WithReplicas sets the replica count of a new object store (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 
 // Open opens the object store, creating it if absent (an existing one
 // keeps its settings).
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, o Options) (*Store, error) {
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	bucket := names.ArchivesBucket()
 	obs, err := js.ObjectStore(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -107,7 +116,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, o Option
 			Bucket:      bucket,
 			Description: "sessionbus archived transcripts (zstd JSONL)",
 			Storage:     jetstream.FileStorage,
-			Replicas:    max(o.Replicas, 1),
+			Replicas:    max(o.replicas, 1),
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			obs, err = js.ObjectStore(ctx, bucket)

@@ -20,7 +20,7 @@ func open(t *testing.T) (*Store, jetstream.JetStream, context.Context) {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
 	ctx := bustest.Context(t)
-	st, err := Open(ctx, js, bus.NewNames(""), Options{})
+	st, err := Open(ctx, js, bus.NewNames(""))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,17 +38,35 @@ type Stream struct {
 	st               jetstream.Stream
 }
 
-// Open creates SB_DELIVER if absent, keeping each delivery for maxAge
-// (bus.deliverMaxAge). An existing stream keeps its settings.
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Stream, error) {
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+	maxAge   time.Duration
+}
+
+// WithReplicas sets the replica count of a new stream (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithMaxAge sets how long the stream keeps a delivery (bus.deliverMaxAge;
+// default 0: no limit), and so its dedupe window, at most DedupeWindow.
+func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+
+// Open creates SB_DELIVER if absent. An existing stream keeps its settings.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Stream, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg := jetstream.StreamConfig{
 		Name:        names.DeliverStream(),
 		Description: "sessionbus outbound deliveries to channel adapters",
 		Subjects:    []string{names.Deliver(">")},
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-		Duplicates:  min(DedupeWindow, maxAge),
-		MaxAge:      maxAge,
+		Replicas:    max(o.replicas, 1),
+		Duplicates:  min(DedupeWindow, o.maxAge),
+		MaxAge:      o.maxAge,
 	}
 	st, opened, err := bus.OpenStream(ctx, js, cfg)
 	if err != nil {

@@ -22,7 +22,7 @@ func TestDeliveriesBoundedAndDeduped(t *testing.T) {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
 	names := bus.NewNames("")
-	d, err := Open(ctx, js, names, 1, 48*time.Hour)
+	d, err := Open(ctx, js, names, WithMaxAge(48*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,10 +52,29 @@ type Stream struct {
 	name             string
 }
 
-// Open creates SB_EVENTS if absent.
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration) (*Stream, error) {
-	if maxAge <= 0 {
-		maxAge = DefaultMaxAge
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+	maxAge   time.Duration
+}
+
+// WithReplicas sets the replica count of a new stream (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// WithMaxAge sets how long the stream keeps an event (0 or unset:
+// DefaultMaxAge).
+func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+
+// Open creates SB_EVENTS if absent. An existing stream keeps its settings.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Stream, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxAge <= 0 {
+		o.maxAge = DefaultMaxAge
 	}
 	cfg := jetstream.StreamConfig{
 		Name:        names.EventsStream(),
@@ -63,8 +82,8 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 		Subjects:    []string{names.SessionEvents()},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-		MaxAge:      maxAge,
+		Replicas:    max(o.replicas, 1),
+		MaxAge:      o.maxAge,
 		Duplicates:  DedupeWindow,
 		AllowDirect: true,
 	}

@@ -16,7 +16,7 @@ func TestEveryFollowerReceivesEachEventOnce(t *testing.T) {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
 	names := bus.NewNames("sb")
-	st, err := Open(bustest.Context(t), js, names, 1, 0)
+	st, err := Open(bustest.Context(t), js, names)
 	if err != nil {
 		t.Fatal(err)
 	}

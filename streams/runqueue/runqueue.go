@@ -42,13 +42,24 @@ type (
 
 // Queue is the run-request stream.
 type Queue struct {
-	js     jetstream.JetStream
-	names  bus.Names
-	stream jetstream.Stream
-	cfg    jetstream.StreamConfig
+	bus.StreamConfig // recreated by bus.Guard (the consumer goes with a deleted stream: a gateway binds again)
+	js               jetstream.JetStream
+	names            bus.Names
+	stream           jetstream.Stream
 }
 
-// Open creates the SB_RUNS stream if absent.
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	replicas int
+}
+
+// WithReplicas sets the replica count of a new stream (default 1).
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+// Open creates the SB_RUNS stream if absent; an existing one keeps its
+// settings.
 //
 // SB_RUNS works as a work queue — one durable consumer shared by every
 // gateway, each run delivered to one of them, redelivered until acked —
@@ -60,31 +71,25 @@ type Queue struct {
 // about a sixth of a sequential send's CPU. Unacked runs never expire. An
 // SB_RUNS created by an earlier version as a work-queue stream keeps
 // working as one (Trim then finds nothing to purge).
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (*Queue, error) {
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Queue, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg := jetstream.StreamConfig{
 		Name:        names.RunsStream(),
 		Description: "sessionbus run requests; gateways pull, ack when the run is recorded finished",
 		Subjects:    []string{names.Runs(">")},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
+		Replicas:    max(o.replicas, 1),
 		Duplicates:  DedupeWindow,
 	}
-	st, err := bus.EnsureStream(ctx, js, cfg)
+	st, opened, err := bus.OpenStream(ctx, js, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{js: js, names: names, stream: st, cfg: cfg}, nil
-}
-
-// Streams is SB_RUNS (see bus.Guard).
-func (q *Queue) Streams() []string { return []string{q.cfg.Name} }
-
-// Recreate creates the stream again after it was deleted (see bus.Guard).
-// The consumer went with it: a gateway binds again after this.
-func (q *Queue) Recreate(ctx context.Context, _ string) error {
-	_, err := bus.EnsureStream(ctx, q.js, q.cfg)
-	return err
+	return &Queue{StreamConfig: opened, js: js, names: names, stream: st}, nil
 }
 
 // Stream is the run-request stream.

@@ -20,7 +20,7 @@ func openRuns(t *testing.T) *Queue {
 	t.Helper()
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
-	q, err := Open(ctx(t), js, bus.NewNames(""), 1)
+	q, err := Open(ctx(t), js, bus.NewNames(""))
 	if err != nil {
 		t.Fatal(err)
 	}

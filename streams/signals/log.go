@@ -137,7 +137,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if o.maxAge <= 0 || o.maxMsgs <= 0 {
 		return nil, fmt.Errorf("signal log: maxAge and maxMsgs must be positive (got %s, %d)", o.maxAge, o.maxMsgs)
 	}
-	st, err := bus.EnsureStream(ctx, js, jetstream.StreamConfig{
+	st, _, err := bus.OpenStream(ctx, js, jetstream.StreamConfig{
 		Name:        names.SignalsStream(),
 		Description: "sessionbus signal log: session state changes, metadata only",
 		Subjects:    []string{names.Signal(">")},
@@ -153,7 +153,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if err != nil {
 		return nil, err
 	}
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      names.SignalHeadsBucket(),
 		Description: "sessionbus signal-log heads: last sequence and pruned watermark per session",
 		History:     1,

@@ -123,7 +123,7 @@ func ensureTranscriptStream(ctx context.Context, js jetstream.JetStream, names b
 // ensureIndexBucket creates the trindex KV bucket (history 1, file) if absent.
 func ensureIndexBucket(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int) (jetstream.KeyValue, jetstream.Stream, error) {
 	bucket := names.TranscriptIndexBucket()
-	kv, err := bus.EnsureKV(ctx, js, jetstream.KeyValueConfig{
+	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "sessionbus transcript index: h.<key> head, c.<key>.<chunk> sealed chunks of 64 stream sequences",
 		History:     1,
