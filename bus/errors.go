@@ -37,6 +37,24 @@ func Errorf(code int, format string, args ...any) *Error {
 // BadRequest is the common case: the caller's arguments are wrong.
 func BadRequest(msg string) *Error { return &Error{Code: CodeBadRequest, Message: msg} }
 
+// InputFault is an error the request's input caused, whose text is meant
+// for the caller (rules.InputError is one; it implements this instead of
+// importing bus, so the rules stay free of transport).
+type InputFault interface {
+	error
+	InputFault() string
+}
+
+// Thrown is err as the requester sees it: an InputFault anywhere in its
+// chain becomes the 400 with its text, anything else is returned as it is.
+func Thrown(err error) error {
+	var f InputFault
+	if errors.As(err, &f) {
+		return BadRequest(f.InputFault())
+	}
+	return err
+}
+
 // AsError extracts a *Error from err; anything else is an internal fault
 // whose detail is logged by the caller and hidden from the requester.
 func AsError(err error) (*Error, bool) {

@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -112,18 +111,18 @@ func (d *Deps) handler(name string, t tool) bus.Handler {
 			err = p.RefuseNUL()
 		}
 		if err != nil {
-			return nil, d.redactError(thrown(err))
+			return nil, d.redactError(bus.Thrown(err))
 		}
 		r, err := d.newRequester(req.Caller)
 		if err != nil {
-			return nil, d.redactError(thrown(err))
+			return nil, d.redactError(bus.Thrown(err))
 		}
 		if err := d.checkToolPolicy(r, name); err != nil {
 			return nil, err
 		}
 		res, err := t(ctx, d, r, p)
 		if err != nil {
-			return nil, d.redactError(thrown(err))
+			return nil, d.redactError(bus.Thrown(err))
 		}
 		if !redactsWholeResult[name] {
 			return res, nil
@@ -150,18 +149,6 @@ func (d *Deps) checkToolPolicy(r *requester, name string) error {
 	return nil
 }
 
-// thrown maps argument errors to code 400; other errors pass through
-// (a *bus.Error keeps its code, the rest become 500 at the transport).
-func thrown(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ie *rules.InputError
-	if errors.As(err, &ie) {
-		return bus.BadRequest(ie.Msg)
-	}
-	return err
-}
 
 // badRequest is a thrown argument error raised by a tool itself.
 func badRequest(msg string) error { return bus.BadRequest(msg) }

@@ -84,11 +84,11 @@ func (d *Deps) Inbound() bus.Handler {
 	return bus.HandlerFunc(func(ctx context.Context, req *bus.Request) (any, error) {
 		p, err := rules.ParseParams(req.Body)
 		if err != nil {
-			return nil, thrown(err)
+			return nil, bus.Thrown(err)
 		}
 		ip, err := readInboundParams(p)
 		if err != nil {
-			return nil, thrown(err)
+			return nil, bus.Thrown(err)
 		}
 		if !req.Caller.AllowsChannel(ip.channel) {
 			return nil, bus.Errorf(bus.CodeForbidden,
@@ -96,7 +96,7 @@ func (d *Deps) Inbound() bus.Handler {
 				req.Caller.Adapter, ip.channel, ip.channel)
 		}
 		res, err := d.inbound(ctx, ip)
-		return res, thrown(err)
+		return res, bus.Thrown(err)
 	})
 }
 

@@ -16,7 +16,7 @@ func (d *Deps) Schema() bus.Handler {
 	return bus.HandlerFunc(func(_ context.Context, req *bus.Request) (any, error) {
 		r, err := d.newRequester(req.Caller)
 		if err != nil {
-			return nil, thrown(err)
+			return nil, bus.Thrown(err)
 		}
 		fns := schema.OpenAI(func(name string) bool { return d.checkToolPolicy(r, name) == nil })
 		b, err := json.Marshal(fns)

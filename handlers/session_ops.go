@@ -24,14 +24,14 @@ func (d *Deps) SessionOps() map[string]bus.Handler {
 		return bus.HandlerFunc(func(ctx context.Context, req *bus.Request) (any, error) {
 			p, err := rules.ParseParams(req.Body)
 			if err != nil {
-				return nil, thrown(err)
+				return nil, bus.Thrown(err)
 			}
 			key, err := p.RequiredString("sessionKey")
 			if err != nil {
-				return nil, thrown(err)
+				return nil, bus.Thrown(err)
 			}
 			if err := rules.ValidateSessionKeyInput(key); err != nil {
-				return nil, thrown(err)
+				return nil, bus.Thrown(err)
 			}
 			if req.Caller.Adapter != bus.AnyChannel {
 				e, _, err := d.Store.Get(ctx, key)

@@ -75,7 +75,7 @@ const (
 func Import(ctx context.Context, store *sessions.Store, tr *transcripts.Store, o ImportOptions, in io.Reader, now time.Time) (*ImportResult, error) {
 	key := strings.TrimSpace(o.SessionKey)
 	if err := rules.ValidateSessionKeyInput(key); err != nil {
-		return nil, inputError(err)
+		return nil, bus.Thrown(err)
 	}
 	if o.SpawnedBy != "" {
 		if err := rules.ValidateSessionKeyInput(o.SpawnedBy); err != nil {
@@ -327,21 +327,11 @@ func transcriptLine(raw []byte, n int) (msg []byte, skip bool, err error) {
 // OpenClaw's reader would pass over are skipped (ImportResult.Skipped).
 func ImportEntry(ctx context.Context, store *sessions.Store, tr *transcripts.Store, e *sessions.Entry, importID string, transcript io.Reader) (*ImportResult, error) {
 	if err := rules.ValidateSessionKeyInput(e.Key); err != nil {
-		return nil, inputError(err)
+		return nil, bus.Thrown(err)
 	}
 	msgs, skipped, err := readTranscript(transcript, true)
 	if err != nil {
 		return nil, fmt.Errorf("transcript of %s: %w", e.Key, err)
 	}
 	return importInto(ctx, store, tr, e, msgs, skipped, importID, 0)
-}
-
-// inputError is a rules.InputError as the 400 the tools answer for it;
-// any other error is returned as it is.
-func inputError(err error) error {
-	var ie *rules.InputError
-	if errors.As(err, &ie) {
-		return bus.BadRequest(ie.Msg)
-	}
-	return err
 }

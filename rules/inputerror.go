@@ -13,4 +13,8 @@ type InputError struct {
 
 func (e *InputError) Error() string { return e.Msg }
 
+// InputFault is the text to answer the caller with: an InputError is the
+// caller's fault, answered as a 400 (bus.Thrown).
+func (e *InputError) InputFault() string { return e.Msg }
+
 func inputError(msg string) error { return &InputError{Msg: msg} }
