@@ -149,6 +149,5 @@ func (d *Deps) checkToolPolicy(r *requester, name string) error {
 	return nil
 }
 
-
 // badRequest is a thrown argument error raised by a tool itself.
 func badRequest(msg string) error { return bus.BadRequest(msg) }
