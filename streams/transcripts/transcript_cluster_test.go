@@ -145,6 +145,12 @@ func newLaggingReplica(t *testing.T, url string) *laggingReplica {
 	if _, err := nc.Subscribe(lagAPI+">", l.serve); err != nil {
 		t.Fatal(err)
 	}
+	// the reader's requests come on another connection: without this
+	// round trip its first one could reach the server before the
+	// subscription did ("no responders", seen under load)
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return l
 }
 
