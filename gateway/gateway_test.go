@@ -26,8 +26,8 @@ import (
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
-	"github.com/sessionbus/sessionbus/testkit"
 	"github.com/sessionbus/sessionbus/submit"
+	"github.com/sessionbus/sessionbus/testkit"
 )
 
 const testConfig = `
