@@ -6,7 +6,6 @@ package a2a
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -33,35 +32,27 @@ type Store struct {
 	b            record.Bucket[State]
 }
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-	maxAge   time.Duration
-}
-
-// WithReplicas sets the replica count of a new bucket (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new bucket.
+var WithReplicas = bus.WithReplicas
 
 // WithMaxAge sets how long a flow's state outlives its last write, the
 // bucket's TTL (bus.runRecordMaxAge, like the run records it belongs to;
 // default 0: no TTL).
-func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+var WithMaxAge = bus.WithMaxAge
 
 // Open creates the bucket if absent; an existing bucket keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := bus.ApplyStoreOptions(opts)
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.A2ABucket(),
 		Description: "sessionbus agent-to-agent flows: progress per primary run",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 1),
-		TTL:         o.maxAge,
+		Replicas:    max(o.Replicas, 1),
+		TTL:         o.MaxAge,
 	}
 	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {

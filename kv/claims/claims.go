@@ -36,29 +36,22 @@ type Claims struct {
 	kv           jetstream.KeyValue
 }
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-}
-
-// WithReplicas sets the replica count of a new bucket (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new bucket.
+var WithReplicas = bus.WithReplicas
 
 // Open creates the bucket if absent (per-key TTLs need nats-server 2.11);
 // an existing bucket keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Claims, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := bus.ApplyStoreOptions(opts)
 	cfg := jetstream.KeyValueConfig{
 		Bucket:         names.ClaimsBucket(),
 		Description:    "sessionbus exactly-once delivery claims (leases expire by server TTL)",
 		History:        1,
 		Storage:        jetstream.FileStorage,
-		Replicas:       max(o.replicas, 1),
+		Replicas:       max(o.Replicas, 1),
 		TTL:            MaxAge,
 		LimitMarkerTTL: time.Minute,
 	}

@@ -56,15 +56,11 @@ type Lanes struct {
 	Finished func(ctx context.Context, runID string) (bool, error)
 }
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-}
-
-// WithReplicas sets the replica count of a new bucket (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new bucket.
+var WithReplicas = bus.WithReplicas
 
 // Open creates the lanes bucket if absent and makes sure its stream takes
 // per-message TTLs (a bucket made by an older version gets the flag turned
@@ -72,18 +68,15 @@ func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 // gateway id); lease is how long a lock outlives its last refresh (at least
 // a second: the server's TTL resolution).
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, owner string, lease time.Duration, opts ...Option) (*Lanes, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := bus.ApplyStoreOptions(opts)
 	if lease < time.Second {
 		return nil, fmt.Errorf("lane lease %s is shorter than 1s", lease)
 	}
-	kv, err := ensure(ctx, js, names, o.replicas)
+	kv, err := ensure(ctx, js, names, o.Replicas)
 	if err != nil {
 		return nil, err
 	}
-	return &Lanes{kv: kv, js: js, names: names, replicas: o.replicas, owner: owner, lease: lease}, nil
+	return &Lanes{kv: kv, js: js, names: names, replicas: o.Replicas, owner: owner, lease: lease}, nil
 }
 
 // ensure creates the bucket if absent and turns on per-message TTLs.

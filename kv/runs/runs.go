@@ -96,38 +96,30 @@ type Records struct {
 // ErrClosed is returned by Watch and Wait after Close.
 var ErrClosed = errors.New("run records closed")
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-	maxAge   time.Duration
-}
-
-// WithReplicas sets the replica count of a new bucket (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new bucket.
+var WithReplicas = bus.WithReplicas
 
 // WithMaxAge sets how long a record outlives its last write, the bucket's
 // TTL (bus.runRecordMaxAge; 0 or unset: DefaultMaxAge).
-func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+var WithMaxAge = bus.WithMaxAge
 
 // Open creates the runs bucket if absent; an existing bucket keeps its
 // settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Records, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.maxAge <= 0 {
-		o.maxAge = DefaultMaxAge
+	o := bus.ApplyStoreOptions(opts)
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultMaxAge
 	}
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.RunsBucket(),
 		Description: "sessionbus run records",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 1),
-		TTL:         o.maxAge,
+		Replicas:    max(o.Replicas, 1),
+		TTL:         o.MaxAge,
 	}
 	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {

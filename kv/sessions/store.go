@@ -29,31 +29,23 @@ type Store struct {
 	echo *record.Echo[Entry]
 }
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-}
-
-// WithReplicas sets the replica count of a new bucket (3 on a 3-node
-// cluster; unset or 0: the server's default, 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new bucket.
+var WithReplicas = bus.WithReplicas
 
 // Open opens the sessions bucket, creating it if absent. An existing
 // bucket keeps its settings, so a client started with defaults can never
 // scale a replicated bucket down.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := bus.ApplyStoreOptions(opts)
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.SessionsBucket(),
 		Description: "sessionbus session entries",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 0), // 0: the server's default, 1
+		Replicas:    max(o.Replicas, 0), // 0: the server's default, 1
 	}
 	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {

@@ -144,37 +144,29 @@ type Registry struct {
 // and a week keeps a lost announce visible long after.
 const DefaultMaxAge = 7 * 24 * time.Hour
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-	maxAge   time.Duration
-}
-
-// WithReplicas sets the replica count of a new bucket (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new bucket.
+var WithReplicas = bus.WithReplicas
 
 // WithMaxAge sets how long a record outlives its last write, the bucket's
 // TTL (0 or unset: DefaultMaxAge).
-func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+var WithMaxAge = bus.WithMaxAge
 
 // Open creates the bucket if absent; an existing bucket keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Registry, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.maxAge <= 0 {
-		o.maxAge = DefaultMaxAge
+	o := bus.ApplyStoreOptions(opts)
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultMaxAge
 	}
 	cfg := jetstream.KeyValueConfig{
 		Bucket:      names.SubagentsBucket(),
 		Description: "sessionbus child registry: one record per spawned sub-agent",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 1),
-		TTL:         o.maxAge,
+		Replicas:    max(o.Replicas, 1),
+		TTL:         o.MaxAge,
 	}
 	kv, opened, err := bus.OpenKV(ctx, js, cfg)
 	if err != nil {

@@ -97,37 +97,29 @@ type Store struct {
 	now func() time.Time
 }
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-	maxAge   time.Duration
-}
-
-// WithReplicas sets the replica count of a new bucket (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new bucket.
+var WithReplicas = bus.WithReplicas
 
 // WithMaxAge sets how long a cursor outlives its last write, the bucket's
 // TTL (0 or unset: DefaultMaxAge).
-func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+var WithMaxAge = bus.WithMaxAge
 
 // Open creates the bucket if absent; an existing bucket keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.maxAge <= 0 {
-		o.maxAge = DefaultMaxAge
+	o := bus.ApplyStoreOptions(opts)
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultMaxAge
 	}
 	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      names.WatchersBucket(),
 		Description: "sessionbus watch cursors of parent notices (watcher -> target)",
 		History:     1,
-		TTL:         o.maxAge,
+		TTL:         o.MaxAge,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 1),
+		Replicas:    max(o.Replicas, 1),
 	})
 	if err != nil {
 		return nil, err

@@ -38,35 +38,27 @@ type Stream struct {
 	st               jetstream.Stream
 }
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-	maxAge   time.Duration
-}
-
-// WithReplicas sets the replica count of a new stream (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new stream.
+var WithReplicas = bus.WithReplicas
 
 // WithMaxAge sets how long the stream keeps a delivery (bus.deliverMaxAge;
 // default 0: no limit), and so its dedupe window, at most DedupeWindow.
-func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+var WithMaxAge = bus.WithMaxAge
 
 // Open creates SB_DELIVER if absent. An existing stream keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Stream, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := bus.ApplyStoreOptions(opts)
 	cfg := jetstream.StreamConfig{
 		Name:        names.DeliverStream(),
 		Description: "sessionbus outbound deliveries to channel adapters",
 		Subjects:    []string{names.Deliver(">")},
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 1),
-		Duplicates:  min(DedupeWindow, o.maxAge),
-		MaxAge:      o.maxAge,
+		Replicas:    max(o.Replicas, 1),
+		Duplicates:  min(DedupeWindow, o.MaxAge),
+		MaxAge:      o.MaxAge,
 	}
 	st, opened, err := bus.OpenStream(ctx, js, cfg)
 	if err != nil {

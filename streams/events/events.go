@@ -52,29 +52,21 @@ type Stream struct {
 	name             string
 }
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-	maxAge   time.Duration
-}
-
-// WithReplicas sets the replica count of a new stream (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new stream.
+var WithReplicas = bus.WithReplicas
 
 // WithMaxAge sets how long the stream keeps an event (0 or unset:
 // DefaultMaxAge).
-func WithMaxAge(d time.Duration) Option { return func(o *options) { o.maxAge = d } }
+var WithMaxAge = bus.WithMaxAge
 
 // Open creates SB_EVENTS if absent. An existing stream keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Stream, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.maxAge <= 0 {
-		o.maxAge = DefaultMaxAge
+	o := bus.ApplyStoreOptions(opts)
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultMaxAge
 	}
 	cfg := jetstream.StreamConfig{
 		Name:        names.EventsStream(),
@@ -82,8 +74,8 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 		Subjects:    []string{names.SessionEvents()},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 1),
-		MaxAge:      o.maxAge,
+		Replicas:    max(o.Replicas, 1),
+		MaxAge:      o.MaxAge,
 		Duplicates:  DedupeWindow,
 		AllowDirect: true,
 	}

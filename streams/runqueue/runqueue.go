@@ -48,15 +48,11 @@ type Queue struct {
 	stream           jetstream.Stream
 }
 
-// Option configures Open.
-type Option func(*options)
+// Option configures Open (bus.StoreOption).
+type Option = bus.StoreOption
 
-type options struct {
-	replicas int
-}
-
-// WithReplicas sets the replica count of a new stream (default 1).
-func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
+// WithReplicas sets the replica count of a new stream.
+var WithReplicas = bus.WithReplicas
 
 // Open creates the SB_RUNS stream if absent; an existing one keeps its
 // settings.
@@ -72,17 +68,14 @@ func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 // SB_RUNS created by an earlier version as a work-queue stream keeps
 // working as one (Trim then finds nothing to purge).
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Queue, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := bus.ApplyStoreOptions(opts)
 	cfg := jetstream.StreamConfig{
 		Name:        names.RunsStream(),
 		Description: "sessionbus run requests; gateways pull, ack when the run is recorded finished",
 		Subjects:    []string{names.Runs(">")},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 1),
+		Replicas:    max(o.Replicas, 1),
 		Duplicates:  DedupeWindow,
 	}
 	st, opened, err := bus.OpenStream(ctx, js, cfg)
