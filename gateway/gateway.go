@@ -107,7 +107,10 @@ type Gateway struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	guard  *bus.Guard
-	opts   Options
+	// guarded are the stores the guard brings back (stores.Guarded), with
+	// the gateway's own lanes, sessions and run queue added in follow
+	guarded []bus.Recreatable
+	opts    Options
 	// iterMu guards iter and rebound: a rebind after SB_RUNS was deleted
 	// swaps the iterator and closes rebound.
 	iterMu  sync.Mutex
@@ -267,6 +270,7 @@ func (g *Gateway) openStores(ctx context.Context) error {
 	g.reg, g.claims, g.events, g.watchers, g.revoked = s.Subagents, s.Claims, s.Events, s.Watchers, s.Revocations
 	g.recorder = &notices.Recorder{Log: s.Signals, Watchers: s.Watchers, Events: s.Events, Logger: g.log}
 	g.life = lifecycle.New(s, g.log)
+	g.guarded = s.Guarded()
 	if g.children, err = subagents.StartIndex(ctx, g.reg, g.log); err != nil {
 		s.Close()
 		return err
@@ -279,7 +283,7 @@ func (g *Gateway) openStores(ctx context.Context) error {
 // meanwhile is received, and one published before is the sweep's.
 func (g *Gateway) follow() error {
 	g.guard = bus.NewGuard(g.js, g.log)
-	for _, r := range []bus.Recreatable{g.store, g.runs, g.flows, g.tr, g.lanes, g.deliver, g.reg, g.claims, g.events, g.revoked, queueGuard{g}} {
+	for _, r := range append(g.guarded, g.store, g.lanes, queueGuard{g}) {
 		if err := g.guard.Watch(r); err != nil {
 			g.guard.Stop()
 			return fmt.Errorf("follow stream deletions: %w", err)

@@ -145,7 +145,10 @@ func sessionStatus(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 			return nil, err
 		}
 	}
-	usage, version, changes := d.statusReads(ctx, target.key, e, sp)
+	usage, version, changes, err := d.statusReads(ctx, target.key, e, sp)
+	if err != nil {
+		return nil, err
+	}
 	out.StateVersion, out.StateChanges = version, changes
 
 	m := d.effectiveModel(e)
@@ -391,31 +394,26 @@ func (d *Deps) effectiveModel(e *sessions.Entry) modelInfo {
 // statusReads runs the reads the card needs beside the index: the signal
 // log's head and changes, and the transcript's latest usage when the
 // entry's counters are sparse. They run together: one round trip's wait.
-func (d *Deps) statusReads(ctx context.Context, key string, e *sessions.Entry, sp statusParams) (usage, uint64, *StateChanges) {
+// A failed signal-log read is a retryable 503: a card with state version 0
+// or an empty delta would tell the caller nothing changed when it may have.
+func (d *Deps) statusReads(ctx context.Context, key string, e *sessions.Entry, sp statusParams) (usage, uint64, *StateChanges, error) {
 	var (
-		wg      sync.WaitGroup
-		u       usage
-		version uint64
-		changes *StateChanges
+		wg                    sync.WaitGroup
+		u                     usage
+		version               uint64
+		changes               *StateChanges
+		versionErr, changeErr error
 	)
 	if sp.hasChanges {
 		changes = &StateChanges{Events: []map[string]any{}}
 	}
 	if d.Signals != nil {
-		wg.Go(func() {
-			v, err := d.Signals.StateVersion(ctx, key)
-			if err != nil {
-				d.Log.Warn("session_status: state version", "session", key, "err", err)
-				return
-			}
-			version = v
-		})
+		wg.Go(func() { version, versionErr = d.Signals.StateVersion(ctx, key) })
 		if sp.hasChanges {
 			wg.Go(func() {
 				c, err := d.Signals.Since(ctx, key, sp.changesSince, statusChangesLimit)
 				if err != nil {
-					// a read error is an empty delta without a gap
-					d.Log.Warn("session_status: changes since", "session", key, "err", err)
+					changeErr = err
 					return
 				}
 				if c.Events == nil {
@@ -430,7 +428,11 @@ func (d *Deps) statusReads(ctx context.Context, key string, e *sessions.Entry, s
 		wg.Go(func() { u = u.backfill(d.latestUsage(ctx, key)) })
 	}
 	wg.Wait()
-	return u, version, changes
+	if err := errors.Join(versionErr, changeErr); err != nil {
+		d.Log.Warn("session_status: signal log read failed", "session", key, "err", err)
+		return u, 0, nil, bus.Errorf(bus.CodeUnavailable, "session_status: the signal log could not be read (%v); retry", err)
+	}
+	return u, version, changes, nil
 }
 
 // statusRoute is the Route context: where the session began, the route

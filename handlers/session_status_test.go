@@ -440,10 +440,31 @@ func TestStatusChangesSince(t *testing.T) {
 	if len(reads) != 2 || !hasLine(reads, "since agent:main:main 3 200") {
 		t.Fatalf("reads with changesSince: %v", reads)
 	}
-	// read errors: version 0, an empty delta without a gap
-	res = s.MustCall(mainKey, "session_status", `{"changesSince":0}`)
-	if res["stateVersion"] != float64(0) || fmt.Sprint(res["stateChanges"]) != "map[earliestAvailableSequence:0 events:[] historyGap:false truncated:false]" {
-		t.Fatalf("on read errors: %v", res)
+	// A read error is a retryable 503, never version 0 or an empty delta
+	// without a gap (which would tell the caller nothing changed). Each
+	// read alone, and the version read without changesSince, too.
+	for _, tc := range []struct {
+		params           string
+		version, changes bool
+	}{
+		{`{"changesSince":0}`, true, true},
+		{`{"changesSince":0}`, false, true},
+		{`{"changesSince":0}`, true, false},
+		{`{}`, true, false},
+	} {
+		log.set(func(f *fakeLog) {
+			f.versionErr, f.sinceErr = nil, nil
+			if tc.version {
+				f.versionErr = errors.New("down")
+			}
+			if tc.changes {
+				f.sinceErr = errors.New("down")
+			}
+		})
+		_, err := s.Call(mainKey, "session_status", tc.params)
+		if e, ok := bus.AsError(err); !ok || e.Code != bus.CodeUnavailable || !strings.Contains(e.Message, "signal log could not be read") {
+			t.Fatalf("%s with version error %v, changes error %v: %v, want a 503", tc.params, tc.version, tc.changes, err)
+		}
 	}
 }
 

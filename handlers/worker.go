@@ -79,7 +79,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	// The session index follows its own bucket's deletion (it must empty);
 	// the guard brings back what the tools write to.
 	w.guard = bus.NewGuard(s.JS, log)
-	for _, r := range []bus.Recreatable{d.Queue, d.Runs, d.Transcripts, d.Subagents, d.Claims, d.Revocations} {
+	for _, r := range append(s.Guarded(), d.Queue) {
 		if err := w.guard.Watch(r); err != nil {
 			return fail(fmt.Errorf("follow stream deletions: %w", err))
 		}

@@ -133,6 +133,22 @@ func (s *Stores) open(ctx context.Context, nc *nats.Conn, cfg config.Bus, o opti
 	return err
 }
 
+// Guarded are the stores a bus.Guard brings back when an operator deletes
+// one: every store opened here but the run queue and the sessions bucket,
+// which their users follow themselves (a gateway rebinds its consumer on a
+// new SB_RUNS; a worker's session index empties with its bucket).
+func (s *Stores) Guarded() []bus.Recreatable {
+	out := []bus.Recreatable{s.Runs, s.Transcripts, s.Subagents, s.Claims, s.Revocations,
+		s.Signals, s.Watchers, s.Events, s.Archives}
+	if s.A2A != nil {
+		out = append(out, s.A2A)
+	}
+	if s.Deliveries != nil {
+		out = append(out, s.Deliveries)
+	}
+	return out
+}
+
 // Close releases what the stores hold open: the transcript reader's pipes
 // and the run-record watch. The streams and buckets stay as they are.
 func (s *Stores) Close() {

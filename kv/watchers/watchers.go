@@ -93,8 +93,9 @@ func Qualified(key string) bool {
 
 // Store is the watchers bucket.
 type Store struct {
-	b   record.Bucket[Cursor]
-	now func() time.Time
+	bus.KVConfig // recreated by bus.Guard
+	b            record.Bucket[Cursor]
+	now          func() time.Time
 }
 
 // Option configures Open (bus.StoreOption).
@@ -113,7 +114,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if o.MaxAge <= 0 {
 		o.MaxAge = DefaultMaxAge
 	}
-	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
+	kv, opened, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      names.WatchersBucket(),
 		Description: "sessionbus watch cursors of parent notices (watcher -> target)",
 		History:     1,
@@ -124,7 +125,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if err != nil {
 		return nil, err
 	}
-	return &Store{b: record.New[Cursor](kv, js, "watch cursor"), now: time.Now}, nil
+	return &Store{KVConfig: opened, b: record.New[Cursor](kv, js, "watch cursor"), now: time.Now}, nil
 }
 
 func key(watcher, target string) string {

@@ -90,6 +90,7 @@ type Store struct {
 	obs    jetstream.ObjectStore
 	js     jetstream.JetStream
 	bucket string
+	cfg    jetstream.ObjectStoreConfig // what Open created it with, for Recreate
 }
 
 // Option configures Open.
@@ -109,23 +110,47 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	for _, opt := range opts {
 		opt(&o)
 	}
-	bucket := names.ArchivesBucket()
-	obs, err := js.ObjectStore(ctx, bucket)
+	s := &Store{js: js, bucket: names.ArchivesBucket(), cfg: jetstream.ObjectStoreConfig{
+		Bucket:      names.ArchivesBucket(),
+		Description: "sessionbus archived transcripts (zstd JSONL)",
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(o.replicas, 1),
+	}}
+	if err := s.open(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open binds to the object store, creating it with s.cfg if absent.
+func (s *Store) open(ctx context.Context) error {
+	obs, err := s.js.ObjectStore(ctx, s.bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket:      bucket,
-			Description: "sessionbus archived transcripts (zstd JSONL)",
-			Storage:     jetstream.FileStorage,
-			Replicas:    max(o.replicas, 1),
-		})
+		obs, err = s.js.CreateObjectStore(ctx, s.cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			obs, err = js.ObjectStore(ctx, bucket)
+			obs, err = s.js.ObjectStore(ctx, s.bucket)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open object store %s: %w", bucket, err)
+		return fmt.Errorf("open object store %s: %w", s.bucket, err)
 	}
-	return &Store{obs: obs, js: js, bucket: bucket}, nil
+	s.obs = obs
+	return nil
+}
+
+// Streams is the object store's stream (see bus.Guard).
+func (s *Store) Streams() []string { return []string{"OBJ_" + s.bucket} }
+
+// Recreate creates the object store again after an operator deleted it
+// (see bus.Guard): the archives in it are gone, and new ones can be
+// written again. The handle Open returned names the store and its stream,
+// so it serves the new one as it is.
+func (s *Store) Recreate(ctx context.Context, _ string) error {
+	_, err := s.js.CreateObjectStore(ctx, s.cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return nil
+	}
+	return err
 }
 
 // Bucket is the object store's name (for `nats obj ls BUCKET`).

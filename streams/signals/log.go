@@ -118,6 +118,9 @@ type Log struct {
 	heads record.Bucket[head]
 	log   *slog.Logger
 	now   func() time.Time
+	// streamCfg and headsCfg are what Open created the two with (Recreate)
+	streamCfg jetstream.StreamConfig
+	headsCfg  bus.KVConfig
 }
 
 // Open creates SB_SIGNALS (retention by the stream: MaxAge, MaxMsgs,
@@ -137,7 +140,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if o.maxAge <= 0 || o.maxMsgs <= 0 {
 		return nil, fmt.Errorf("signal log: maxAge and maxMsgs must be positive (got %s, %d)", o.maxAge, o.maxMsgs)
 	}
-	st, _, err := bus.OpenStream(ctx, js, jetstream.StreamConfig{
+	streamCfg := jetstream.StreamConfig{
 		Name:        names.SignalsStream(),
 		Description: "sessionbus signal log: session state changes, metadata only",
 		Subjects:    []string{names.Signal(">")},
@@ -149,11 +152,12 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 		MaxMsgs:     o.maxMsgs,
 		Duplicates:  max(min(o.duplicates, o.maxAge), 100*time.Millisecond),
 		AllowDirect: true,
-	})
+	}
+	st, _, err := bus.OpenStream(ctx, js, streamCfg)
 	if err != nil {
 		return nil, err
 	}
-	kv, _, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
+	kv, headsCfg, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      names.SignalHeadsBucket(),
 		Description: "sessionbus signal-log heads: last sequence and pruned watermark per session",
 		History:     1,
@@ -163,7 +167,8 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if err != nil {
 		return nil, err
 	}
-	return &Log{js: js, names: names, st: st, heads: record.New[head](kv, js, "signal head"), log: o.log, now: o.now}, nil
+	return &Log{js: js, names: names, st: st, heads: record.New[head](kv, js, "signal head"), log: o.log, now: o.now,
+		streamCfg: streamCfg, headsCfg: headsCfg}, nil
 }
 
 // Stream is the SB_SIGNALS handle.
