@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -74,25 +75,30 @@ func newExec(key string, raw map[string]any) (*execRuntime, error) {
 			return nil, fmt.Errorf("%s.dir: %s is not a directory", key, quoteShort(c.Dir))
 		}
 	}
-	if err := checkProgram(c.Command[0], c.Dir); err != nil {
+	prog, err := checkProgram(c.Command[0], c.Dir)
+	if err != nil {
 		return nil, fmt.Errorf("%s.command[0]: %v", key, err)
 	}
-	env, err := parseEnv(key+".env", c.Env)
-	if err != nil {
+	// a turn runs in a directory of its own unless dir is set, so a
+	// relative program path is resolved now, against dir or the
+	// gateway's working directory, as it was written
+	r.argv = append([]string{prog}, c.Command[1:]...)
+	if r.env, err = parseEnv(key+".env", c.Env); err != nil {
 		return nil, err
 	}
-	r.env = env
 	return r, nil
 }
 
 // checkProgram fails at startup on a program that cannot run, instead of on
-// every turn. A path with a slash is taken relative to dir, as exec.Cmd does.
-func checkProgram(prog, dir string) error {
+// every turn, and returns the path to run: a path with a slash is taken
+// relative to dir (or the working directory), as exec.Cmd would, and made
+// absolute; a bare name is looked up in PATH when the turn runs.
+func checkProgram(prog, dir string) (string, error) {
 	if !strings.ContainsRune(prog, os.PathSeparator) {
 		if _, err := exec.LookPath(prog); err != nil {
-			return fmt.Errorf("%s not found in PATH", quoteShort(prog))
+			return "", fmt.Errorf("%s not found in PATH", quoteShort(prog))
 		}
-		return nil
+		return prog, nil
 	}
 	path := prog
 	if !filepath.IsAbs(path) && dir != "" {
@@ -101,13 +107,13 @@ func checkProgram(prog, dir string) error {
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%s: %v", quoteShort(prog), errors.Unwrap(err))
+		return "", fmt.Errorf("%s: %v", quoteShort(prog), errors.Unwrap(err))
 	case st.IsDir():
-		return fmt.Errorf("%s is a directory", quoteShort(prog))
+		return "", fmt.Errorf("%s is a directory", quoteShort(prog))
 	case st.Mode()&0o111 == 0:
-		return fmt.Errorf("%s is not executable (chmod +x it)", quoteShort(prog))
+		return "", fmt.Errorf("%s is not executable (chmod +x it)", quoteShort(prog))
 	}
-	return nil
+	return filepath.Abs(path)
 }
 
 // parseEnv accepts a mapping or a list of "NAME=value". Viper folds mapping
@@ -151,8 +157,12 @@ func parseEnv(key string, v any) ([]string, error) {
 			k := fmt.Sprintf("%s[%d]", key, i)
 			s, ok := x.(string)
 			name, value, found := strings.Cut(s, "=")
+			if ok && !found && envNameRe.MatchString(s) {
+				out = append(out, s) // NAME alone: the gateway's value, at each turn (childEnv)
+				continue
+			}
 			if !ok || !found {
-				return nil, fmt.Errorf(`%s: must be a "NAME=value" string, got %s`, k, describeValue(x))
+				return nil, fmt.Errorf(`%s: must be a "NAME=value" string, or a "NAME" to pass on the gateway's own value, got %s`, k, describeValue(x))
 			}
 			if err := add(k, name, value); err != nil {
 				return nil, err
@@ -232,11 +242,22 @@ func (r *execRuntime) run(ctx context.Context, t Turn) (*Result, error) {
 		return nil, runErrorf("exec %s: encoding the turn: %v (a history message is not valid JSON)", r.label, err)
 	}
 
+	dir, home := r.dir, ""
+	if dir == "" {
+		// a directory of the turn's own, removed after it: not the
+		// gateway's working directory, which by default holds the data
+		// dir (credentials, keys)
+		if dir, err = os.MkdirTemp("", "sessionbus-run-"); err != nil {
+			return nil, runErrorf("exec %s: make the turn's working directory: %v", r.label, err)
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		home = dir
+	}
 	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, r.argv[0], r.argv[1:]...)
-	cmd.Dir = r.dir
-	cmd.Env = append(childEnv(), r.env...)
+	cmd.Dir = dir
+	cmd.Env = childEnv(home, r.env)
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &capWriter{max: maxExecStdout}
 	// The extra len(token) bytes make sure a token overlapping the quoted
@@ -311,16 +332,37 @@ func parseExecOutput(b []byte, token string) (*execOutput, error) {
 	return &out, nil
 }
 
-// childEnv is the gateway's environment minus SESSIONBUS_* variables: those
-// configure the gateway itself, and SESSIONBUS_CREDS in particular would let
-// the agent mint tokens for any session, when it must act as its own only
-// (its run token is on stdin). Set what the agent needs with exec.env.
-func childEnv() []string {
-	env := os.Environ()
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "SESSIONBUS_") {
+// inheritedEnv are the only variables a turn's process takes from the
+// gateway's environment: what programs need to find each other and to
+// format text. Everything else (API keys, SESSIONBUS_CREDS, cloud
+// credentials) stays with the gateway; exec.env passes on what an agent
+// needs, by value or by name.
+var inheritedEnv = []string{"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL", "TERM",
+	// Windows needs these to start most programs
+	"SYSTEMROOT", "SystemRoot", "COMSPEC", "PATHEXT", "WINDIR"}
+
+// childEnv is a turn's environment: inheritedEnv and LC_* from the
+// gateway's, HOME and TMPDIR set to the turn's own directory when it has
+// one, then exec.env (an entry without "=" passes on the gateway's value of
+// that name, when it has one).
+func childEnv(home string, extra []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(inheritedEnv, name) || strings.HasPrefix(name, "LC_") {
 			out = append(out, kv)
+		}
+	}
+	if home != "" {
+		out = append(out, "HOME="+home, "TMPDIR="+home)
+	} else if h, ok := os.LookupEnv("HOME"); ok {
+		out = append(out, "HOME="+h)
+	}
+	for _, kv := range extra {
+		if strings.Contains(kv, "=") {
+			out = append(out, kv)
+		} else if v, ok := os.LookupEnv(kv); ok {
+			out = append(out, kv+"="+v)
 		}
 	}
 	return out

@@ -111,6 +111,40 @@ printf '{"reply":"%s|%s|%s|%s|%s"}' "$1" "$MY_VAR" "$Mixed_Case" "${SESSIONBUS_C
 	}
 }
 
+// Without dir, a turn runs in a directory of its own (not the gateway's
+// working directory, which holds the data dir), removed after the turn, and
+// its environment is the allow-list plus exec.env: a secret in the
+// gateway's environment reaches it only when exec.env names it.
+func TestExecOwnDirAndEnv(t *testing.T) {
+	work := t.TempDir()
+	t.Chdir(work)
+	writeScript(t, work, "agent.sh", `
+cat >/dev/null
+printf '{"reply":"%s|%s|%s|%s|%s"}' "$PWD" "${OPENAI_API_KEY:-unset}" "${PASSED:-unset}" "$HOME" "${PATH:+path}"
+`)
+	t.Setenv("OPENAI_API_KEY", "sk-secret")
+	t.Setenv("PASSED", "by-name")
+	rt := mustNew(t, execAgent([]any{"./agent.sh"}, map[string]any{"env": []any{"PASSED", "NOT_SET_ANYWHERE"}}))
+	res, err := rt.Run(context.Background(), Turn{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(res.Reply, "|")
+	if len(parts) != 5 {
+		t.Fatalf("reply %q", res.Reply)
+	}
+	pwd, key, passed, home, path := parts[0], parts[1], parts[2], parts[3], parts[4]
+	if !strings.HasPrefix(filepath.Base(pwd), "sessionbus-run-") || strings.HasPrefix(pwd, work) {
+		t.Fatalf("turn ran in %q, want a directory of its own outside %s", pwd, work)
+	}
+	if key != "unset" || passed != "by-name" || home != pwd || path != "path" {
+		t.Fatalf("turn environment: key %q, passed %q, home %q (dir %q), path %q", key, passed, home, pwd, path)
+	}
+	if _, err := os.Stat(pwd); !os.IsNotExist(err) {
+		t.Fatalf("the turn's directory is still there: %v", err)
+	}
+}
+
 func TestExecBadJSON(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
@@ -301,7 +335,7 @@ func TestExecConfigErrors(t *testing.T) {
 		{"dir is a file", map[string]any{"command": []any{script}, "dir": script}, `agents.list[ops].exec.dir: "` + script + `" is not a directory`},
 		{"bad env name", map[string]any{"command": []any{script}, "env": map[string]any{"my-var": "x"}}, `agents.list[ops].exec.env.my-var: "MY-VAR" is not an environment variable name`},
 		{"env value mapping", map[string]any{"command": []any{script}, "env": map[string]any{"x": map[string]any{}}}, `agents.list[ops].exec.env.x: must be a string, got a mapping`},
-		{"env list item", map[string]any{"command": []any{script}, "env": []any{"NOEQUALS"}}, `agents.list[ops].exec.env[0]: must be a "NAME=value" string, got the string "NOEQUALS"`},
+		{"env list item", map[string]any{"command": []any{script}, "env": []any{"NO EQUALS"}}, `agents.list[ops].exec.env[0]: must be a "NAME=value" string, or a "NAME" to pass on the gateway's own value, got the string "NO EQUALS"`},
 		{"env string", map[string]any{"command": []any{script}, "env": "A=b"}, `agents.list[ops].exec.env: must be a mapping {NAME: value} or a list of "NAME=value"`},
 		{"unknown key", map[string]any{"command": []any{script}, "timeout": 5}, `agents.list[ops].exec: unknown key(s) timeout (known: command, timeoutSeconds, env, dir)`},
 	}
