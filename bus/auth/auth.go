@@ -353,6 +353,15 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 			"$JS.API.CONSUMER.NAMES.>", "$JS.API.CONSUMER.LIST.>", "$JS.API.CONSUMER.INFO.>",
 			"$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.MSG.NEXT.>", "$JS.FC.>",
 			"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>")
+		// Its consumers are its own: the create API also updates a consumer
+		// of the same name, and a pull from the gateways' durable takes runs
+		// from them, so the deployment's durable is out of reach (an edited
+		// filter stopped every turn; a pull without ack held a run back).
+		// Durables come only through CREATE, named by the reader.
+		runs, gw := names.RunsStream(), names.GatewaysConsumer()
+		p.Pub.Deny.Add("$JS.API.CONSUMER.DURABLE.CREATE.>",
+			"$JS.API.CONSUMER.CREATE."+runs+"."+gw, "$JS.API.CONSUMER.CREATE."+runs+"."+gw+".>",
+			"$JS.API.CONSUMER.MSG.NEXT."+runs+"."+gw)
 		p.Sub.Allow.Add(own)
 	default:
 		// worker, gateway, admin: the deployment's own subjects, JetStream

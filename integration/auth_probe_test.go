@@ -143,3 +143,48 @@ func TestAuthClientPayloadCap(t *testing.T) {
 		t.Fatalf("agent sessions_list: %v %v", list, err)
 	}
 }
+
+// The read-only ops role reaches no consumer of the deployment's: editing
+// the gateways' durable (a new filter stopped every turn) and pulling from
+// it without an ack (a run held back for the ack wait) are refused by the
+// server, while ops still reads the run queue with a consumer of its own.
+func TestAuthOpsCannotTouchTheGatewaysConsumer(t *testing.T) {
+	s, d := authServer(t, auth.DefaultAccount)
+	sb := startTenant(t, s, d, auth.DefaultAccount)
+	if res, err := sb.call(t, sb.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"agent:main:telegram:group:g3","message":"ping 1","timeoutSeconds":30}`); err != nil || res["status"] != "ok" {
+		t.Fatalf("send as admin: %v %v", res, err)
+	}
+	ops := connectRole(t, s, d, auth.DefaultAccount, auth.RoleOps)
+	runs, gw := sb.names.RunsStream(), sb.names.GatewaysConsumer()
+	edit := `{"stream_name":"` + runs + `","action":"update","config":{"durable_name":"` + gw + `","ack_policy":"explicit","filter_subject":"sb.runs.nobody"}}`
+	for _, req := range []struct{ subject, body string }{
+		{"$JS.API.CONSUMER.CREATE." + runs + "." + gw, edit},
+		{"$JS.API.CONSUMER.CREATE." + runs + "." + gw + ".sb.runs.nobody", edit},
+		{"$JS.API.CONSUMER.DURABLE.CREATE." + runs + "." + gw, edit},
+		{"$JS.API.CONSUMER.MSG.NEXT." + runs + "." + gw, `{"batch":1,"no_wait":true}`},
+	} {
+		if _, err := ops.RequestWithContext(quickly(t), req.subject, []byte(req.body)); err == nil {
+			t.Fatalf("ops got a reply from %s", req.subject)
+		}
+		ops.denied(t, "ops "+req.subject, req.subject)
+	}
+	ci, err := sb.admin.js.Consumer(bustest.Context(t), runs, gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := ci.CachedInfo().Config.FilterSubject; f == "sb.runs.nobody" {
+		t.Fatalf("the gateways' consumer was edited: filter %q", f)
+	}
+	// its own reads still work: an ordered consumer over the run queue
+	st, err := ops.js.Stream(bustest.Context(t), runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := st.OrderedConsumer(bustest.Context(t), jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("ops ordered consumer on %s: %v", runs, err)
+	}
+	if _, err := oc.Next(jetstream.FetchMaxWait(10 * time.Second)); err != nil && st.CachedInfo().State.Msgs > 0 {
+		t.Fatalf("ops read %s: %v", runs, err)
+	}
+}
