@@ -160,6 +160,17 @@ func TestCredsForAnExternalServer(t *testing.T) {
 	if _, errOut, code := run(t, "", sb, "creds", "--data", keys, "nobody"); code != 2 || !strings.Contains(errOut, "is not one of") {
 		t.Fatalf("creds with an unknown role: %d %s", code, errOut)
 	}
+	// an adapter for one channel; --channel with another role or a bad
+	// channel name is a usage error
+	if out, errOut, code := run(t, "", sb, "creds", "--data", keys, "--channel", "telegram", "adapter"); code != 0 || !strings.Contains(out, "USER NKEY SEED") {
+		t.Fatalf("creds --channel telegram adapter: %d %s", code, errOut)
+	}
+	if _, errOut, code := run(t, "", sb, "creds", "--data", keys, "--channel", "telegram", "agent"); code != 2 || !strings.Contains(errOut, "--channel is for the adapter role") {
+		t.Fatalf("creds --channel with the agent role: %d %s", code, errOut)
+	}
+	if _, errOut, code := run(t, "", sb, "creds", "--data", keys, "--channel", "Tele gram", "adapter"); code != 2 || !strings.Contains(errOut, "--channel:") {
+		t.Fatalf("creds --channel with a bad name: %d %s", code, errOut)
+	}
 	w := start(t, "worker", "--server", url, "--creds", filepath.Join(dir, "worker.creds"))
 	w.waitLine(t, "ready ")
 	tok, _, code := run(t, "", sb, "token", "--creds", filepath.Join(keys, "operator.creds"), "--as", mainKey)

@@ -188,3 +188,78 @@ func TestAuthOpsCannotTouchTheGatewaysConsumer(t *testing.T) {
 		t.Fatalf("ops read %s: %v", runs, err)
 	}
 }
+
+// An adapter minted for one channel reads that channel's deliveries through
+// the consumer named for it and reaches nothing of another channel's: it
+// cannot delete or create another channel's consumer (one adapter deleted
+// another channel's durable), filter its own on another channel, or
+// subscribe to another channel's deliveries.
+func TestAuthAdapterScopedToItsChannel(t *testing.T) {
+	s, d := authServer(t, auth.DefaultAccount)
+	sb := startTenant(t, s, d, auth.DefaultAccount)
+	u, err := d.MintAdapter(auth.DefaultAccount, "telegram", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &roleConn{}
+	opts := append(u.Options(), nats.PermissionErrOnSubscribe(true), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		tg.mu.Lock()
+		tg.errs = append(tg.errs, err.Error())
+		tg.mu.Unlock()
+	}))
+	if tg.Conn, err = nats.Connect(s.URL(), opts...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	if tg.js, err = jetstream.New(tg.Conn); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sb.call(t, sb.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"agent:main:telegram:group:g4","message":"ping 1","timeoutSeconds":30}`); err != nil || res["status"] != "ok" {
+		t.Fatalf("send as admin: %v %v", res, err)
+	}
+	ctx := bustest.Context(t)
+	ds := sb.names.DeliverStream()
+	if _, err := sb.admin.js.CreateConsumer(ctx, ds, jetstream.ConsumerConfig{Durable: "slack", FilterSubject: sb.names.Deliver("slack"), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+
+	// its own: the consumer named for the channel, and a human turn in
+	if _, err := tg.js.CreateOrUpdateConsumer(ctx, ds, jetstream.ConsumerConfig{Durable: "telegram", FilterSubject: sb.names.Deliver("telegram"), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatalf("telegram adapter creates its consumer: %v", err)
+	}
+	body := `{"sessionKey":"agent:main:telegram:group:g4","channel":"telegram","from":"u1","text":"ping 4","timeoutSeconds":30}`
+	if out, err := bus.Inbound(ctx, tg.Conn, sb.names, sb.token(t, bus.Caller{Adapter: "telegram"}), []byte(body)); err != nil || !strings.Contains(string(out), "pong SB 4") {
+		t.Fatalf("telegram adapter inbound: %s %v", out, err)
+	}
+	c, err := tg.js.Consumer(ctx, ds, "telegram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Next(jetstream.FetchMaxWait(30 * time.Second)); err != nil {
+		t.Fatalf("telegram adapter reads its delivery: %v", err)
+	}
+
+	// another channel's: refused by the server
+	for _, subj := range []string{
+		"$JS.API.CONSUMER.DELETE." + ds + ".slack",
+		"$JS.API.CONSUMER.CREATE." + ds + ".slack." + sb.names.Deliver("slack"),
+		"$JS.API.CONSUMER.CREATE." + ds + ".telegram." + sb.names.Deliver("slack"),
+		"$JS.API.CONSUMER.CREATE." + ds,
+		"$JS.API.CONSUMER.MSG.NEXT." + ds + ".slack",
+	} {
+		if _, err := tg.RequestWithContext(quickly(t), subj, []byte(`{}`)); err == nil {
+			t.Fatalf("telegram adapter got a reply from %s", subj)
+		}
+		tg.denied(t, "telegram adapter "+subj, subj)
+	}
+	sub, err := tg.SubscribeSync(sb.names.Deliver("slack"))
+	if err == nil {
+		_, err = sub.NextMsg(5 * time.Second)
+	}
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("telegram adapter subscribed to slack's deliveries: %v", err)
+	}
+	if _, err := sb.admin.js.Consumer(ctx, ds, "slack"); err != nil {
+		t.Fatalf("slack's consumer is gone: %v", err)
+	}
+}

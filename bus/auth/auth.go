@@ -253,6 +253,26 @@ func (d *Deployment) Mint(acct string, role Role, name, prefix string, expiry ti
 // MintWith is Mint with the role's permissions adjusted by edit (the
 // benchmarks add their own raw subjects); nil leaves them as they are.
 func (d *Deployment) MintWith(acct string, role Role, name, prefix string, expiry time.Duration, edit func(*jwt.Permissions)) (*User, error) {
+	return d.mint(acct, role, "", name, prefix, expiry, edit)
+}
+
+// MintAdapter mints a channel adapter for one channel: it brings human
+// turns in and reads that channel's deliveries through a consumer named for
+// the channel, and reaches no other channel's deliveries or consumers
+// (ChannelAdapterPermissions). An adapter minted with Mint serves every
+// channel.
+func (d *Deployment) MintAdapter(acct, channel, name, prefix string, expiry time.Duration) (*User, error) {
+	ch, err := bus.NormalizeChannel(channel)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = "adapter-" + ch
+	}
+	return d.mint(acct, RoleAdapter, ch, name, prefix, expiry, nil)
+}
+
+func (d *Deployment) mint(acct string, role Role, channel, name, prefix string, expiry time.Duration, edit func(*jwt.Permissions)) (*User, error) {
 	a := d.accounts[acct]
 	if a == nil {
 		return nil, fmt.Errorf("no account %q in this deployment (have %s): create it with `sessionbus creds --account %s --server-config` and reload the servers", acct, strings.Join(d.Accounts(), ", "), acct)
@@ -276,6 +296,10 @@ func (d *Deployment) MintWith(acct string, role Role, name, prefix string, expir
 		uc.Expires = time.Now().Add(expiry).Unix()
 	}
 	uc.Permissions = Permissions(role, bus.NewNames(prefix), InboxPrefix(pub))
+	if channel != "" {
+		uc.Tags.Add("channel:" + channel)
+		uc.Permissions = ChannelAdapterPermissions(bus.NewNames(prefix), InboxPrefix(pub), channel)
+	}
 	uc.Limits.NatsLimits = Limits(role)
 	if edit != nil {
 		edit(&uc.Permissions)
@@ -375,6 +399,22 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 		p.Pub.Allow.Add(ns...)
 		p.Sub.Allow.Add(ns...)
 	}
+	return p
+}
+
+// ChannelAdapterPermissions are an adapter's for one channel: the ingress,
+// that channel's deliveries live, and, on SB_DELIVER, only the consumer
+// named for the channel (create it with the filter <prefix>.deliver.<channel>,
+// read, ack and delete it). No unnamed consumer: one could filter on any
+// channel's deliveries.
+func ChannelAdapterPermissions(names bus.Names, inbox, channel string) jwt.Permissions {
+	var p jwt.Permissions
+	ds, c := names.DeliverStream(), names.DeliverStream()+"."+channel
+	p.Pub.Allow.Add(names.Inbound(), "$JS.API.INFO", "$JS.API.STREAM.INFO."+ds,
+		"$JS.API.CONSUMER.CREATE."+c, "$JS.API.CONSUMER.CREATE."+c+"."+names.Deliver(channel),
+		"$JS.API.CONSUMER.INFO."+c, "$JS.API.CONSUMER.MSG.NEXT."+c, "$JS.API.CONSUMER.DELETE."+c,
+		"$JS.ACK."+c+".>", "$JS.FC."+c+".>")
+	p.Sub.Allow.Add(inbox+".>", names.Deliver(channel))
 	return p
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/auth"
 )
 
-const credsUsage = `usage: sessionbus creds [--data DIR] [--account NAME] [--prefix sb] [--name NAME] [--expiry DUR] [--out FILE] ROLE
+const credsUsage = `usage: sessionbus creds [--data DIR] [--account NAME] [--prefix sb] [--name NAME] [--expiry DUR] [--out FILE] [--channel C] ROLE
        sessionbus creds [--data DIR] [--account NAME[,NAME...]] --server-config
        sessionbus creds --inbox-of FILE
 
@@ -39,6 +39,7 @@ func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "write the file here (mode 0600) instead of stdout")
 	serverConfig := fs.Bool("server-config", false, "print the nats-server config block (operator, system account, accounts)")
 	inboxOf := fs.String("inbox-of", "", "print the inbox prefix the user in this credentials file may subscribe to")
+	channel := fs.String("channel", "", "with ROLE adapter: the one channel it serves (its deliveries, and only the SB_DELIVER consumer named for it); unset: every channel")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -82,6 +83,16 @@ func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "creds", fmt.Errorf("--expiry %v is negative: use 0 (never) or more", *expiry))
 		return 2
 	}
+	if *channel != "" {
+		if role != auth.RoleAdapter {
+			_ = failLine(stderr, "creds", fmt.Errorf("--channel is for the adapter role, not %s", role))
+			return 2
+		}
+		if _, err := bus.NormalizeChannel(*channel); err != nil {
+			_ = failLine(stderr, "creds", fmt.Errorf("--channel: %v", err))
+			return 2
+		}
+	}
 	d, err := auth.LoadOrCreate(filepath.Join(*data, auth.Dir), *account)
 	if err != nil {
 		_ = failLine(stderr, "creds", err)
@@ -92,7 +103,12 @@ func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "creds", err)
 		return 1
 	}
-	b, _, err := roleCreds(d, op, *account, role, *name, *prefix, *expiry)
+	var b []byte
+	if *channel != "" {
+		b, err = adapterCreds(d, *account, *channel, *name, *prefix, *expiry)
+	} else {
+		b, _, err = roleCreds(d, op, *account, role, *name, *prefix, *expiry)
+	}
 	if err != nil {
 		_ = failLine(stderr, "creds", err)
 		return 1
@@ -132,6 +148,15 @@ func roleCreds(d *auth.Deployment, op *bus.Operator, account string, role auth.R
 		b = append(b, auth.IssuerBlock(op.PublicKey())...)
 	}
 	return b, u, nil
+}
+
+// adapterCreds is a credentials file for an adapter of one channel.
+func adapterCreds(d *auth.Deployment, account, channel, name, prefix string, expiry time.Duration) ([]byte, error) {
+	u, err := d.MintAdapter(account, channel, name, prefix, expiry)
+	if err != nil {
+		return nil, err
+	}
+	return u.Creds()
 }
 
 func writeSecret(path string, b []byte) error {
