@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -177,6 +178,11 @@ func serveAuth(d *auth.Deployment, dataDir, prefix string, op *bus.Operator, log
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creds dir %s: %v", dir, err)
 	}
+	for _, d := range []string{dir, filepath.Join(dataDir, auth.Dir)} {
+		if err := checkPrivateDir(d); err != nil {
+			return nil, err
+		}
+	}
 	for _, r := range auth.Roles {
 		b, _, err := roleCreds(d, op, auth.DefaultAccount, r, string(r), prefix, 0)
 		if err != nil {
@@ -198,6 +204,24 @@ func serveAuth(d *auth.Deployment, dataDir, prefix string, op *bus.Operator, log
 	log.Info("NATS auth on: each role's credentials file is in the creds dir; operator.creds is the admin's",
 		"dir", dir, "roles", fmt.Sprint(auth.Roles), "account", auth.DefaultAccount)
 	return self.Options(), nil
+}
+
+// checkPrivateDir refuses a directory of secrets (credentials, NATS keys)
+// that others than its owner may read or enter: MkdirAll keeps the mode of
+// a directory that exists, so one made readable by hand stays so. Windows
+// has no such mode bits.
+func checkPrivateDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("secrets dir %s: %v", dir, err)
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		return fmt.Errorf("secrets dir %s is open to other users (mode %04o): run `chmod 700 %s` and start again", dir, m, dir)
+	}
+	return nil
 }
 
 // checkListen refuses a non-loopback --listen without --auth: that would
