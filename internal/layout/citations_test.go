@@ -12,14 +12,14 @@ import (
 
 // citations are the ways a comment used to point at text a reader of this
 // repository cannot open: a design file that is not in the repo, sections
-// of an outside reference (§5.3), the tracker's issue numbers. A comment
+// of an outside reference (a section sign and number), the tracker's issue numbers. A comment
 // states the fact instead, or links a file in the repo (docs/...).
 var citations = []struct {
 	what string
 	re   *regexp.Regexp
 }{
-	{"DESIGN.md (not in the repository)", regexp.MustCompile(`DESIGN\.md`)},
-	{"a section sign (a reference section)", regexp.MustCompile(`§`)},
+	{"the design file (not in the repository)", regexp.MustCompile(`DESIGN` + `\.md`)},
+	{"a section sign (a reference section)", regexp.MustCompile(`\x{00A7}`)},
 	{"an issue number", regexp.MustCompile(`[Ii]ssues?[ -]#?[0-9]+`)},
 }
 
