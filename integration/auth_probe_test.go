@@ -29,9 +29,7 @@ func TestAuthReplyRedirectionRefused(t *testing.T) {
 	s, d := authServer(t, auth.DefaultAccount)
 	sb := startTenant(t, s, d, auth.DefaultAccount)
 	victim := "agent:main:telegram:group:victim"
-	if res, err := sb.call(t, sb.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"`+victim+`","message":"ping 1","timeoutSeconds":30}`); err != nil || res["status"] != "ok" {
-		t.Fatalf("send as admin: %v %v", res, err)
-	}
+	sb.seed(t, victim)
 	ctx := bustest.Context(t)
 	key := bus.EncodeKey(victim)
 	sessions, err := sb.admin.js.KeyValue(ctx, sb.names.SessionsBucket())
@@ -151,9 +149,7 @@ func TestAuthClientPayloadCap(t *testing.T) {
 func TestAuthOpsCannotTouchTheGatewaysConsumer(t *testing.T) {
 	s, d := authServer(t, auth.DefaultAccount)
 	sb := startTenant(t, s, d, auth.DefaultAccount)
-	if res, err := sb.call(t, sb.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"agent:main:telegram:group:g3","message":"ping 1","timeoutSeconds":30}`); err != nil || res["status"] != "ok" {
-		t.Fatalf("send as admin: %v %v", res, err)
-	}
+	sb.seed(t, "agent:main:telegram:group:g3")
 	ops := connectRole(t, s, d, auth.DefaultAccount, auth.RoleOps)
 	runs, gw := sb.names.RunsStream(), sb.names.GatewaysConsumer()
 	edit := `{"stream_name":"` + runs + `","action":"update","config":{"durable_name":"` + gw + `","ack_policy":"explicit","filter_subject":"sb.runs.nobody"}}`
@@ -201,22 +197,8 @@ func TestAuthAdapterScopedToItsChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := &roleConn{}
-	opts := append(u.Options(), nats.PermissionErrOnSubscribe(true), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		tg.mu.Lock()
-		tg.errs = append(tg.errs, err.Error())
-		tg.mu.Unlock()
-	}))
-	if tg.Conn, err = nats.Connect(s.URL(), opts...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tg.Close)
-	if tg.js, err = jetstream.New(tg.Conn); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := sb.call(t, sb.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"agent:main:telegram:group:g4","message":"ping 1","timeoutSeconds":30}`); err != nil || res["status"] != "ok" {
-		t.Fatalf("send as admin: %v %v", res, err)
-	}
+	tg := connectUser(t, s, u, "the telegram adapter")
+	sb.seed(t, "agent:main:telegram:group:g4")
 	ctx := bustest.Context(t)
 	ds := sb.names.DeliverStream()
 	if _, err := sb.admin.js.CreateConsumer(ctx, ds, jetstream.ConsumerConfig{Durable: "slack", FilterSubject: sb.names.Deliver("slack"), AckPolicy: jetstream.AckExplicitPolicy}); err != nil {

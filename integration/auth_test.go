@@ -54,15 +54,23 @@ func connectRole(t *testing.T, s *embedded.Server, d *auth.Deployment, account s
 	if err != nil {
 		t.Fatal(err)
 	}
+	return connectUser(t, s, u, string(role))
+}
+
+// connectUser is connectRole for a user minted already (what names it in
+// a failure).
+func connectUser(t *testing.T, s *embedded.Server, u *auth.User, what string) *roleConn {
+	t.Helper()
 	rc := &roleConn{}
 	opts := append(u.Options(), nats.PermissionErrOnSubscribe(true), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		rc.mu.Lock()
 		rc.errs = append(rc.errs, err.Error())
 		rc.mu.Unlock()
 	}))
+	var err error
 	rc.Conn, err = nats.Connect(s.URL(), opts...)
 	if err != nil {
-		t.Fatalf("connect as %s: %v", role, err)
+		t.Fatalf("connect as %s: %v", what, err)
 	}
 	t.Cleanup(rc.Close)
 	if rc.js, err = jetstream.New(rc.Conn); err != nil {
@@ -140,6 +148,15 @@ func (a *authTenant) call(t *testing.T, nc *nats.Conn, c bus.Caller, tool, param
 	return out, nil
 }
 
+// seed creates session key with a first turn, sent by the admin as the
+// main session.
+func (a *authTenant) seed(t *testing.T, key string) {
+	t.Helper()
+	if res, err := a.call(t, a.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"`+key+`","message":"ping 1","timeoutSeconds":30}`); err != nil || res["status"] != "ok" {
+		t.Fatalf("send as admin to %s: %v %v", key, res, err)
+	}
+}
+
 // quickly is a short deadline for a request the server drops: a denied
 // publish gets no reply, and the test checks the server's refusal itself
 // (roleConn.denied), not the timeout.
@@ -156,10 +173,7 @@ func TestAuthAgentRole(t *testing.T) {
 	s, d := authServer(t, auth.DefaultAccount)
 	sb := startTenant(t, s, d, auth.DefaultAccount)
 	other := "agent:main:telegram:group:g1"
-	res, err := sb.call(t, sb.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"`+other+`","message":"ping 1","timeoutSeconds":30}`)
-	if err != nil || res["status"] != "ok" {
-		t.Fatalf("send as admin: %v %v", res, err)
-	}
+	sb.seed(t, other)
 	agent := connectRole(t, s, d, auth.DefaultAccount, auth.RoleAgent)
 
 	// allowed: a tool call with its token, and the 401 without one
@@ -238,9 +252,7 @@ func TestAuthAgentRole(t *testing.T) {
 func TestAuthAdapterAndOpsRoles(t *testing.T) {
 	s, d := authServer(t, auth.DefaultAccount)
 	sb := startTenant(t, s, d, auth.DefaultAccount)
-	if res, err := sb.call(t, sb.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_send", `{"sessionKey":"agent:main:telegram:group:g2","message":"ping 1","timeoutSeconds":30}`); err != nil || res["status"] != "ok" {
-		t.Fatalf("send as admin: %v %v", res, err)
-	}
+	sb.seed(t, "agent:main:telegram:group:g2")
 	adapter := connectRole(t, s, d, auth.DefaultAccount, auth.RoleAdapter)
 	deliveries, err := adapter.SubscribeSync(sb.names.Deliver(">"))
 	if err != nil {
