@@ -84,7 +84,7 @@ type env struct {
 	log   io.Writer
 	dir   string
 	srv   *embedded.Server
-	auth  *auth.Deployment // with Options.Auth
+	auth  *auth.Deployment // nil with Options.Insecure
 	sync  string
 	names bus.Names
 	cfg   *config.Config

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
@@ -70,6 +72,12 @@ type LoadOptions struct {
 	// Calls, when positive, ends each client after that many calls (tests:
 	// an exact amount of work instead of a duration).
 	Calls int
+	// Insecure runs the in-process servers without NATS auth; by default
+	// they run with it, as serve does.
+	Insecure bool
+	// ConnectOptions are every connection's options against Server (its
+	// credentials).
+	ConnectOptions []nats.Option
 }
 
 // LoadTool is one tool's figures over a load run.
@@ -102,6 +110,7 @@ type LoadReport struct {
 // loadTarget is what the clients talk to, and how to stop what was started.
 type loadTarget struct {
 	urls     []string // a client i connects to urls[i%len]
+	opts     []nats.Option
 	op       *bus.Operator
 	name     string
 	sync     string
@@ -194,7 +203,7 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 		if o.Operator == nil {
 			return nil, errors.New("load against --server needs its operator credentials (--creds)")
 		}
-		return &loadTarget{urls: strings.Split(o.Server, ","), op: o.Operator, name: "server " + o.Server, sync: "as the server is configured"}, nil
+		return &loadTarget{urls: strings.Split(o.Server, ","), opts: o.ConnectOptions, op: o.Operator, name: "server " + o.Server, sync: "as the server is configured"}, nil
 	}
 	t = &loadTarget{}
 	defer func() {
@@ -212,8 +221,21 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 	cfg.Agents.List = []config.Agent{{ID: "main", Runtime: "script"}}
 	cfg.Session.AgentToAgent.MaxPingPongTurns = 0
 	cfg.Agents.Defaults.Subagents.MaxChildrenPerAgent = 1 << 20
+	var d *auth.Deployment
+	if !o.Insecure {
+		if d, err = auth.LoadOrCreate(filepath.Join(dir, auth.Dir), auth.DefaultAccount); err != nil {
+			return nil, err
+		}
+		// the deployment's own processes and the clients alike: what is
+		// measured is the tools' path through an authenticating server
+		u, err := d.Mint(auth.DefaultAccount, auth.RoleAdmin, "load", "", 0)
+		if err != nil {
+			return nil, err
+		}
+		t.opts = u.Options()
+	}
 	if o.Cluster > 1 {
-		c, err := embedded.StartLoopbackCluster(dir, "sessionbus-load", o.Cluster, o.Sync)
+		c, err := embedded.StartLoopbackCluster(dir, "sessionbus-load", o.Cluster, o.Sync, d)
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +247,7 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 		cfg.Bus.Replicas = min(o.Cluster, 3)
 		t.name = fmt.Sprintf("%d-node in-process cluster (R%d)", o.Cluster, cfg.Bus.Replicas)
 	} else {
-		srv, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:-1", Name: "load", Sync: o.Sync})
+		srv, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:-1", Name: "load", Sync: o.Sync, Auth: d})
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +268,7 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	// the worker on the first node, a gateway on each of the next two
-	wnc, err := nats.Connect(t.urls[0], nats.Name("load worker"), nats.MaxReconnects(-1))
+	wnc, err := nats.Connect(t.urls[0], append([]nats.Option{nats.Name("load worker"), nats.MaxReconnects(-1)}, t.opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +280,7 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 	t.stopFunc = append(t.stopFunc, w.Stop)
 	for i := range 2 {
 		id := fmt.Sprintf("load-gw%d", i+1)
-		gnc, err := nats.Connect(t.urls[(i+1)%len(t.urls)], nats.Name("load "+id), nats.MaxReconnects(-1))
+		gnc, err := nats.Connect(t.urls[(i+1)%len(t.urls)], append([]nats.Option{nats.Name("load " + id), nats.MaxReconnects(-1)}, t.opts...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +309,7 @@ type loadClient struct {
 }
 
 func newLoadClient(t *loadTarget, i int) (*loadClient, error) {
-	nc, err := nats.Connect(t.urls[i%len(t.urls)], nats.Name(fmt.Sprintf("load client %d", i)), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(t.urls[i%len(t.urls)], append([]nats.Option{nats.Name(fmt.Sprintf("load client %d", i)), nats.MaxReconnects(-1)}, t.opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect load client %d to %s: %w", i, t.urls[i%len(t.urls)], err)
 	}

@@ -44,8 +44,9 @@ type Options struct {
 	// Sync is the embedded server's JetStream sync; the zero value flushes
 	// every write before acknowledging it, as serve does by default.
 	Sync embedded.Sync
-	// Auth runs the server with NATS-level auth, as `serve --auth` does.
-	Auth bool
+	// Insecure runs the server without NATS-level auth, as `serve
+	// --insecure` does; by default it runs with auth, as serve does.
+	Insecure bool
 }
 
 // Result is one benchmark's figures. Field names are the public JSON contract.
@@ -94,7 +95,7 @@ type Report struct {
 	CPUs       int    `json:"cpus"`
 	NATSServer string `json:"nats_server"`
 	Quick      bool   `json:"quick,omitempty"`
-	Auth       bool   `json:"nats_auth,omitempty"` // bench --auth
+	Auth       bool   `json:"nats_auth,omitempty"` // false under bench --insecure
 	// Internal is how the worker and gateways connect: "in-process" (as
 	// serve runs them) or "tcp" (as separate processes).
 	Internal string   `json:"internal_connections"`
@@ -217,12 +218,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer e.close()
-	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick, Internal: "in-process", Auth: o.Auth}
+	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick, Internal: "in-process", Auth: !o.Insecure}
 	if o.TCP {
 		rep.Internal = "tcp"
 	}
 	e.logf("sessionbus bench: %s, %d cpus, GOMAXPROCS %d, nats-server %s, sync %s, NATS auth %v, data in %s",
-		rep.Go, rep.CPUs, runtime.GOMAXPROCS(0), rep.NATSServer, e.sync, o.Auth, e.dir)
+		rep.Go, rep.CPUs, runtime.GOMAXPROCS(0), rep.NATSServer, e.sync, !o.Insecure, e.dir)
 	for _, s := range specs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -343,7 +344,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteTable(w io.Writer) error {
 	mode := ""
 	if r.Auth {
-		mode = ", NATS auth on (serve --auth roles)"
+		mode = ", NATS auth on (serve's roles)"
 	}
 	if r.Quick {
 		mode += " (--quick: reduced data sets)"

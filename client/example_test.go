@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/client"
 	"github.com/sessionbus/sessionbus/config"
@@ -21,15 +23,20 @@ import (
 )
 
 // exampleBus stands in for `sessionbus serve`: an embedded server on a free
-// loopback port, a tool worker, and one session with a short transcript.
-// It returns the server URL, the operator credentials file and a stop
-// function.
+// loopback port with NATS auth, a tool worker, and one session with a short
+// transcript. It returns the server URL, the admin's credentials file (what
+// serve writes to DATA/operator.creds: a NATS user and the token-signing
+// key) and a stop function.
 func exampleBus() (url, creds string, stop func()) {
 	dir, err := os.MkdirTemp("", "sessionbus-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:-1"})
+	d, err := auth.LoadOrCreate(filepath.Join(dir, auth.Dir), auth.DefaultAccount)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv, err := embedded.Start(embedded.Options{DataDir: dir, Listen: "127.0.0.1:-1", Auth: d})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -37,11 +44,23 @@ func exampleBus() (url, creds string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	creds = dir + "/" + bus.CredsFile
-	if err := op.WriteCreds(creds); err != nil {
+	admin, err := d.Mint(auth.DefaultAccount, auth.RoleAdmin, "example", "", 0)
+	if err != nil {
 		log.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.URL())
+	user, err := admin.Creds()
+	if err != nil {
+		log.Fatal(err)
+	}
+	seed, err := op.Seed()
+	if err != nil {
+		log.Fatal(err)
+	}
+	creds = filepath.Join(dir, bus.CredsFile)
+	if err := os.WriteFile(creds, append(append(user, '\n'), seed...), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL(), nats.UserCredentials(creds))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,13 +70,13 @@ func exampleBus() (url, creds string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	d := w.Deps
+	deps := w.Deps
 	transcript := strings.NewReader(`{"role":"user","content":"What is the capital of France?"}
 {"role":"assistant","content":"Paris."}`)
-	if _, err := importer.Import(ctx, d.Store, d.Transcripts, importer.ImportOptions{SessionKey: "agent:main:main", Label: "home"}, transcript, time.Now()); err != nil {
+	if _, err := importer.Import(ctx, deps.Store, deps.Transcripts, importer.ImportOptions{SessionKey: "agent:main:main", Label: "home"}, transcript, time.Now()); err != nil {
 		log.Fatal(err)
 	}
-	if err := d.Index.Sync(ctx); err != nil {
+	if err := deps.Index.Sync(ctx); err != nil {
 		log.Fatal(err)
 	}
 	return srv.URL(), creds, func() {
@@ -74,7 +93,7 @@ func Example() {
 	url, creds, stop := exampleBus()
 	defer stop()
 
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, nats.UserCredentials(creds))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -102,7 +121,7 @@ func Example() {
 func ExampleClient_SessionsHistory() {
 	url, creds, stop := exampleBus()
 	defer stop()
-	nc, _ := nats.Connect(url)
+	nc, _ := nats.Connect(url, nats.UserCredentials(creds))
 	defer nc.Close()
 	tokens, _ := client.FromCreds(creds, bus.Caller{SessionKey: "agent:main:main"}, 0)
 	c := client.New(nc, tokens)
@@ -124,7 +143,7 @@ func ExampleClient_SessionsHistory() {
 func ExampleClient_SessionsSend() {
 	url, creds, stop := exampleBus()
 	defer stop()
-	nc, _ := nats.Connect(url)
+	nc, _ := nats.Connect(url, nats.UserCredentials(creds))
 	defer nc.Close()
 	tokens, _ := client.FromCreds(creds, bus.Caller{SessionKey: "agent:main:main"}, 0)
 	c := client.New(nc, tokens)
@@ -150,7 +169,7 @@ func ExampleClient_SessionsSend() {
 func ExampleStaticToken() {
 	url, creds, stop := exampleBus()
 	defer stop()
-	nc, _ := nats.Connect(url)
+	nc, _ := nats.Connect(url, nats.UserCredentials(creds))
 	defer nc.Close()
 	op, _ := bus.LoadOperator(creds)
 	tok, _ := op.Mint(bus.Caller{SessionKey: "agent:main:main"}, time.Minute)

@@ -27,7 +27,7 @@ type Options struct {
 	DataDir  string
 	URL      string
 	Out      io.Writer
-	// Auth: serve --auth runs, so every command shown needs the admin's
+	// Auth: serve runs with NATS auth (not --insecure), so every command shown needs the admin's
 	// NATS user, which DataDir/operator.creds holds.
 	Auth bool
 }

@@ -33,7 +33,7 @@ func TestCLIContract(t *testing.T) {
 		t.Fatalf("ready line = %q", ready)
 	}
 	creds := filepath.Join(data, "operator.creds")
-	common := []string{"--server", url}
+	common := []string{"--server", url, "--creds", creds}
 
 	// gateway: an ack wait too short to heartbeat is refused before it connects
 	_, errOut, code := run(t, "", sb, "gateway", "--server", url, "--ack-wait", "200ms")
@@ -46,7 +46,7 @@ func TestCLIContract(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `line 2 is not a JSON object`) || !strings.Contains(errOut, `"code":400`) {
 		t.Fatalf("bad import: code %d stderr %s", code, errOut)
 	}
-	out, _, code := run(t, "", sb, append([]string{"call", "--creds", creds}, append(common, "sessions_list", "{}")...)...)
+	out, _, code := run(t, "", sb, append([]string{"call"}, append(common, "sessions_list", "{}")...)...)
 	if code != 0 || !strings.Contains(out, `"count": 0`) {
 		t.Fatalf("a failed import left a session: %s", out)
 	}
@@ -63,7 +63,7 @@ func TestCLIContract(t *testing.T) {
 		t.Fatal("import child failed")
 	}
 
-	out, _, code = run(t, "", sb, append([]string{"call", "--creds", creds}, append(common, "sessions_list", "{}")...)...)
+	out, _, code = run(t, "", sb, append([]string{"call"}, append(common, "sessions_list", "{}")...)...)
 	var list struct {
 		Count    int `json:"count"`
 		Sessions []struct {
@@ -73,15 +73,15 @@ func TestCLIContract(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || list.Count != 2 {
 		t.Fatalf("call sessions_list: %d %s", code, out)
 	}
-	out, _, code = run(t, "", sb, append([]string{"call", "--creds", creds, "--as", "agent:main:main", "--sandboxed"}, append(common, "sessions_list")...)...)
+	out, _, code = run(t, "", sb, append([]string{"call", "--as", "agent:main:main", "--sandboxed"}, append(common, "sessions_list")...)...)
 	if code != 0 || !strings.Contains(out, `"count": 1`) || !strings.Contains(out, `"key": "agent:main:subagent:k1"`) {
 		t.Fatalf("a sandboxed main session sees only its spawned child: %s", out)
 	}
-	_, errOut, code = run(t, "", sb, append([]string{"call", "--creds", creds}, append(common, "sessions_history", "{}")...)...)
+	_, errOut, code = run(t, "", sb, append([]string{"call"}, append(common, "sessions_history", "{}")...)...)
 	if code != 1 || strings.TrimSpace(errOut) != `{"code":400,"error":"sessionKey required"}` {
 		t.Fatalf("thrown error: %d %q", code, errOut)
 	}
-	_, errOut, code = run(t, "", sb, append([]string{"call", "--creds", creds}, append(common, "no_such_tool")...)...)
+	_, errOut, code = run(t, "", sb, append([]string{"call"}, append(common, "no_such_tool")...)...)
 	if code != 1 || !strings.Contains(errOut, `"code":404`) {
 		t.Fatalf("unknown tool: %d %q", code, errOut)
 	}
@@ -91,22 +91,29 @@ func TestCLIContract(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(tok, "ey") {
 		t.Fatalf("token: %q", tok)
 	}
+	// as the README runs them: a tool request as the admin, reads as ops
 	nats := binary(t, "nats")
-	out, errOut, code = run(t, "", nats, "-s", url, "req", "sb.tools.sessions_history", `{"sessionKey":"main"}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")
+	admin, ops := filepath.Join(data, "creds", "admin.creds"), filepath.Join(data, "creds", "ops.creds")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", admin, "req", "sb.tools.sessions_history", `{"sessionKey":"main"}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")
 	if code != 0 || !strings.Contains(out, `"content":"hello bus"`) || !strings.Contains(out, `"sessionKey":"main"`) {
 		t.Fatalf("nats req: %d %s %s", code, out, errOut)
 	}
-	out, _, code = run(t, "", nats, "-s", url, "req", "sb.tools.sessions_list", `{}`, "-H", "Sessionbus-Token:bogus")
+	out, _, code = run(t, "", nats, "-s", url, "--creds", admin, "req", "sb.tools.sessions_list", `{}`, "-H", "Sessionbus-Token:bogus")
 	if code != 0 || !strings.Contains(out, "401") {
 		t.Fatalf("nats req with a bad token: %d %s", code, out)
 	}
-	out, _, code = run(t, "", nats, "-s", url, "micro", "info", "sessionbus")
+	out, _, code = run(t, "", nats, "-s", url, "--creds", ops, "micro", "info", "sessionbus")
 	if code != 0 || !strings.Contains(out, "sb.tools.sessions_list") || !strings.Contains(out, "sb.tools.sessions_history") {
 		t.Fatalf("nats micro info: %d %s", code, out)
 	}
-	out, _, code = run(t, "", nats, "-s", url, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
+	out, _, code = run(t, "", nats, "-s", url, "--creds", ops, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
 	if code != 0 || !strings.Contains(out, `"content":"hi"`) {
 		t.Fatalf("nats stream get: %d %s", code, out)
+	}
+
+	// without credentials the server refuses the stock CLI
+	if _, errOut, code = run(t, "", nats, "-s", url, "stream", "ls"); code == 0 || !strings.Contains(errOut, "Authorization Violation") {
+		t.Fatalf("nats without --creds: %d %s", code, errOut)
 	}
 
 	// a second serve on the same data dir, and one on a taken port
@@ -138,10 +145,12 @@ func TestCLIContract(t *testing.T) {
 // port) and checks the scenario shows the tools working end to end.
 func TestServeDemo(t *testing.T) {
 	addr := freePort(t)
-	p := start(t, "serve", "--demo", "--data", t.TempDir(), "--listen", addr)
+	data := t.TempDir()
+	p := start(t, "serve", "--demo", "--data", data, "--listen", addr)
 	// up to the first nats CLI line: the scenario and the sessionbus
 	// commands of "try it yourself"
-	_, out := p.collect(t, "  nats")
+	line, out := p.collect(t, "  nats")
+	creds := filepath.Join(data, "operator.creds")
 	for _, want := range []string{
 		"ready nats://" + addr,
 		"demo: imported 6 sample sessions",
@@ -174,6 +183,8 @@ func TestServeDemo(t *testing.T) {
 		`subagents '{"action":"list"}'`,
 		`session_status '{"sessionKey":"agent:main:subagent:`,
 		`chat --server nats://` + addr,
+		// the printed commands carry the admin's credentials
+		"--creds " + creds + " sessions_list",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
@@ -211,5 +222,17 @@ func TestServeDemo(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(out)
+		return
+	}
+	// the printed nats line has credentials, and they work
+	if !strings.Contains(line, "--creds ") {
+		t.Fatalf("the nats CLI line has no credentials: %s", line)
+	}
+	nats := binary(t, "nats")
+	if out, errOut, code := run(t, "", nats, "-s", "nats://"+addr, "--creds", creds, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main"); code != 0 {
+		t.Fatalf("the printed nats command with the admin's file: %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := run(t, "", nats, "-s", "nats://"+addr, "stream", "ls"); code == 0 {
+		t.Fatalf("a nats CLI without credentials got in: %s", errOut)
 	}
 }

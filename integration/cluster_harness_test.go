@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,10 +51,7 @@ func newClusterDeployment(t *testing.T, configYAML string) *clusterDeployment {
 	if d.op, err = bus.NewOperator(); err != nil {
 		t.Fatal(err)
 	}
-	d.creds = filepath.Join(dir, "operator.creds")
-	if err := d.op.WriteCreds(d.creds); err != nil {
-		t.Fatal(err)
-	}
+	d.creds = bustest.AdminCreds(t, d.c.Deployment(), d.op)
 	return d
 }
 
@@ -64,7 +60,7 @@ func newClusterDeployment(t *testing.T, configYAML string) *clusterDeployment {
 func (d *clusterDeployment) connect(t *testing.T, name string, first int) *nats.Conn {
 	t.Helper()
 	urls := d.c.URLs()
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}
+	opts := append(bustest.Options(t, d.c.Deployment()), nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if first >= 0 {
 		urls = d.c.URL(first) + "," + urls
 		opts = append(opts, nats.DontRandomize())

@@ -22,14 +22,14 @@ import (
 // with R3 streams and buckets, writes through a third node, and keeps
 // answering after a node is shut down.
 func TestClusterR3(t *testing.T) {
-	nodes := bustest.Cluster(t, 3)
+	nodes, creds := bustest.Cluster(t, 3)
 	all := bustest.URLs(nodes)
 	cfg := config.Default()
 	cfg.Bus.Replicas = 3
 	op := bustest.Operator(t)
 	connect := func(first string) *nats.Conn {
 		// the node's own URL first, the others for failover
-		nc, err := nats.Connect(first+","+all, nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		nc, err := nats.Connect(first+","+all, append(creds, nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,10 +41,7 @@ func newDeployment(t *testing.T, configYAML string) *deployment {
 	if d.op, err = bus.NewOperator(); err != nil {
 		t.Fatal(err)
 	}
-	d.creds = filepath.Join(d.dir, "operator.creds")
-	if err := d.op.WriteCreds(d.creds); err != nil {
-		t.Fatal(err)
-	}
+	d.creds = bustest.AdminCreds(t, d.s.Deployment(), d.op)
 	return d
 }
 

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,7 +24,7 @@ func TestImportTwiceThroughCLI(t *testing.T) {
 	const key = "agent:main:twice"
 	want := []string{"imported 1000 entries", "already imported: all 1000 entries"}
 	for i, w := range want {
-		out, errOut, code := run(t, file.String(), sb, "import", "--server", url, key)
+		out, errOut, code := run(t, file.String(), sb, "import", "--server", url, "--creds", filepath.Join(data, "operator.creds"), key)
 		if code != 0 || !strings.Contains(errOut, w) {
 			t.Fatalf("import %d: code %d stderr %q, want %q", i+1, code, errOut, w)
 		}

@@ -17,7 +17,7 @@ func TestChatCLI(t *testing.T) {
 	srv.waitLine(t, "ready ")
 	url := "nats://" + addr
 	creds := filepath.Join(data, "operator.creds")
-	if _, errOut, code := run(t, `{"role":"user","content":"hi"}`, sb, "import", "--server", url, "agent:main:main"); code != 0 {
+	if _, errOut, code := run(t, `{"role":"user","content":"hi"}`, sb, "import", "--server", url, "--creds", creds, "agent:main:main"); code != 0 {
 		t.Fatalf("import: %s", errOut)
 	}
 
@@ -27,11 +27,12 @@ func TestChatCLI(t *testing.T) {
 		t.Fatalf("chat: code %d stdout %q stderr %q", code, out, errOut)
 	}
 	nats := binary(t, "nats")
-	out, errOut, code = run(t, "", nats, "-s", url, "stream", "get", "SB_DELIVER", "--last-for", "sb.deliver.terminal")
+	ops := filepath.Join(data, "creds", "ops.creds")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "stream", "get", "SB_DELIVER", "--last-for", "sb.deliver.terminal")
 	if code != 0 || !strings.Contains(out, `"message":"hello from a human"`) || !strings.Contains(out, `"to":"ana"`) {
 		t.Fatalf("delivery: %d %s %s", code, out, errOut)
 	}
-	out, errOut, code = run(t, "", nats, "-s", url, "kv", "get", "sessions", "agent.main.main", "--raw")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "kv", "get", "sessions", "agent.main.main", "--raw")
 	if code != 0 || !strings.Contains(out, `"lastChannel":"terminal"`) || !strings.Contains(out, `"lastTo":"ana"`) ||
 		!strings.Contains(out, `"deliveryContext":{"channel":"terminal","to":"ana"}`) {
 		t.Fatalf("route: %d %s %s", code, out, errOut)
@@ -54,12 +55,12 @@ func TestChatCLI(t *testing.T) {
 		t.Fatalf("token --adapter: %q", tok)
 	}
 	body := `{"sessionKey":"agent:main:main","channel":"telegram","from":"42","text":"via nats","wait":true}`
-	out, errOut, code = run(t, "", nats, "-s", url, "req", "sb.inbound", body, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "admin.creds"), "req", "sb.inbound", body, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")
 	if code != 0 || !strings.Contains(out, `"status":"ok"`) || !strings.Contains(out, `"reply":"via nats"`) {
 		t.Fatalf("nats req sb.inbound: %d %s %s", code, out, errOut)
 	}
 	agentTok, _, _ := run(t, "", sb, "token", "--creds", creds, "--as", "agent:main:main")
-	out, _, _ = run(t, "", nats, "-s", url, "req", "sb.inbound", body, "-H", "Sessionbus-Token:"+strings.TrimSpace(agentTok))
+	out, _, _ = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "admin.creds"), "req", "sb.inbound", body, "-H", "Sessionbus-Token:"+strings.TrimSpace(agentTok))
 	if !strings.Contains(out, "403") || !strings.Contains(out, "an agent cannot speak as a human") {
 		t.Fatalf("agent token on sb.inbound: %s", out)
 	}

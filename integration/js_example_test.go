@@ -50,7 +50,7 @@ func TestJSExample(t *testing.T) {
 		"agent:main:main":   `{"role":"user","content":"hello main"}`,
 		"agent:main:helper": `{"role":"user","content":"hello helper"}` + "\n" + `{"role":"assistant","content":"helper here"}`,
 	} {
-		if _, errOut, code := run(t, line, sb, "import", "--server", url, key); code != 0 {
+		if _, errOut, code := run(t, line, sb, "import", "--server", url, "--creds", filepath.Join(data, "operator.creds"), key); code != 0 {
 			t.Fatalf("import %s: %s", key, errOut)
 		}
 	}
@@ -63,7 +63,7 @@ func TestJSExample(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "example.mjs")
 	cmd.Dir = exampleDir
-	cmd.Env = append(os.Environ(), "SESSIONBUS_SERVER="+url, "SESSIONBUS_TOKEN="+strings.TrimSpace(token),
+	cmd.Env = append(os.Environ(), "SESSIONBUS_SERVER="+url, "SESSIONBUS_CREDS="+filepath.Join(data, "creds", "admin.creds"), "SESSIONBUS_TOKEN="+strings.TrimSpace(token),
 		"SESSIONBUS_AS=agent:main:main", "SESSIONBUS_SEND_TO=agent:main:helper")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

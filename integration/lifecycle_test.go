@@ -24,7 +24,7 @@ func TestLifecycleCLI(t *testing.T) {
 	url := "nats://" + addr
 	creds := filepath.Join(data, "operator.creds")
 	key := "agent:main:demo"
-	// sbRun runs sessionbus with --server (and --creds for session) after
+	// sbRun runs sessionbus with --server and --creds after
 	// the subcommand's words and before its one positional argument, if
 	// the last arg is one (a key or an archive id)
 	sbRun := func(stdin string, args ...string) (string, string, int) {
@@ -32,10 +32,7 @@ func TestLifecycleCLI(t *testing.T) {
 		if args[0] == "session" || args[0] == "archive" {
 			words = 2
 		}
-		flags := []string{"--server", url}
-		if args[0] == "session" {
-			flags = append(flags, "--creds", creds)
-		}
+		flags := []string{"--server", url, "--creds", creds}
 		words = min(words, len(args))
 		full := append(append(append([]string{}, args[:words]...), flags...), args[words:]...)
 		return run(t, stdin, sb, full...)
@@ -135,22 +132,22 @@ func TestLifecycleCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatal("token --adapter '*'")
 	}
-	out, errOut, code = run(t, "", nats, "-s", url, "req", "sb.ops.session.delete", `{"sessionKey":"agent:main:demo"}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "admin.creds"), "req", "sb.ops.session.delete", `{"sessionKey":"agent:main:demo"}`, "-H", "Sessionbus-Token:"+strings.TrimSpace(tok), "--raw")
 	if code != 0 || !strings.Contains(out, `"op":"delete"`) || !strings.Contains(out, `"entries":1`) {
 		t.Fatalf("nats req sb.ops.session.delete: %d %s %s", code, out, errOut)
 	}
 
 	// nats obj on the same store
-	out, errOut, code = run(t, "", nats, "-s", url, "obj", "ls", "archives")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "obj", "ls", "archives")
 	if code != 0 || !strings.Contains(out, resetArchive) {
 		t.Fatalf("nats obj ls archives: %d %s %s", code, out, errOut)
 	}
-	out, _, code = run(t, "", nats, "-s", url, "obj", "info", "archives", resetArchive)
+	out, _, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "obj", "info", "archives", resetArchive)
 	if code != 0 || !strings.Contains(out, "zstd") || !strings.Contains(out, key) {
 		t.Fatalf("nats obj info: %s", out)
 	}
 	zst := filepath.Join(t.TempDir(), "demo.jsonl.zst")
-	if _, errOut, code := run(t, "", nats, "-s", url, "obj", "get", "archives", resetArchive, "-O", zst); code != 0 {
+	if _, errOut, code := run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "obj", "get", "archives", resetArchive, "-O", zst); code != 0 {
 		t.Fatalf("nats obj get: %s", errOut)
 	}
 	raw, err := os.ReadFile(zst)

@@ -30,7 +30,7 @@ func TestOpenClawConfigAndStateDir(t *testing.T) {
 	}
 	want := []string{"imported 5 sessions (5 new) from 1 agents", "imported 5 sessions (0 new) from 1 agents"}
 	for i, w := range want {
-		out, errOut, code := run(t, "", sb, "import", "--server", url, "--openclaw", state)
+		out, errOut, code := run(t, "", sb, "import", "--server", url, "--creds", filepath.Join(data, "operator.creds"), "--openclaw", state)
 		if code != 0 || !strings.Contains(errOut, w) {
 			t.Fatalf("import --openclaw run %d: code %d stderr %s, want %q", i+1, code, errOut, w)
 		}
@@ -47,11 +47,11 @@ func TestOpenClawConfigAndStateDir(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"count": 4`) || !strings.Contains(out, `"key": "agent:main:matrix:channel:!ops:[2001:db8::1]"`) {
 		t.Fatalf("sessions_list after the import: code %d %s %s", code, out, errOut)
 	}
-	_, errOut, code = run(t, "", sb, "import", "--server", url, "--openclaw", t.TempDir())
+	_, errOut, code = run(t, "", sb, "import", "--server", url, "--creds", filepath.Join(data, "operator.creds"), "--openclaw", t.TempDir())
 	if code != 1 || !strings.Contains(errOut, "is not an OpenClaw state directory") || !strings.Contains(errOut, `"code":400`) {
 		t.Fatalf("import --openclaw of an empty dir: code %d stderr %s", code, errOut)
 	}
-	_, errOut, code = run(t, "", sb, "import", "--server", url, "--openclaw", state, "agent:main:x")
+	_, errOut, code = run(t, "", sb, "import", "--server", url, "--creds", filepath.Join(data, "operator.creds"), "--openclaw", state, "agent:main:x")
 	if code != 2 || !strings.Contains(errOut, "--openclaw takes no SESSIONKEY") {
 		t.Fatalf("import --openclaw with a key: code %d stderr %s", code, errOut)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -34,7 +35,7 @@ func TestOversizedRequestsDoNotStarveGoodOnes(t *testing.T) {
 	noteBad := func(err error) { badOnce.Do(func() { firstBad = err }) }
 	var wg sync.WaitGroup
 	client := func() *nats.Conn {
-		nc, err := nats.Connect(s.Server.URL())
+		nc, err := nats.Connect(s.Server.URL(), bustest.Options(t, s.Server.Deployment())...)
 		if err != nil {
 			t.Fatal(err)
 		}

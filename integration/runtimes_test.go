@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +16,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
+	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // execAgentEnv makes the test binary act as an exec agent (see
@@ -50,7 +55,14 @@ func execAgentMain() int {
 		// the token a compromised runtime would keep, for the replay test
 		_ = os.WriteFile(out, []byte(in.Token), 0o600)
 	}
-	nc, err := nats.Connect(in.NATSURL)
+	var opts []nats.Option
+	if creds := os.Getenv("SESSIONBUS_CREDS"); creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+		if inbox, err := auth.InboxOf(creds); err == nil {
+			opts = append(opts, nats.CustomInboxPrefix(inbox))
+		}
+	}
+	nc, err := nats.Connect(in.NATSURL, opts...)
 	if err != nil {
 		return reply(map[string]any{"error": "connect: " + err.Error()})
 	}
@@ -127,7 +139,8 @@ func chatStub(t *testing.T) *httptest.Server {
 func TestRuntimesCallToolsThroughTheBus(t *testing.T) {
 	stub := chatStub(t)
 	t.Setenv("SB_TEST_OPENAI_KEY", "sk-test-runtimes")
-	s, _ := sendStack(t, func(c *config.Config) {
+	execEnv := map[string]any{execAgentEnv: "1"}
+	s := handlerstest.Start(t, func(c *config.Config) {
 		c.Tools.Sessions.Visibility = "all"
 		c.Tools.AgentToAgent.Enabled = true
 		c.Tools.AgentToAgent.Allow = []string{"*"}
@@ -136,13 +149,27 @@ func TestRuntimesCallToolsThroughTheBus(t *testing.T) {
 			scriptAgent("main", map[string]any{"reply": "REPLY_SKIP"}),
 			{ID: "ex", Runtime: "exec", Exec: map[string]any{
 				"command": []string{os.Args[0]},
-				"env":     map[string]any{execAgentEnv: "1"},
+				"env":     execEnv,
 			}},
 			{ID: "oa", Runtime: "openai", OpenAI: map[string]any{
 				"baseURL": stub.URL + "/v1", "model": "stub", "apiKeyEnv": "SB_TEST_OPENAI_KEY",
 			}},
 		}
 	})
+	// the exec agent connects as an agent-role user of the server's
+	u, err := s.Server.Deployment().Mint(auth.DefaultAccount, auth.RoleAgent, "exec agent", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := u.Creds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	execEnv["SESSIONBUS_CREDS"] = filepath.Join(t.TempDir(), "agent.creds")
+	if err := os.WriteFile(execEnv["SESSIONBUS_CREDS"].(string), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gatewaytest.Start(t, s, s.Conn, "gw-test", nil, gateway.Options{})
 	now := time.Now().UnixMilli()
 	for _, key := range []string{"agent:ex:main", "agent:oa:main"} {
 		s.Put(&sessions.Entry{Key: key, AgentID: strings.Split(key, ":")[1], SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})

@@ -51,7 +51,7 @@ func TestServeCluster(t *testing.T) {
 	}
 	creds := filepath.Join(data, "operator.creds")
 
-	out, errOut, code := run(t, `{"role":"user","content":"hello cluster"}`, sb, "import", "--server", urls[1], "agent:main:main")
+	out, errOut, code := run(t, `{"role":"user","content":"hello cluster"}`, sb, "import", "--server", urls[1], "--creds", creds, "agent:main:main")
 	if code != 0 || !strings.Contains(out, `"imported": 1`) {
 		t.Fatalf("import: %d %s %s", code, out, errOut)
 	}
@@ -64,7 +64,7 @@ func TestServeCluster(t *testing.T) {
 	}
 	history()
 
-	out, errOut, code = run(t, "", nats, "-s", urls[0], "stream", "info", "SB_TRANSCRIPTS", "--json")
+	out, errOut, code = run(t, "", nats, "-s", urls[0], "--creds", filepath.Join(data, "creds", "ops.creds"), "stream", "info", "SB_TRANSCRIPTS", "--json")
 	var info struct {
 		Config struct {
 			Replicas int `json:"num_replicas"`
@@ -77,11 +77,11 @@ func TestServeCluster(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.Config.Replicas != 3 || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
 		t.Fatalf("stream info: %d %s %s", code, out, errOut)
 	}
-	out, errOut, code = run(t, "", nats, "-s", urls[0], "stream", "info", "KV_sessions", "--json")
+	out, errOut, code = run(t, "", nats, "-s", urls[0], "--creds", filepath.Join(data, "creds", "ops.creds"), "stream", "info", "KV_sessions", "--json")
 	if code != 0 || !strings.Contains(out, `"num_replicas": 3`) {
 		t.Fatalf("sessions bucket stream info: %d %s %s", code, out, errOut)
 	}
-	out, errOut, code = run(t, "", nats, "-s", urls[0], "stream", "cluster", "step-down", "SB_TRANSCRIPTS", "--force")
+	out, errOut, code = run(t, "", nats, "-s", urls[0], "--creds", filepath.Join(data, "creds", "admin.creds"), "stream", "cluster", "step-down", "SB_TRANSCRIPTS", "--force")
 	if code != 0 {
 		t.Fatalf("step-down: %d %s %s", code, out, errOut)
 	}

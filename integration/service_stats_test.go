@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
@@ -45,7 +46,8 @@ func TestMicroStatsCountEveryReply(t *testing.T) {
 	}
 
 	nats := binary(t, "nats")
-	out, errOut, code := run(t, "", nats, "-s", s.URL(), "micro", "stats", "sessionbus", "--json")
+	ops := bustest.RoleCreds(t, s.Deployment(), auth.RoleOps)
+	out, errOut, code := run(t, "", nats, "-s", s.URL(), "--creds", ops, "micro", "stats", "sessionbus", "--json")
 	if code != 0 {
 		t.Fatalf("nats micro stats: exit %d: %s %s", code, out, errOut)
 	}
@@ -80,7 +82,7 @@ func TestMicroStatsCountEveryReply(t *testing.T) {
 		t.Errorf("no sessions_list endpoint in %s", out)
 	}
 
-	out, errOut, code = run(t, "", nats, "-s", s.URL(), "micro", "info", "sessionbus", "--json")
+	out, errOut, code = run(t, "", nats, "-s", s.URL(), "--creds", ops, "micro", "info", "sessionbus", "--json")
 	var info struct {
 		Info micro.Info `json:"info"`
 	}
@@ -99,7 +101,7 @@ func TestMicroStatsCountEveryReply(t *testing.T) {
 	if len(subjects) != len(handlers.Tools(w.Deps)) {
 		t.Errorf("nats micro info lists %v; want exactly one endpoint per tool", subjects)
 	}
-	out, _, code = run(t, "", nats, "-s", s.URL(), "micro", "ls", "sessionbus")
+	out, _, code = run(t, "", nats, "-s", s.URL(), "--creds", ops, "micro", "ls", "sessionbus")
 	if code != 0 || !strings.Contains(out, "sessionbus") {
 		t.Fatalf("nats micro ls: exit %d: %s", code, out)
 	}

@@ -68,7 +68,7 @@ func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, js := bustest.ConnectURL(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, js := bustest.ConnectURL(t, url, nats.UserCredentials(filepath.Join(data, bus.CredsFile)), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	names := bus.NewNames("")
 	kv, err := js.KeyValue(t.Context(), names.RunsBucket())
 	if err != nil {
@@ -213,10 +213,7 @@ func TestWorkerAndGatewaySIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	cfg, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", slowTurns(2000))
 	op := bustest.Operator(t)
-	creds := filepath.Join(dir, bus.CredsFile)
-	if err := op.WriteCreds(creds); err != nil {
-		t.Fatal(err)
-	}
+	creds := bustest.AdminCreds(t, s.Deployment(), op)
 	tok, err := op.Mint(bus.Caller{SessionKey: mainKey}, time.Hour)
 	if err != nil {
 		t.Fatal(err)

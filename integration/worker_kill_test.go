@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,10 +26,7 @@ func TestWorkerSIGKILL(t *testing.T) {
 	s := bustest.Server(t)
 	nc, _ := bustest.Connect(t, s)
 	op := bustest.Operator(t)
-	creds := filepath.Join(t.TempDir(), "operator.creds")
-	if err := op.WriteCreds(creds); err != nil {
-		t.Fatal(err)
-	}
+	creds := bustest.AdminCreds(t, s.Deployment(), op)
 	w1 := start(t, "worker", "--server", s.URL(), "--creds", creds)
 	w1.waitLine(t, "ready ")
 	w2 := start(t, "worker", "--server", s.URL(), "--creds", creds)

@@ -26,6 +26,7 @@ import (
 // Environment of the helper process TestSIGKILLAtEachStep starts.
 const (
 	killURL    = "SB_LIFECYCLE_KILL_URL"
+	killCreds  = "SB_LIFECYCLE_KILL_CREDS"
 	killOp     = "SB_LIFECYCLE_KILL_OP" // delete | reset | archived
 	killStep   = "SB_LIFECYCLE_KILL_STEP"
 	killKey    = "agent:main:killed"
@@ -40,7 +41,7 @@ func TestKillHelper(t *testing.T) {
 	if url == "" {
 		t.Skip("helper process of TestSIGKILLAtEachStep")
 	}
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, nats.UserCredentials(os.Getenv(killCreds)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestSIGKILLAtEachStep(t *testing.T) {
 				e.ops.LockLease = killLease
 				old, entries := e.session(killKey, 1100, 1)
 				cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelper$", "-test.count=1")
-				cmd.Env = append(os.Environ(), killURL+"="+e.url, killOp+"="+op, killStep+"="+step)
+				cmd.Env = append(os.Environ(), killURL+"="+e.url, killCreds+"="+e.creds, killOp+"="+op, killStep+"="+step)
 				out, err := cmd.StdoutPipe()
 				if err != nil {
 					t.Fatal(err)

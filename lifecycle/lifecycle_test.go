@@ -27,11 +27,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // env is one deployment's stores on a fresh embedded server.
 type env struct {
-	url string
-	t   *testing.T
-	ctx context.Context
-	js  jetstream.JetStream
-	ops *Ops
+	url   string
+	creds string // for a process of the test's to connect with
+	t     *testing.T
+	ctx   context.Context
+	js    jetstream.JetStream
+	ops   *Ops
 }
 
 func newEnv(t *testing.T) *env {
@@ -61,7 +62,7 @@ func newEnv(t *testing.T) *env {
 	if ops.Claims, err = claims.Open(ctx, js, names); err != nil {
 		t.Fatal(err)
 	}
-	return &env{url: s.URL(), t: t, ctx: ctx, js: js, ops: ops}
+	return &env{url: s.URL(), creds: bustest.CredsFile(t, s.Deployment()), t: t, ctx: ctx, js: js, ops: ops}
 }
 
 // fresh is another process's Ops over the same stores, with a clock past

@@ -235,7 +235,7 @@ func TestDeliveryCounters(t *testing.T) {
 // why.
 func TestReadyz(t *testing.T) {
 	s := bustest.Server(t)
-	nc, err := nats.Connect(s.URL())
+	nc, err := nats.Connect(s.URL(), bustest.Options(t, s.Deployment())...)
 	if err != nil {
 		t.Fatal(err)
 	}

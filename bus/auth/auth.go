@@ -12,6 +12,8 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -29,7 +31,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 )
 
-// DefaultAccount is the account `serve --auth` runs its deployment in.
+// DefaultAccount is the account `serve` runs its deployment in.
 const DefaultAccount = "SB"
 
 // Dir is the directory under a data dir that holds the NATS keys.
@@ -160,6 +162,30 @@ func (d *Deployment) Accounts() []string {
 	return out
 }
 
+// AccountKey is the public key of tenant account name (the account's name
+// inside the server, where streams are looked up), or "" when the
+// deployment has no such account.
+func (d *Deployment) AccountKey(name string) string {
+	if a := d.accounts[name]; a != nil {
+		return a.pub
+	}
+	return ""
+}
+
+// RouteSecret is the password a cluster's nodes present to each other on
+// their routes: without one, any process that reaches a route port joins
+// the cluster as a peer and sees every account's traffic. It is derived
+// from the operator seed, so every node of a deployment computes the same
+// one and nothing else needs to be stored or copied.
+func (d *Deployment) RouteSecret() (string, error) {
+	seed, err := d.operator.Seed()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(append([]byte("sessionbus cluster routes\n"), seed...))
+	return hex.EncodeToString(sum[:]), nil
+}
+
 // OperatorJWT is the self-signed operator JWT the server trusts; it names
 // the system account.
 func (d *Deployment) OperatorJWT() (string, error) {
@@ -202,7 +228,7 @@ func (d *Deployment) accountList() []*account {
 
 // ServerConfig is the nats-server configuration block that trusts this
 // deployment: operator, system account, and the accounts preloaded into a
-// memory resolver. `serve --auth` applies the same settings to its embedded
+// memory resolver. `serve` applies the same settings to its embedded
 // server; on a cluster every node includes this block.
 func (d *Deployment) ServerConfig() (string, error) {
 	op, err := d.OperatorJWT()
@@ -386,7 +412,15 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 		p.Pub.Deny.Add("$JS.API.CONSUMER.DURABLE.CREATE.>",
 			"$JS.API.CONSUMER.CREATE."+runs+"."+gw, "$JS.API.CONSUMER.CREATE."+runs+"."+gw+".>",
 			"$JS.API.CONSUMER.MSG.NEXT."+runs+"."+gw)
-		p.Sub.Allow.Add(own)
+		// Every inbox, unlike the outside roles: the stock nats CLI
+		// replies to _INBOX.<random> unless given --inbox-prefix on every
+		// command, and what any reply in the account carries (stream
+		// data, tool answers) is what this role reads from the streams
+		// anyway; no credential travels over the bus. Live, the subjects
+		// the streams it reads store (transcripts, signals, session
+		// events, deliveries), never the tool or run requests, whose
+		// headers carry caller tokens.
+		p.Sub.Allow.Add("_INBOX.>", names.Transcript(">"), names.Signal(">"), names.SessionEvents(), names.Deliver(">"))
 	default:
 		// worker, gateway, admin: the deployment's own subjects, JetStream
 		// and its KV/object-store subjects, micro and inboxes. Nothing else

@@ -14,6 +14,8 @@ import (
 
 	"github.com/gofrs/flock"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/sessionbus/sessionbus/bus/auth"
 )
 
 // ClusterOptions configure a local JetStream cluster run in one process:
@@ -27,6 +29,10 @@ type ClusterOptions struct {
 	Name        string // cluster name (default sessionbus)
 	Sync        Sync   // every node's file-store sync; the zero value flushes every write
 	NoLock      bool   // skip the data-dir lock (tests own their temp dirs)
+	// Auth, when set, runs every node in operator mode trusting this
+	// deployment (as Options.Auth does for one server), and the routes
+	// authenticate with the deployment's route secret.
+	Auth *auth.Deployment
 }
 
 // Cluster is a set of clustered nats-servers in this process.
@@ -34,6 +40,10 @@ type Cluster struct {
 	mu    sync.Mutex
 	nodes []*clusterNode
 	lock  *flock.Flock
+	// account is where the deployment's streams live: the tenant account
+	// under auth, else the global account
+	account string
+	auth    *auth.Deployment
 }
 
 type clusterNode struct {
@@ -41,8 +51,7 @@ type clusterNode struct {
 	ns   *server.Server // nil while stopped
 }
 
-// globalAccount is where every stream lives: the embedded servers have no
-// accounts configured.
+// globalAccount is where every stream lives on servers without auth.
 const globalAccount = server.DEFAULT_GLOBAL_ACCOUNT
 
 // StartCluster starts len(o.ClientPorts) nodes, each listing every route
@@ -66,7 +75,16 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 	if name == "" {
 		name = "sessionbus"
 	}
-	c := &Cluster{}
+	c := &Cluster{account: globalAccount, auth: o.Auth}
+	var routeUser *url.Userinfo
+	if o.Auth != nil {
+		c.account = o.Auth.AccountKey(auth.DefaultAccount)
+		secret, err := o.Auth.RouteSecret()
+		if err != nil {
+			return nil, err
+		}
+		routeUser = url.UserPassword(routeUserName, secret)
+	}
 	if !o.NoLock {
 		l, err := lockDataDir(o.DataDir)
 		if err != nil {
@@ -76,7 +94,7 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 	}
 	var routes []*url.URL
 	for _, p := range o.RoutePorts {
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: net.JoinHostPort(host, strconv.Itoa(p))})
+		routes = append(routes, &url.URL{Scheme: "nats-route", User: routeUser, Host: net.JoinHostPort(host, strconv.Itoa(p))})
 	}
 	for i := range n {
 		for _, p := range []int{o.ClientPorts[i], o.RoutePorts[i]} {
@@ -88,7 +106,7 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 			l.Close()
 		}
 		nodeName := fmt.Sprintf("n%d", i+1)
-		c.nodes = append(c.nodes, &clusterNode{opts: server.Options{
+		nd := &clusterNode{opts: server.Options{
 			ServerName: nodeName,
 			Host:       host, Port: o.ClientPorts[i],
 			JetStream:    true,
@@ -99,7 +117,16 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 			Cluster:      server.ClusterOpts{Name: name, Host: host, Port: o.RoutePorts[i]},
 			Routes:       routes,
 			NoLog:        true, NoSigs: true,
-		}})
+		}}
+		if o.Auth != nil {
+			if err := trust(&nd.opts, o.Auth); err != nil {
+				c.Shutdown()
+				return nil, err
+			}
+			nd.opts.Cluster.Username = routeUser.Username()
+			nd.opts.Cluster.Password, _ = routeUser.Password()
+		}
+		c.nodes = append(c.nodes, nd)
 	}
 	for i := range c.nodes {
 		if err := c.Start(i); err != nil {
@@ -217,7 +244,7 @@ func (c *Cluster) MetaLeader() int {
 // stream is KV_<bucket>), or -1 while there is none.
 func (c *Cluster) StreamLeader(stream string) int {
 	for i, s := range c.running() {
-		if s.JetStreamIsStreamLeader(globalAccount, stream) {
+		if s.JetStreamIsStreamLeader(c.account, stream) {
 			return i
 		}
 	}
@@ -285,12 +312,23 @@ func (c *Cluster) StreamStates(i int) (map[string]StreamState, error) {
 	return out, nil
 }
 
+// routeUserName is the user the nodes' routes authenticate as.
+const routeUserName = "sessionbus-route"
+
+// Deployment is the deployment the nodes trust, nil without auth.
+func (c *Cluster) Deployment() *auth.Deployment { return c.auth }
+
+// Account is the server-side account name where the deployment's streams
+// live (what a server's Jsz and stream-leader queries take).
+func (c *Cluster) Account() string { return c.account }
+
 // StartLoopbackCluster starts n nodes on free loopback ports (client and
 // route), each storing under dir/n<i+1>: the cluster tests and the load
 // bench start. A port found free can be taken before the node binds it, a
-// small race that only such throwaway clusters accept.
-func StartLoopbackCluster(dir, name string, n int, sync Sync) (*Cluster, error) {
-	o := ClusterOptions{DataDir: dir, Name: name, NoLock: true, Sync: sync}
+// small race that only such throwaway clusters accept. d, when not nil,
+// runs them with auth (ClusterOptions.Auth).
+func StartLoopbackCluster(dir, name string, n int, sync Sync, d *auth.Deployment) (*Cluster, error) {
+	o := ClusterOptions{DataDir: dir, Name: name, NoLock: true, Sync: sync, Auth: d}
 	for range 2 * n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

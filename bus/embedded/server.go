@@ -130,6 +130,9 @@ func Start(opts Options) (*Server, error) {
 	return &Server{NS: ns, lock: lock, opts: opts}, nil
 }
 
+// Deployment is the deployment the server trusts, nil without auth.
+func (s *Server) Deployment() *auth.Deployment { return s.opts.Auth }
+
 // URL is the client URL (nats://host:port).
 func (s *Server) URL() string { return s.NS.ClientURL() }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 )
 
@@ -58,12 +59,8 @@ func TestServerStartErrors(t *testing.T) {
 // An in-process connection works like a TCP one and reports the server's
 // TCP URL (what a gateway hands to the exec agents it starts).
 func TestServerConnectInProcess(t *testing.T) {
-	s, err := embedded.Start(embedded.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	nc, err := s.Connect("in-process test")
+	s := bustest.Server(t)
+	nc, err := s.Connect("in-process test", bustest.Options(t, s.Deployment())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +73,7 @@ func TestServerConnectInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	tcp, err := nats.Connect(s.URL())
+	tcp, err := nats.Connect(s.URL(), bustest.Options(t, s.Deployment())...)
 	if err != nil {
 		t.Fatal(err)
 	}

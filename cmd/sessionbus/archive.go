@@ -49,7 +49,7 @@ func cmdArchive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	fs := newFlags("archive "+sub, stderr)
 	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
-	creds := fs.String("creds", defaultCreds(), "credentials file; with NATS auth, one with the admin's or ops' NATS user (serve --auth writes the admin's as operator.creds)")
+	creds := fs.String("creds", defaultCreds(), "credentials file; with NATS auth, one with the admin's or ops' NATS user (serve writes the admin's as operator.creds)")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	cfgPath := fs.String("config", "", "config file, for session.maintenance.maxDiskBytes (default: ./sessionbus.yaml or .json if present)")
 	agent, asJSON := new(string), new(bool)

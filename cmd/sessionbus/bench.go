@@ -21,7 +21,8 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	tcp := fs.Bool("tcp", false, "connect the worker and gateways over TCP loopback, as separate processes would (default: in-process, as serve runs them)")
 	syncFlag := syncFlags(fs)
-	authOn := fs.Bool("auth", false, "run the server with NATS-level auth, as serve --auth does (every connection a role's user; baselines too)")
+	insecure := fs.Bool("insecure", false, "run the server without NATS-level auth, as serve --insecure does (default: with auth, as serve runs: every connection a role's user, baselines too)")
+	_ = fs.Bool("auth", true, "accepted for older scripts: auth is on unless --insecure")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	lf := loadFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -47,7 +48,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 2
 	}
-	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp, Sync: syncMode, Auth: *authOn}
+	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp, Sync: syncMode, Insecure: *insecure}
 	if *quiet {
 		opts.Log = nil
 	}

@@ -54,6 +54,7 @@ func runLoad(lf loadFlagSet, sync embedded.Sync, asJSON, quiet bool, stdout, std
 			return 1
 		}
 		o.Operator = op
+		o.ConnectOptions = credsOptions(*lf.creds)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

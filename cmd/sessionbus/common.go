@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,6 +53,9 @@ func newLogger(stderr io.Writer, level string) *slog.Logger {
 
 func connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1)}, opts...)...)
+	if errors.Is(err, nats.ErrAuthorization) {
+		return nil, fmt.Errorf("connect to %s: %v (the server requires credentials: pass --creds FILE, e.g. DATA/operator.creds or DATA/creds/ROLE.creds of the serve's data dir, or set SESSIONBUS_CREDS)", url, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %v (is `sessionbus serve` running? pass --server)", url, err)
 	}

@@ -24,7 +24,7 @@ const credsUsage = `usage: sessionbus creds [--data DIR] [--account NAME] [--pre
 Mints a NATS credentials file for ROLE (agent, adapter, worker, gateway, ops,
 admin) with the keys in DIR/nats-auth (created on first use), or prints the
 nats-server configuration block that trusts them, or the inbox prefix a
-credentials file's user must use (nats --inbox-prefix). serve --auth uses the
+credentials file's user must use (nats --inbox-prefix). serve uses the
 same DIR and keys.
 `
 
@@ -168,7 +168,7 @@ func writeSecret(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// serveAuth finishes `serve --auth` once the server runs: one
+// serveAuth finishes `serve` (with auth) once the server runs: one
 // credentials file per role in DIR/creds, operator.creds rewritten to hold
 // the admin user first (so call, chat and import connect with it by
 // default) and the token key after it, and the options serve's own
@@ -206,6 +206,23 @@ func serveAuth(d *auth.Deployment, dataDir, prefix string, op *bus.Operator, log
 	return self.Options(), nil
 }
 
+// loadDeployment loads (or first creates) the NATS identities of the
+// deployment whose data dir is dataDir.
+func loadDeployment(dataDir string) (*auth.Deployment, error) {
+	return auth.LoadOrCreate(filepath.Join(dataDir, auth.Dir), auth.DefaultAccount)
+}
+
+// selfOptions are serve's own connect options: with d, the credentials
+// serveAuth writes (only once this serve holds the data dir); without
+// (--insecure), none, and a warning that says the server is open.
+func selfOptions(d *auth.Deployment, dataDir, listen, prefix string, op *bus.Operator, log *slog.Logger) ([]nats.Option, error) {
+	if d == nil {
+		log.Warn("NATS auth is off (--insecure): the server is unauthenticated, and any process that reaches it can read and change every session; drop --insecure to require credentials", "listen", listen)
+		return nil, nil
+	}
+	return serveAuth(d, dataDir, prefix, op, log)
+}
+
 // checkPrivateDir refuses a directory of secrets (credentials, NATS keys)
 // that others than its owner may read or enter: MkdirAll keeps the mode of
 // a directory that exists, so one made readable by hand stays so. Windows
@@ -224,7 +241,7 @@ func checkPrivateDir(dir string) error {
 	return nil
 }
 
-// checkListen refuses a non-loopback --listen without --auth: that would
+// checkListen refuses a non-loopback --listen under --insecure: that would
 // serve every transcript to anyone who can reach the port.
 func checkListen(listen string, authOn bool) error {
 	if authOn {
@@ -240,7 +257,7 @@ func checkListen(listen string, authOn bool) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("--listen %s: %s is not a loopback address, and without --auth any client that reaches it can read and change every session; add --auth, or listen on 127.0.0.1", listen, host)
+	return fmt.Errorf("--listen %s: %s is not a loopback address, and with --insecure any client that reaches it can read and change every session; drop --insecure (credentials are then required), or listen on 127.0.0.1", listen, host)
 }
 
 // credsOptions are the connect options for a command's --creds file: the

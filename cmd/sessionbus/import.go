@@ -23,7 +23,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	label := fs.String("label", "", "session label")
 	spawnedBy := fs.String("spawned-by", "", "parent session key, so the session joins its parent's tree")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
-	creds := fs.String("creds", defaultCreds(), "credentials file; with NATS auth, one with the admin's NATS user (serve --auth writes it as operator.creds)")
+	creds := fs.String("creds", defaultCreds(), "credentials file; with NATS auth, one with the admin's NATS user (serve writes it as operator.creds)")
 	openclaw := fs.String("openclaw", "", "import an OpenClaw state directory (such as ~/.openclaw): every agent's sessions and transcripts, instead of one transcript from stdin")
 	parallel := fs.Int("parallel", 8, "with --openclaw: sessions imported at once")
 	skipInvalid := fs.Bool("skip-invalid", false, "with --openclaw: import the valid sessions when some cannot be imported (they are listed), instead of refusing the store")
@@ -46,7 +46,7 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "sessionbus import: --parallel %d must be between 1 and 256\n", *parallel)
 			return 2
 		}
-		return importOpenClaw(*server, *prefix, *openclaw, openclawstore.Options{Parallel: *parallel, SkipInvalid: *skipInvalid}, stdout, stderr)
+		return importOpenClaw(*server, *creds, *prefix, *openclaw, openclawstore.Options{Parallel: *parallel, SkipInvalid: *skipInvalid}, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

@@ -28,7 +28,7 @@ func newOpsFlags(fs *flag.FlagSet) opsFlags {
 	return opsFlags{
 		server: fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL"),
 		// only reads streams and buckets: no caller token is minted
-		creds:  fs.String("creds", defaultCreds(), "credentials file: with NATS auth, one with the admin's or ops' NATS user (serve --auth writes the admin's as operator.creds); a file without a NATS user is ignored"),
+		creds:  fs.String("creds", defaultCreds(), "credentials file: with NATS auth, one with the admin's or ops' NATS user (serve writes the admin's as operator.creds); a file without a NATS user is ignored"),
 		prefix: fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)"),
 		asJSON: fs.Bool("json", false, "print JSON instead of text"),
 	}

@@ -59,7 +59,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(stderr, bus.CodeUnauthorized, err)
 		}
 	}
-	nc, err := connect(*server, "sessionbus mcp")
+	nc, err := connect(*server, "sessionbus mcp", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

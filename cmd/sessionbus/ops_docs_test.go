@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
@@ -41,6 +41,10 @@ func opsSection(t *testing.T) []string {
 	b, err := os.ReadFile("../../docs/ops.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// the page's stock-CLI reads run as ops, which the test gives them
+	if !strings.Contains(string(b), "\nexport NATS_CREDS=sessionbus-data/creds/ops.creds\n") {
+		t.Fatal("docs/ops.md does not say which credentials its nats commands read with")
 	}
 	_, sec, ok := strings.Cut(string(b), "\n## Inspect, replay and metrics\n")
 	if !ok {
@@ -88,6 +92,7 @@ func (s *syncBuffer) String() string {
 // straight into their buckets.
 type opsEnv struct {
 	url, creds string
+	opsCreds   string // what the stock nats CLI runs with: the ops role
 	queue      *runqueue.Queue
 	runs       *runs.Records
 }
@@ -116,7 +121,7 @@ func startOpsEnv(t *testing.T) *opsEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(gw.Stop)
-	e := &opsEnv{url: s.URL(), creds: filepath.Join(dir, bus.CredsFile), queue: gw.Queue(), runs: gw.Runs()}
+	e := &opsEnv{url: s.URL(), creds: bustest.AdminCreds(t, s.Deployment(), op), opsCreds: bustest.RoleCreds(t, s.Deployment(), auth.RoleOps), queue: gw.Queue(), runs: gw.Runs()}
 	e.run(t, "r1", "hello ops")
 	sl, err := signals.Open(ctx, js, bus.NewNames(""))
 	if err != nil {
@@ -232,6 +237,7 @@ func TestOpsDocsCommands(t *testing.T) {
 		case fields[0] == "nats":
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "nats", "-s", e.url}, fields[1:]...)...)
+			cmd.Env = append(os.Environ(), "NATS_CREDS="+e.opsCreds) // as the section says to export
 			b, err := cmd.CombinedOutput()
 			cancel()
 			if err != nil {
@@ -292,7 +298,7 @@ func (e *opsEnv) startWorker(t *testing.T) (addr string, stop func()) {
 		t.Fatal(err)
 	}
 	tok, _ := op.Mint(bus.Caller{SessionKey: "agent:main:main"}, time.Minute)
-	nc, _ := jetstreamConn(t, e.url)
+	nc, _ := jetstreamConn(t, e.url, e.creds)
 	bustest.WaitFor(t, time.Minute, "the metrics worker to answer a request", func() bool {
 		if _, err := bus.Call(bustest.Context(t), nc, bus.NewNames(""), tok, "sessions_list", []byte(`{}`)); err != nil {
 			t.Fatal(err)
@@ -321,9 +327,9 @@ func (e *opsEnv) startWorker(t *testing.T) (addr string, stop func()) {
 	}
 }
 
-func jetstreamConn(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
+func jetstreamConn(t *testing.T, url, creds string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := connect(url, "ops docs test")
+	nc, err := connect(url, "ops docs test", credsOptions(creds)...)
 	if err != nil {
 		t.Fatal(err)
 	}

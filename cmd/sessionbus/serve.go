@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -50,7 +49,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	noGateway := fs.Bool("no-gateway", false, "run no gateway in this process (replicas run elsewhere)")
 	runDemo := fs.Bool("demo", false, "add sample sessions, run a scenario against the tools, print commands to try")
 	syncFlag := syncFlags(fs)
-	authOn := fs.Bool("auth", false, "NATS-level auth: every connection needs a role's credentials (written to DATA/creds); see docs/security.md")
+	insecure := fs.Bool("insecure", false, "run without NATS auth: any local process may connect and read or change every session (loopback only); by default every connection needs a role's credentials, written to DATA/creds (docs/security.md)")
+	_ = fs.Bool("auth", true, "accepted for older scripts: auth is on unless --insecure")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := metricsFlag(fs)
 	grace := shutdownGraceFlag(fs)
@@ -68,21 +68,17 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	}
 	return serveFlags{
 		data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, metricsAddr: *metricsAddr,
-		noGateway: *noGateway, demo: *runDemo, auth: *authOn, nodes: *nodes, sync: syncMode, grace: *grace,
+		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, nodes: *nodes, sync: syncMode, grace: *grace,
 	}, 0
 }
 
 // cluster runs serve --cluster: f.nodes clustered nodes in this process.
 func (f serveFlags) cluster(stdout, stderr io.Writer) int {
-	if f.auth {
-		_ = failLine(stderr, "serve", fmt.Errorf("--cluster does not take --auth yet: run the cluster without it on loopback, or a real cluster with the config of docs/security.md"))
-		return 2
-	}
-	if err := checkListen(f.listen, false); err != nil {
+	if err := checkListen(f.listen, f.auth); err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 2
 	}
-	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, sync: f.sync, grace: f.grace}, stdout, stderr)
+	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, auth: f.auth, sync: f.sync, grace: f.grace}, stdout, stderr)
 }
 
 // serve runs one embedded server with the tool workers and, unless
@@ -156,13 +152,13 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 	return 0
 }
 
-// startServer starts the embedded nats-server, with NATS-level auth under
-// --auth (its deployment is returned, else nil).
+// startServer starts the embedded nats-server, with NATS-level auth unless
+// --insecure (its deployment is returned, else nil).
 func (f serveFlags) startServer() (*embedded.Server, *auth.Deployment, error) {
 	eopts := embedded.Options{DataDir: f.data, Listen: f.listen, Sync: f.sync}
 	if f.auth {
 		var err error
-		if eopts.Auth, err = auth.LoadOrCreate(filepath.Join(f.data, auth.Dir), auth.DefaultAccount); err != nil {
+		if eopts.Auth, err = loadDeployment(f.data); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -173,22 +169,14 @@ func (f serveFlags) startServer() (*embedded.Server, *auth.Deployment, error) {
 	return srv, eopts.Auth, nil
 }
 
-// connect opens this process's own connection to srv: under --auth with
-// the credentials serveAuth writes for it, else warning that anyone who
-// reaches the server may change every session.
+// connect opens this process's own connection to srv: with the
+// credentials serveAuth writes for it, or under --insecure none.
 func (f serveFlags) connect(srv *embedded.Server, deployment *auth.Deployment, cfg *config.Config, op *bus.Operator, log *slog.Logger) (*nats.Conn, error) {
-	connOpts := []nats.Option{nats.MaxReconnects(-1)}
-	if f.auth {
-		// written only once this serve holds the data dir
-		self, err := serveAuth(deployment, f.data, cfg.Bus.Prefix, op, log)
-		if err != nil {
-			return nil, err
-		}
-		connOpts = append(connOpts, self...)
-	} else {
-		log.Warn("NATS auth is off: any client that reaches the server can read and change every session; run serve --auth to require credentials", "listen", f.listen)
+	self, err := selfOptions(deployment, f.data, f.listen, cfg.Bus.Prefix, op, log)
+	if err != nil {
+		return nil, err
 	}
-	return srv.Connect("sessionbus serve", connOpts...)
+	return srv.Connect("sessionbus serve", append([]nats.Option{nats.MaxReconnects(-1)}, self...)...)
 }
 
 // startGateway gives the gateway's start a bounded time, like startWorker.

@@ -19,7 +19,7 @@ type clusterServe struct {
 	nodes                 int
 	data, listen, cfgPath string
 	logLevel              string
-	noGateway, demo       bool
+	noGateway, demo, auth bool
 	sync                  embedded.Sync
 	grace                 time.Duration
 }
@@ -63,6 +63,12 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		return 2
 	}
 	co := embedded.ClusterOptions{DataDir: o.data, Host: host, Sync: o.sync}
+	if o.auth {
+		if co.Auth, err = loadDeployment(o.data); err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
+	}
 	for i := range o.nodes {
 		co.ClientPorts = append(co.ClientPorts, port+i)
 		co.RoutePorts = append(co.RoutePorts, port+i+clusterRouteOffset)
@@ -79,7 +85,12 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	nc, err := connect(c.URLs(), "sessionbus serve --cluster")
+	self, err := selfOptions(co.Auth, o.data, o.listen, cfg.Bus.Prefix, op, log)
+	if err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
+	nc, err := connect(c.URLs(), "sessionbus serve --cluster", self...)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1

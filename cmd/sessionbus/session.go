@@ -27,7 +27,7 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	op := args[0]
 	fs := newFlags("session "+op, stderr)
 	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
-	creds := fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve --auth writes the admin's as operator.creds)")
+	creds := fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve writes the admin's as operator.creds)")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the worker (a long transcript takes a while to archive)")
 	fs.Usage = func() { usage(); fs.PrintDefaults() }

@@ -2,17 +2,23 @@
 // packages: connect, discover the service, list sessions, read a history,
 // send and wait for the reply, spawn a sub-agent and receive its announce.
 //
+//   SESSIONBUS_CREDS=sessionbus-data/creds/admin.creds \
 //   SESSIONBUS_TOKEN=$(sessionbus token --as agent:main:main) node example.mjs
 //
 // Environment:
 //   SESSIONBUS_SERVER   NATS URL (default nats://127.0.0.1:4222)
+//   SESSIONBUS_CREDS    NATS credentials file (serve requires one unless run
+//                       with --insecure); the example subscribes to its
+//                       session's announce subject: the admin role may, an
+//                       agent role may not (it receives only its own replies)
 //   SESSIONBUS_TOKEN    caller token from `sessionbus token --as KEY` (required)
 //   SESSIONBUS_AS       the session key the token speaks for (default agent:main:main)
 //   SESSIONBUS_SEND_TO  the session to send to (default agent:main:helper)
 //   SESSIONBUS_PREFIX   subject prefix, bus.prefix (default sb)
 //
 // Output: one line per step, `<step>: <fact>`; exit 1 on any failure.
-import { connect, headers } from "@nats-io/transport-node";
+import { readFileSync } from "node:fs";
+import { connect, credsAuthenticator, headers } from "@nats-io/transport-node";
 import { ServiceError, Svcm } from "@nats-io/services";
 
 const server = process.env.SESSIONBUS_SERVER || "nats://127.0.0.1:4222";
@@ -20,6 +26,7 @@ const token = process.env.SESSIONBUS_TOKEN;
 const me = process.env.SESSIONBUS_AS || "agent:main:main";
 const sendTo = process.env.SESSIONBUS_SEND_TO || "agent:main:helper";
 const prefix = process.env.SESSIONBUS_PREFIX || "sb";
+const credsFile = process.env.SESSIONBUS_CREDS;
 if (!token) {
   console.error("set SESSIONBUS_TOKEN: SESSIONBUS_TOKEN=$(sessionbus token --as " + me + ")");
   process.exit(2);
@@ -77,7 +84,11 @@ function text(message) {
 }
 
 async function main() {
-  const nc = await connect({ servers: server, name: "sessionbus js example" });
+  const opts = { servers: server, name: "sessionbus js example" };
+  if (credsFile) {
+    opts.authenticator = credsAuthenticator(readFileSync(credsFile));
+  }
+  const nc = await connect(opts);
   console.log(`connected: ${nc.getServer()}`);
 
   // Discovery: sessionbus is a NATS micro service; its endpoints are the tools.

@@ -19,8 +19,8 @@ import (
 func TestLeaderGetOnReplicatedBucket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	servers := bustest.Cluster(t, 3)
-	nc, err := nats.Connect(bustest.URLs(servers))
+	servers, opts := bustest.Cluster(t, 3)
+	nc, err := nats.Connect(bustest.URLs(servers), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

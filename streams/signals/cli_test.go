@@ -4,19 +4,23 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
 // natsCLI runs the stock nats CLI (a go.mod tool dependency) the way
 // docs/signals.md shows it.
-func natsCLI(ctx context.Context, url string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, "go", append([]string{"tool", "nats", "-s", url}, args...)...)
+func natsCLI(ctx context.Context, url, creds string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "nats", "-s", url}, args...)...)
+	cmd.Env = append(os.Environ(), "NATS_CREDS="+creds)
+	return cmd
 }
 
 // TestDocsCommands runs the commands docs/signals.md gives for reading one
@@ -24,6 +28,10 @@ func natsCLI(ctx context.Context, url string, args ...string) *exec.Cmd {
 func TestDocsCommands(t *testing.T) {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
+	ops := bustest.RoleCreds(t, s.Deployment(), auth.RoleOps) // as docs/signals.md exports
+	if doc, err := os.ReadFile("../../docs/signals.md"); err != nil || !strings.Contains(string(doc), "\nexport NATS_CREDS=sessionbus-data/creds/ops.creds\n") {
+		t.Fatalf("docs/signals.md does not say which credentials its nats commands read with (%v)", err)
+	}
 	ctx := bustest.Context(t)
 	l, err := Open(ctx, js, bus.NewNames(""))
 	if err != nil {
@@ -36,18 +44,18 @@ func TestDocsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := natsCLI(ctx, s.URL(), "stream", "get", "SB_SIGNALS", "--last-for", "sb.sig.agent.main.subagent.a").CombinedOutput()
+	out, err := natsCLI(ctx, s.URL(), ops, "stream", "get", "SB_SIGNALS", "--last-for", "sb.sig.agent.main.subagent.a").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"summary":"child run timed out"`) || !strings.Contains(string(out), "Sb-Back: 1") {
 		t.Fatalf("stream get --last-for: %v\n%s", err, out)
 	}
 	// stdout only: the CLI says what it subscribed to on stderr
-	out, err = natsCLI(ctx, s.URL(), "sub", "sb.sig.agent.main.subagent.a", "--stream", "SB_SIGNALS", "--all", "-T", "--raw").Output()
+	out, err = natsCLI(ctx, s.URL(), ops, "sub", "sb.sig.agent.main.subagent.a", "--stream", "SB_SIGNALS", "--all", "-T", "--raw").Output()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if err != nil || len(lines) != 2 || !strings.Contains(lines[0], `"dedupeKey":"m1"`) || !strings.Contains(lines[1], `"dedupeKey":"run-terminal:r1"`) {
 		t.Fatalf("sub --all -T: %v\n%s", err, out)
 	}
 
-	out, err = natsCLI(ctx, s.URL(), "kv", "get", "sigheads", "agent.main.subagent.a", "--raw").Output()
+	out, err = natsCLI(ctx, s.URL(), ops, "kv", "get", "sigheads", "agent.main.subagent.a", "--raw").Output()
 	if err != nil || !strings.Contains(string(out), `"lastSequence":3`) {
 		t.Fatalf("kv get sigheads: %v\n%s", err, out)
 	}
@@ -55,7 +63,7 @@ func TestDocsCommands(t *testing.T) {
 	// live: a core subscription sees each event as it is appended
 	live := func(subject string, publish func(i int)) string {
 		var buf bytes.Buffer
-		cmd := natsCLI(ctx, s.URL(), "sub", subject, "--count", "1", "--raw")
+		cmd := natsCLI(ctx, s.URL(), ops, "sub", subject, "--count", "1", "--raw")
 		var errBuf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &errBuf
 		if err := cmd.Start(); err != nil {

@@ -13,15 +13,16 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/bus/embedded"
 )
 
 // openOn opens the transcript store on its own connection to url, its
 // JetStream API calls under api ("" for the default). With one node's URL
 // every direct get it sends is answered by that node's replica (a queue
 // group prefers its local member).
-func openOn(t *testing.T, ctx context.Context, url, api string) *Store {
+func openOn(t *testing.T, ctx context.Context, c *embedded.Cluster, url, api string) *Store {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, bustest.Options(t, c.Deployment())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestReplicatedReadSeesAcknowledgedAppend(t *testing.T) {
 	defer cancel()
 	c := bustest.NewCluster(t, 3)
 	names := bus.NewNames("")
-	setup := openOn(t, ctx, c.URLs(), "")
+	setup := openOn(t, ctx, c, c.URLs(), "")
 	if !setup.replicated {
 		t.Fatal("an R3 transcript store reads as not replicated")
 	}
@@ -68,8 +69,8 @@ func TestReplicatedReadSeesAcknowledgedAppend(t *testing.T) {
 			break
 		}
 	}
-	w := openOn(t, ctx, c.URL(lt), "")       // the writer sits on the stream leader
-	r := openOn(t, ctx, c.URL(follower), "") // the reader on a node that follows both
+	w := openOn(t, ctx, c, c.URL(lt), "")       // the writer sits on the stream leader
+	r := openOn(t, ctx, c, c.URL(follower), "") // the reader on a node that follows both
 
 	// Several writer-reader pairs at once: concurrent proposals make the
 	// leader batch its commits, which widens the window in which a
@@ -134,9 +135,9 @@ type laggingReplica struct {
 
 const lagAPI = "$LAG.API."
 
-func newLaggingReplica(t *testing.T, url string) *laggingReplica {
+func newLaggingReplica(t *testing.T, c *embedded.Cluster, url string) *laggingReplica {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, bustest.Options(t, c.Deployment())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,9 +204,9 @@ func lagCluster(t *testing.T) (context.Context, *Store, *laggingReplica, *Store)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	c := bustest.NewCluster(t, 3)
-	w := openOn(t, ctx, c.URLs(), "")
-	lag := newLaggingReplica(t, c.URLs())
-	r := openOn(t, ctx, c.URLs(), strings.TrimSuffix(lagAPI, "."))
+	w := openOn(t, ctx, c, c.URLs(), "")
+	lag := newLaggingReplica(t, c, c.URLs())
+	r := openOn(t, ctx, c, c.URLs(), strings.TrimSuffix(lagAPI, "."))
 	if !r.replicated {
 		t.Fatal("an R3 transcript store reads as not replicated")
 	}
