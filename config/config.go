@@ -260,6 +260,19 @@ func (c *Config) SandboxModeFor(agentID string) string {
 	return SandboxOff
 }
 
+// SandboxedSession reports whether a session of agentID runs sandboxed:
+// agents.*.sandbox.mode all, or non-main for any session but the agent's
+// main one.
+func (c *Config) SandboxedSession(agentID string, isMain bool) bool {
+	switch c.SandboxModeFor(agentID) {
+	case SandboxAll:
+		return true
+	case SandboxNonMain:
+		return !isMain
+	}
+	return false
+}
+
 // Sandbox modes (agents.*.sandbox.mode, OpenClaw's names): off, non-main
 // (every session but the agent's main one runs sandboxed), all.
 const (

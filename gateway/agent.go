@@ -59,7 +59,10 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 	mint := sync.OnceValues(func() (string, error) {
 		// the token ends with the run: its timeout plus a margin, and the
 		// revocation below when the turn returns
-		token, err := g.op.Mint(bus.Caller{SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID}, min(timeout+time.Minute, bus.MaxTokenTTL))
+		// a sandboxed session's run calls tools as sandboxed, so the
+		// workers apply the sandbox clamp to what its turn may see
+		sandboxed := g.cfg.SandboxedSession(req.AgentID, req.SessionKey == g.alias.MainSessionKey(req.AgentID))
+		token, err := g.op.Mint(bus.Caller{SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID, Sandboxed: sandboxed}, min(timeout+time.Minute, bus.MaxTokenTTL))
 		if err != nil {
 			return "", &runtime.RunError{Message: "mint run token: " + err.Error()}
 		}

@@ -265,10 +265,14 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
+// A run's tool calls carry its session in the token, and under
+// sandbox.mode non-main the sandboxed mark for every session but the
+// agent's main one, so the workers clamp what a sandboxed turn sees.
 func TestToolCallsAuthenticatedAsSession(t *testing.T) {
 	e := newEnv(t)
+	e.cfg.Agents.Defaults.Sandbox.Mode = config.SandboxNonMain
 	v := bus.NewVerifier(e.op.PublicKey())
-	callers := make(chan bus.Caller, 1)
+	callers := make(chan bus.Caller, 2)
 	sub, err := e.nc.Subscribe(e.names.Tool("sessions_list"), func(m *nats.Msg) {
 		c, err := v.Verify(m.Header.Get(bus.HeaderToken))
 		if err == nil {
@@ -281,18 +285,23 @@ func TestToolCallsAuthenticatedAsSession(t *testing.T) {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	e.gateway("gw1", Options{})
-	req := e.request("agent:main:main", "main", "tool time")
-	e.submit(req)
-	if rec := e.wait(req.RunID); rec.Status != runs.OK || rec.Reply != "tool done" {
-		t.Fatalf("record %+v", rec)
-	}
-	select {
-	case c := <-callers:
-		if c.SessionKey != req.SessionKey || c.RunID != req.RunID || c.AgentID != "main" {
-			t.Fatalf("caller %+v", c)
+	for _, tc := range []struct {
+		key       string
+		sandboxed bool
+	}{{"agent:main:main", false}, {"agent:main:telegram:group:g1", true}} {
+		req := e.request(tc.key, "main", "tool time")
+		e.submit(req)
+		if rec := e.wait(req.RunID); rec.Status != runs.OK || rec.Reply != "tool done" {
+			t.Fatalf("%s: record %+v", tc.key, rec)
 		}
-	default:
-		t.Fatal("tool was not called with a valid token")
+		select {
+		case c := <-callers:
+			if c.SessionKey != req.SessionKey || c.RunID != req.RunID || c.AgentID != "main" || c.Sandboxed != tc.sandboxed {
+				t.Fatalf("%s: caller %+v, want sandboxed %v", tc.key, c, tc.sandboxed)
+			}
+		default:
+			t.Fatalf("%s: tool was not called with a valid token", tc.key)
+		}
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
@@ -124,8 +123,8 @@ func (s *spawn) checkAllowed() *spawnResult {
 			return spawnFail(rules.StatusForbidden, msg)
 		}
 	}
-	childSandboxed := sandboxedSession(d.Config, s.target, false)
-	requesterSandboxed := r.sandboxed || sandboxedSession(d.Config, s.requesterAgent, r.key == r.alias.MainSessionKey(s.requesterAgent))
+	childSandboxed := d.Config.SandboxedSession(s.target, false)
+	requesterSandboxed := r.sandboxed || d.Config.SandboxedSession(s.requesterAgent, r.key == r.alias.MainSessionKey(s.requesterAgent))
 	if requesterSandboxed && !childSandboxed {
 		return spawnFail(rules.StatusForbidden, errSpawnSandboxInherit)
 	}
@@ -228,19 +227,6 @@ func spawnAllowlistDenial(allow []string, target string) string {
 		list = strings.Join(ids, ", ")
 	}
 	return fmt.Sprintf("agentId is not allowed for sessions_spawn (allowed: %s)", list)
-}
-
-// sandboxedSession reports whether a session of agentID runs sandboxed:
-// agents.*.sandbox.mode all, or non-main for any session but the agent's
-// main one.
-func sandboxedSession(cfg *config.Config, agentID string, isMain bool) bool {
-	switch cfg.SandboxModeFor(agentID) {
-	case config.SandboxAll:
-		return true
-	case config.SandboxNonMain:
-		return !isMain
-	}
-	return false
 }
 
 // spawnDepthOf is the caller's depth: its entry's spawnDepth, else one
