@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/kv/sessions"
@@ -95,6 +95,17 @@ func listedKeys(data []byte) string {
 	return strings.Join(keys, ",")
 }
 
+// execStack is sendStack for an exec agent that calls tools: env, its
+// exec.env, gets SESSIONBUS_CREDS, an agent-role user's credentials
+// file, before the gateway starts.
+func execStack(t *testing.T, env map[string]any, edit func(*config.Config)) *handlerstest.Stack {
+	t.Helper()
+	s := handlerstest.Start(t, edit)
+	env["SESSIONBUS_CREDS"] = bustest.RoleCreds(t, s.Server.Deployment(), auth.RoleAgent)
+	gatewaytest.Start(t, s, s.Conn, "gw-test", nil, gateway.Options{})
+	return s
+}
+
 // chatStub is an OpenAI-compatible chat-completions endpoint: it asks for
 // sessions_list, then answers with what the tool returned; the announce
 // step gets ANNOUNCE_SKIP.
@@ -140,7 +151,7 @@ func TestRuntimesCallToolsThroughTheBus(t *testing.T) {
 	stub := chatStub(t)
 	t.Setenv("SB_TEST_OPENAI_KEY", "sk-test-runtimes")
 	execEnv := map[string]any{execAgentEnv: "1"}
-	s := handlerstest.Start(t, func(c *config.Config) {
+	s := execStack(t, execEnv, func(c *config.Config) {
 		c.Tools.Sessions.Visibility = "all"
 		c.Tools.AgentToAgent.Enabled = true
 		c.Tools.AgentToAgent.Allow = []string{"*"}
@@ -156,20 +167,6 @@ func TestRuntimesCallToolsThroughTheBus(t *testing.T) {
 			}},
 		}
 	})
-	// the exec agent connects as an agent-role user of the server's
-	u, err := s.Server.Deployment().Mint(auth.DefaultAccount, auth.RoleAgent, "exec agent", "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := u.Creds()
-	if err != nil {
-		t.Fatal(err)
-	}
-	execEnv["SESSIONBUS_CREDS"] = filepath.Join(t.TempDir(), "agent.creds")
-	if err := os.WriteFile(execEnv["SESSIONBUS_CREDS"].(string), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gatewaytest.Start(t, s, s.Conn, "gw-test", nil, gateway.Options{})
 	now := time.Now().UnixMilli()
 	for _, key := range []string{"agent:ex:main", "agent:oa:main"} {
 		s.Put(&sessions.Entry{Key: key, AgentID: strings.Split(key, ":")[1], SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})
