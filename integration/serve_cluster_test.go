@@ -50,6 +50,12 @@ func TestServeCluster(t *testing.T) {
 		t.Fatalf("ready line = %q", ready)
 	}
 	creds := filepath.Join(data, "operator.creds")
+	// every node requires credentials, as a single serve does
+	for _, u := range urls {
+		if _, errOut, code := run(t, "", nats, "-s", u, "stream", "ls"); code == 0 || !strings.Contains(errOut, "Authorization Violation") {
+			t.Fatalf("anonymous nats stream ls on %s: %d %s", u, code, errOut)
+		}
+	}
 
 	out, errOut, code := run(t, `{"role":"user","content":"hello cluster"}`, sb, "import", "--server", urls[1], "--creds", creds, "agent:main:main")
 	if code != 0 || !strings.Contains(out, `"imported": 1`) {

@@ -498,6 +498,29 @@ func InboxOf(path string) (string, error) {
 	return "", fmt.Errorf("credentials %s hold no NATS user (mint one with `sessionbus creds ROLE`)", path)
 }
 
+// RoleOf is the role a credentials file's NATS user was minted for (its
+// role tag), "" when the file holds no NATS user.
+func RoleOf(path string) (Role, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read credentials %s: %v", path, err)
+	}
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err != nil || !strings.HasPrefix(tok, "eyJ") {
+		return "", nil
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		return "", fmt.Errorf("credentials %s: the NATS user JWT does not decode: %v", path, err)
+	}
+	for _, t := range uc.Tags {
+		if r, ok := strings.CutPrefix(t, "role:"); ok {
+			return ParseRole(r)
+		}
+	}
+	return "", nil
+}
+
 // ConnectOptions are the options a command connects with given its
 // credentials file: none when the file holds no NATS user (a server without
 // auth), else the user's JWT and seed and the inbox its permissions allow.
@@ -516,6 +539,11 @@ func ConnectOptions(path string) ([]nats.Option, error) {
 	uc, err := jwt.DecodeUserClaims(tok)
 	if err != nil {
 		return nil, fmt.Errorf("credentials %s: the NATS user JWT does not decode: %v", path, err)
+	}
+	// the server refuses an expired user with a bare authorization
+	// violation; say which file and why
+	if uc.Expires > 0 && time.Unix(uc.Expires, 0).Before(time.Now()) {
+		return nil, fmt.Errorf("credentials %s: the NATS user expired at %s: mint a new file with `sessionbus creds ROLE`", path, time.Unix(uc.Expires, 0).UTC().Format(time.RFC3339))
 	}
 	return []nats.Option{nats.UserCredentials(path), nats.CustomInboxPrefix(InboxPrefix(uc.Subject))}, nil
 }

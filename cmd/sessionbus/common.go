@@ -53,8 +53,13 @@ func newLogger(stderr io.Writer, level string) *slog.Logger {
 
 func connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1)}, opts...)...)
-	if errors.Is(err, nats.ErrAuthorization) {
-		return nil, fmt.Errorf("connect to %s: %v (the server requires credentials: pass --creds FILE, e.g. DATA/operator.creds or DATA/creds/ROLE.creds of the serve's data dir, or set SESSIONBUS_CREDS)", url, err)
+	switch {
+	case errors.Is(err, nats.ErrAuthorization):
+		return nil, fmt.Errorf("connect to %s: %v (the server requires credentials of its own deployment: pass --creds FILE, e.g. DATA/operator.creds or DATA/creds/ROLE.creds of the serve's data dir, or set SESSIONBUS_CREDS)", url, err)
+	case errors.Is(err, nats.ErrAuthExpired):
+		return nil, fmt.Errorf("connect to %s: %v (the credentials' user has expired: mint a new file with `sessionbus creds ROLE`)", url, err)
+	case errors.Is(err, nats.ErrAuthRevoked):
+		return nil, fmt.Errorf("connect to %s: %v (the credentials' user was revoked: mint a new file with `sessionbus creds ROLE`)", url, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %v (is `sessionbus serve` running? pass --server)", url, err)

@@ -260,12 +260,25 @@ func checkListen(listen string, authOn bool) error {
 	return fmt.Errorf("--listen %s: %s is not a loopback address, and with --insecure any client that reaches it can read and change every session; drop --insecure (credentials are then required), or listen on 127.0.0.1", listen, host)
 }
 
+// checkProcessRole refuses, before connecting, credentials minted for a
+// role that cannot run a worker or gateway (agent, adapter, ops): it would
+// fail later on the first stream it may not create, with a permission
+// error that does not name the file.
+func checkProcessRole(what, path string) error {
+	r, err := auth.RoleOf(path)
+	if err != nil || r == "" || r == auth.RoleWorker || r == auth.RoleGateway || r == auth.RoleAdmin {
+		return nil // no file, or one without a NATS user: the connect says what is wrong
+	}
+	return fmt.Errorf("credentials %s are the %s role's: a %s needs DATA/creds/%s.creds (or the admin's DATA/operator.creds)", path, r, what, what)
+}
+
 // credsOptions are the connect options for a command's --creds file: the
 // NATS user in it if it has one (a server with auth), else none.
 func credsOptions(path string) []nats.Option {
 	opts, err := auth.ConnectOptions(path)
 	if err != nil {
-		slog.Warn("connecting without NATS credentials", "err", err)
+		// a file that cannot be used fails the connect with its reason
+		return []nats.Option{func(*nats.Options) error { return err }}
 	}
 	return opts
 }

@@ -37,6 +37,10 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 1
 	}
+	if err := checkProcessRole("gateway", *creds); err != nil {
+		_ = failLine(stderr, "gateway", err)
+		return 1
+	}
 	op, err := bus.LoadOperator(*creds)
 	if err != nil {
 		_ = failLine(stderr, "gateway", err)

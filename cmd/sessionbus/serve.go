@@ -214,6 +214,10 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 1
 	}
+	if err := checkProcessRole("worker", *creds); err != nil {
+		_ = failLine(stderr, "worker", err)
+		return 1
+	}
 	pub := *issuer
 	if pub == "" {
 		if pub, err = loadIssuer(*creds); err != nil {
