@@ -95,7 +95,7 @@ var checks = []check{
 	{"fs.data_dir.missing", Info, "No data dir here; its file checks did not run", dataDirMissing},
 	{"logging.redact_off", Medium, "Redaction of secrets in logs is off", redactOff},
 	{"sandbox.visibility_all", High, "Sandboxed agents run with session visibility all", visibilityAllSandboxed},
-	{"tools.profile.exec_wide", Medium, "An exec agent's tool profile is wider than coding", execProfileWide},
+	{"tools.profile.exec_wide", Medium, "An exec agent may call tools beyond the coding profile", execProfileWide},
 	{"tokens.ttl_long", Medium, "Run tokens can live longer than an hour", longTokenTTL},
 }
 

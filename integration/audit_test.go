@@ -51,7 +51,7 @@ func TestAuditServe(t *testing.T) {
 	out, errOut, code = audit(data, addr, "--json")
 	r = auditReport{}
 	if err := json.Unmarshal([]byte(out), &r); code != 1 || err != nil || r.Summary["high"] != 1 || len(r.Findings) != 1 ||
-		r.Findings[0].CheckID != "nats.auth_off" || r.Findings[0].Severity != "high" || !strings.Contains(r.Findings[0].Fix, "serve --auth") {
+		r.Findings[0].CheckID != "nats.auth_off" || r.Findings[0].Severity != "high" || !strings.Contains(r.Findings[0].Fix, "sessionbus serve") {
 		t.Fatalf("audit --json of serve without auth: exit %d %v\n%s%s", code, err, out, errOut)
 	}
 	out, _, code = audit(data, addr)
