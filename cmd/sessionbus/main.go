@@ -27,6 +27,7 @@ commands:
   version   print the version, commit and nats-server version
   schema    print the tools' JSON Schemas (parameters and results)
   mcp       serve the session tools to an MCP host (stdio, or --http on loopback)
+  audit     check a deployment and its config for open settings (exit 1 on a high finding)
 
 Run 'sessionbus <command> -h' for its flags.
 `
@@ -57,6 +58,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"version": cmdVersion,
 		"schema":  cmdSchema,
 		"mcp":     cmdMCP,
+		"audit":   cmdAudit,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
