@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 	os.Exit(bustest.CheckLeaks(m.Run()))
 }
 
-// deployment is what `serve --auth` leaves behind, built from the same
+// deployment is what `serve` leaves behind, built from the same
 // packages: a data dir 0700 with the NATS keys, operator.creds and a creds
 // dir holding the admin's and the agent's files (0600), and an embedded
 // server on it, with auth unless insecure.
@@ -234,7 +234,7 @@ func closedPort(t *testing.T) string {
 	return "nats://" + addr
 }
 
-// The defaults (what serve --auth writes, the default config, the admin's
+// The defaults (what serve writes, the default config, the admin's
 // file on loopback) give no finding at all.
 func TestAuditDefaultsClean(t *testing.T) {
 	dep := newDeployment(t, false)

@@ -13,7 +13,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/auth"
 )
 
-// CredsDir is the directory under the data dir where serve --auth writes
+// CredsDir is the directory under the data dir where serve writes
 // one credentials file per role.
 const CredsDir = "creds"
 

@@ -9,7 +9,7 @@ import (
 // The fixes of the server's checks, one place to keep them in step with
 // serve's flags.
 const (
-	fixAuth = "restart it with `sessionbus serve --auth`; for a nats-server of your own, include the block `sessionbus creds --server-config` prints (docs/security.md)"
+	fixAuth = "restart it without --insecure (`sessionbus serve` requires credentials by default); for a nats-server of your own, include the block `sessionbus creds --server-config` prints (docs/security.md)"
 	fixTLS  = "listen on loopback only (`sessionbus serve --listen 127.0.0.1:4222`), or give the nats-server TLS (a `tls { cert_file, key_file }` block) and connect with tls://"
 )
 

@@ -18,9 +18,9 @@ type auditReport struct {
 	} `json:"findings"`
 }
 
-// sessionbus audit against the real binaries: serve --auth as it starts
-// is clean (exit 0), serve without auth is a high finding (exit 1) whose
-// fix is --auth.
+// sessionbus audit against the real binaries: serve as it starts is clean
+// (exit 0), serve --insecure is a high finding (exit 1) whose fix is to
+// drop --insecure.
 func TestAuditServe(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	cfg := filepath.Join(t.TempDir(), "sessionbus.yaml")
@@ -33,29 +33,29 @@ func TestAuditServe(t *testing.T) {
 	}
 
 	data, addr := filepath.Join(t.TempDir(), "data"), freePort(t)
-	srv := start(t, "serve", "--auth", "--no-gateway", "--data", data, "--listen", addr)
+	srv := start(t, "serve", "--no-gateway", "--data", data, "--listen", addr)
 	srv.waitLine(t, "ready ")
 	out, errOut, code := audit(data, addr)
 	if code != 0 || !strings.Contains(out, "Summary: 0 high, 0 medium, 0 low, 0 info") || !strings.Contains(out, "No findings.") {
-		t.Fatalf("audit of serve --auth: exit %d\n%s%s", code, out, errOut)
+		t.Fatalf("audit of serve: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = audit(data, addr, "--json")
 	var r auditReport
 	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || len(r.Findings) != 0 || r.Summary["high"] != 0 {
-		t.Fatalf("audit --json of serve --auth: exit %d %v\n%s%s", code, err, out, errOut)
+		t.Fatalf("audit --json of serve: exit %d %v\n%s%s", code, err, out, errOut)
 	}
 
 	data, addr = filepath.Join(t.TempDir(), "data"), freePort(t)
-	srv = start(t, "serve", "--no-gateway", "--data", data, "--listen", addr)
+	srv = start(t, "serve", "--insecure", "--no-gateway", "--data", data, "--listen", addr)
 	srv.waitLine(t, "ready ")
 	out, errOut, code = audit(data, addr, "--json")
 	r = auditReport{}
 	if err := json.Unmarshal([]byte(out), &r); code != 1 || err != nil || r.Summary["high"] != 1 || len(r.Findings) != 1 ||
-		r.Findings[0].CheckID != "nats.auth_off" || r.Findings[0].Severity != "high" || !strings.Contains(r.Findings[0].Fix, "sessionbus serve") {
-		t.Fatalf("audit --json of serve without auth: exit %d %v\n%s%s", code, err, out, errOut)
+		r.Findings[0].CheckID != "nats.auth_off" || r.Findings[0].Severity != "high" || !strings.Contains(r.Findings[0].Fix, "without --insecure") {
+		t.Fatalf("audit --json of serve --insecure: exit %d %v\n%s%s", code, err, out, errOut)
 	}
 	out, _, code = audit(data, addr)
 	if code != 1 || !strings.Contains(out, "\nHIGH\nnats.auth_off  ") {
-		t.Fatalf("audit of serve without auth: exit %d\n%s", code, out)
+		t.Fatalf("audit of serve --insecure: exit %d\n%s", code, out)
 	}
 }
