@@ -222,3 +222,33 @@ func trust(sopts *server.Options, d *auth.Deployment) error {
 	sopts.AccountResolver = res
 	return nil
 }
+
+// UpdateAccount applies an account JWT to the running server, in process:
+// what a push of the account to a server does, without a system-account
+// connection. The server closes the connections of users the new claims
+// revoke and refuses their new ones. The JWT must be signed by the operator
+// the server trusts (Options.Auth) and name an account it knows; the memory
+// resolver keeps it too, so a later lookup of the account finds it.
+func (s *Server) UpdateAccount(accountJWT string) error {
+	if s.opts.Auth == nil {
+		return errors.New("update account: this server runs without NATS auth")
+	}
+	ac, err := jwt.DecodeAccountClaims(accountJWT)
+	if err != nil {
+		return fmt.Errorf("update account: %v", err)
+	}
+	if ac.Issuer != s.opts.Auth.OperatorKey() {
+		return fmt.Errorf("update account %s: signed by %s, not the trusted operator", ac.Subject, ac.Issuer)
+	}
+	acc, err := s.NS.LookupAccount(ac.Subject)
+	if err != nil {
+		return fmt.Errorf("update account %s: %v", ac.Subject, err)
+	}
+	if res := s.NS.AccountResolver(); res != nil {
+		if err := res.Store(ac.Subject, accountJWT); err != nil {
+			return fmt.Errorf("update account %s: %v", ac.Subject, err)
+		}
+	}
+	s.NS.UpdateAccountClaims(acc, ac)
+	return nil
+}
