@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -26,12 +27,17 @@ type RunUsers struct {
 	push   func(accountJWT string) error
 	now    func() time.Time // the clock the list is pruned by; tests move it
 
-	// mu makes each revocation one read-modify-push of the account's
-	// claims: two lists built side by side and pushed in either order
-	// would each drop the other's new entry.
-	mu      sync.Mutex
+	// pushMu makes each push one read-modify-push of the account's claims:
+	// two lists built side by side and pushed in either order would each
+	// drop the other's new entry. A push takes every entry added before
+	// it, so revocations that queue behind one push share the next.
+	pushMu sync.Mutex
+	pushed uint64 // the last entry (by added) a push got to the server
+
+	mu      sync.Mutex         // guards the list; held only to change or copy it
 	revoked jwt.RevocationList // user public key -> revoked at (Unix seconds)
 	expires map[string]int64   // user public key -> when its JWT expires
+	added   uint64             // entries added so far
 }
 
 // RunUsers is the per-run user issuer of account acct, for a deployment
@@ -75,13 +81,13 @@ func (r *RunUsers) Issue(runID string, ttl time.Duration) (creds []byte, inbox s
 }
 
 // revoke adds user pub (whose JWT expires at expires) to the account's
-// revocations and pushes the account. Entries of users whose JWTs have
+// revocations and pushes the account, unless a push that started after the
+// entry was added got it there already. Entries of users whose JWTs have
 // expired go first: the server refuses an expired JWT by itself and closes
 // its connections when it expires, so the list only holds users that could
 // still connect and stays as long as the runs of one run timeout.
 func (r *RunUsers) revoke(pub string, expires int64) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now().Unix()
 	for k, exp := range r.expires {
 		if exp < now {
@@ -93,16 +99,29 @@ func (r *RunUsers) revoke(pub string, expires int64) error {
 	// key is the run's alone
 	r.revoked[pub] = now
 	r.expires[pub] = expires
+	r.added++
+	mine := r.added
+	r.mu.Unlock()
+
+	r.pushMu.Lock()
+	defer r.pushMu.Unlock()
+	if r.pushed >= mine {
+		return nil // a push that started after this entry was added
+	}
+	r.mu.Lock()
 	ac := r.d.accountClaims(r.acct)
-	ac.Revocations = r.revoked
+	ac.Revocations = maps.Clone(r.revoked)
+	upto := r.added
+	r.mu.Unlock()
 	tok, err := ac.Encode(r.d.operator)
 	if err == nil {
 		err = r.push(tok)
 	}
 	if err != nil {
-		// the entry stays: the next revocation pushes it again
+		// the entry stays: the next push takes it again
 		return fmt.Errorf("revoke the run's NATS user %s (it stays valid until its JWT expires): %w", pub, err)
 	}
+	r.pushed = upto
 	return nil
 }
 
