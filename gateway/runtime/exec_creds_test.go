@@ -89,8 +89,8 @@ printf '{"reply":"%s|%s|%s|%s|%s|%s"}' "$SESSIONBUS_CREDS" "$(stat -c %a "$SESSI
 		t.Fatalf("reply %q", res.Reply)
 	}
 	path, mode, home := parts[0], parts[1], parts[2]
-	if filepath.Dir(path) != home || filepath.Base(path) != CredsFile || mode != "600" {
-		t.Fatalf("credentials at %s mode %s, want %s in the turn's directory %s, 600", path, mode, CredsFile, home)
+	if filepath.Dir(path) != home || filepath.Base(path) != credsFile || mode != "600" {
+		t.Fatalf("credentials at %s mode %s, want %s in the turn's directory %s, 600", path, mode, credsFile, home)
 	}
 	if parts[3] != u.inbox || parts[4] != "tok-123" || parts[5] != "nats://127.0.0.1:4222" {
 		t.Fatalf("environment: inbox %q token %q server %q", parts[3], parts[4], parts[5])

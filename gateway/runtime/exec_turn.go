@@ -13,8 +13,8 @@ import (
 // mid-turn), not time the process may use.
 const natsUserMargin = 30 * time.Second
 
-// CredsFile is the name of the run's credentials file in its directory.
-const CredsFile = "nats.creds"
+// credsFile is the name of the run's credentials file in its directory.
+const credsFile = "nats.creds"
 
 // execTurn is what one turn's process gets besides its stdin: its working
 // directory and environment, its credentials file, and what goes after it.
@@ -95,7 +95,7 @@ func (r *execRuntime) writeCreds(t Turn, deadline time.Time, x *execTurn) error 
 			return err
 		}
 	}
-	path := filepath.Join(dir, CredsFile)
+	path := filepath.Join(dir, credsFile)
 	if err := os.WriteFile(path, u.Creds, 0o600); err != nil {
 		return runErrorf("exec %s: write the run's credentials: %v", r.label, err)
 	}
