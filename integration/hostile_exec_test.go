@@ -81,6 +81,9 @@ func TestHostileExecAgent(t *testing.T) {
 	const planted = "sk-hostile-test-planted-key-0123456789"
 	t.Setenv("OPENAI_API_KEY", planted)
 
+	// as root the turn runs as nobody and tries the data dir and the
+	// gateway's environment, which the same user could read
+	env := `{HOSTILE_STASH: "` + stash + `"}`
 	execUser := ""
 	var nobody *user.User
 	if asRoot {
@@ -88,6 +91,7 @@ func TestHostileExecAgent(t *testing.T) {
 		if nobody, err = user.Lookup("nobody"); err != nil {
 			t.Fatal("running as root but no user nobody:", err)
 		}
+		env = `{HOSTILE_STASH: "` + stash + `", HOSTILE_DATA: "` + data + `"}`
 		execUser = "\n        user: nobody"
 	}
 	cfgPath := filepath.Join(t.TempDir(), "sessionbus.yaml")
@@ -108,7 +112,7 @@ agents:
       exec:
         command: ["` + agent + `"]
         timeoutSeconds: 60
-        env: {HOSTILE_STASH: "` + stash + `", HOSTILE_DATA: "` + data + `"}` + execUser + "\n"
+        env: ` + env + execUser + "\n"
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +250,13 @@ func checkHostileReport(t *testing.T, key string, rep map[string]string, asRoot 
 			reads++
 			want(k, v, strings.Contains(v, "no such file"))
 		case strings.HasPrefix(k, "read_data "), k == "read_gateway_environ":
-			// the same OS user may read the gateway's files: exec.user
-			// is what stops that, so only a run as nobody is checked
 			reads++
-			want(k, v, !asRoot || strings.Contains(v, "permission denied"))
+			want(k, v, strings.Contains(v, "permission denied"))
 		}
 	}
-	want("file reads tried", rep["env"], reads == 8)
+	wantReads := 4
+	if asRoot {
+		wantReads = 8
+	}
+	want("file reads tried", rep["env"], reads == wantReads)
 }

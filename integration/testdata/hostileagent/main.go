@@ -7,7 +7,8 @@
 // Beyond the environment a run gets, it reads HOSTILE_STASH (a directory
 // shared by every run: it leaves its credentials and token there for the
 // next run to try, and a detached child's report of its lingering
-// connection) and HOSTILE_DATA (the data dir, to try to read by path).
+// connection) and HOSTILE_DATA (the data dir, to try to read by path, and
+// the gateway's environment: set when the turn runs as another user).
 package main
 
 import (
@@ -121,12 +122,14 @@ func attempt(in input) map[string]string {
 	for _, p := range []string{"sessionbus-data/operator.creds", "sessionbus-data/nats-auth/operator.nk", "../sessionbus-data/operator.creds", "operator.creds"} {
 		rep["read_relative "+p] = readOutcome(p)
 	}
+	// set only when the turn runs as another user than the gateway: the
+	// same user may read both, which is what exec.user is for
 	if data := os.Getenv("HOSTILE_DATA"); data != "" {
 		for _, p := range []string{"operator.creds", "nats-auth/operator.nk", "creds/admin.creds"} {
 			rep["read_data "+p] = readOutcome(filepath.Join(data, p))
 		}
+		rep["read_gateway_environ"] = readOutcome(fmt.Sprintf("/proc/%d/environ", os.Getppid()))
 	}
-	rep["read_gateway_environ"] = readOutcome(fmt.Sprintf("/proc/%d/environ", os.Getppid()))
 	rep["env"] = strings.Join(os.Environ(), "\n")
 	rep["uid"] = fmt.Sprint(os.Getuid())
 	if stash != "" {
