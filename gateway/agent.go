@@ -101,6 +101,9 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 		ToolsSubject: g.names.ToolsGroup(),
 		AllowedTools: sessionTools(g.cfg, req.SessionKey, sess),
 	}
+	var endUser func()
+	turn.NATSUser, endUser = g.runUserFor(req.AgentID, req.RunID)
+	defer endUser()
 	res, err := rt.Run(tctx, turn, tools)
 	if err != nil && tctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 		return res, &runtime.RunError{Message: fmt.Sprintf("run timed out after %ds", secs), Timeout: true}

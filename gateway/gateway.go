@@ -65,6 +65,9 @@ type Options struct {
 	// Observer is told of runs and deliveries (metrics); nil observes
 	// nothing.
 	Observer Observer
+	// RunCredentials, when set, gives each exec run a NATS user of its
+	// own, revoked when its turn returns; nil: exec runs get none.
+	RunCredentials RunCredentials
 }
 
 // Gateway is one running gateway replica.
@@ -244,6 +247,7 @@ func newGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, id string, 
 		g.wantsHistory[a.ID] = a.Runtime != "" && a.Runtime != runtime.KindScript
 		g.needsToken[a.ID] = a.Runtime == runtime.KindExec
 	}
+	g.noteRunUsers(o)
 	g.alias = rules.ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
 	if g.echo, err = runtime.New(config.Agent{ID: "echo"}); err != nil {
 		return nil, err

@@ -23,8 +23,7 @@ import (
 // after the turn fails, through a real connection to the worker.
 func TestRunTokenRevokedWhenTheRunEnds(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	env := map[string]any{execAgentEnv: "1", execAgentTokenOut: tokenFile}
-	s := execStack(t, env, func(c *config.Config) {
+	s, _ := sendStack(t, func(c *config.Config) {
 		c.Tools.Sessions.Visibility = "all"
 		c.Tools.AgentToAgent.Enabled = true
 		c.Tools.AgentToAgent.Allow = []string{"*"}
@@ -33,7 +32,7 @@ func TestRunTokenRevokedWhenTheRunEnds(t *testing.T) {
 			scriptAgent("main", map[string]any{"reply": "REPLY_SKIP"}),
 			{ID: "ex", Runtime: "exec", Exec: map[string]any{
 				"command": []string{os.Args[0]},
-				"env":     env,
+				"env":     map[string]any{execAgentEnv: "1", execAgentTokenOut: tokenFile},
 			}},
 		}
 	})

@@ -16,12 +16,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
-	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // execAgentEnv makes the test binary act as an exec agent (see
@@ -95,17 +91,6 @@ func listedKeys(data []byte) string {
 	return strings.Join(keys, ",")
 }
 
-// execStack is sendStack for an exec agent that calls tools: env, its
-// exec.env, gets SESSIONBUS_CREDS, an agent-role user's credentials
-// file, before the gateway starts.
-func execStack(t *testing.T, env map[string]any, edit func(*config.Config)) *handlerstest.Stack {
-	t.Helper()
-	s := handlerstest.Start(t, edit)
-	env["SESSIONBUS_CREDS"] = bustest.RoleCreds(t, s.Server.Deployment(), auth.RoleAgent)
-	gatewaytest.Start(t, s, s.Conn, "gw-test", nil, gateway.Options{})
-	return s
-}
-
 // chatStub is an OpenAI-compatible chat-completions endpoint: it asks for
 // sessions_list, then answers with what the tool returned; the announce
 // step gets ANNOUNCE_SKIP.
@@ -150,8 +135,7 @@ func chatStub(t *testing.T) *httptest.Server {
 func TestRuntimesCallToolsThroughTheBus(t *testing.T) {
 	stub := chatStub(t)
 	t.Setenv("SB_TEST_OPENAI_KEY", "sk-test-runtimes")
-	execEnv := map[string]any{execAgentEnv: "1"}
-	s := execStack(t, execEnv, func(c *config.Config) {
+	s, _ := sendStack(t, func(c *config.Config) {
 		c.Tools.Sessions.Visibility = "all"
 		c.Tools.AgentToAgent.Enabled = true
 		c.Tools.AgentToAgent.Allow = []string{"*"}
@@ -160,7 +144,7 @@ func TestRuntimesCallToolsThroughTheBus(t *testing.T) {
 			scriptAgent("main", map[string]any{"reply": "REPLY_SKIP"}),
 			{ID: "ex", Runtime: "exec", Exec: map[string]any{
 				"command": []string{os.Args[0]},
-				"env":     execEnv,
+				"env":     map[string]any{execAgentEnv: "1"},
 			}},
 			{ID: "oa", Runtime: "openai", OpenAI: map[string]any{
 				"baseURL": stub.URL + "/v1", "model": "stub", "apiKeyEnv": "SB_TEST_OPENAI_KEY",

@@ -195,6 +195,9 @@ func (d *Deployment) OperatorJWT() (string, error) {
 	return oc.Encode(d.operator)
 }
 
+// OperatorKey is the operator's public key: the issuer of every account JWT.
+func (d *Deployment) OperatorKey() string { return d.opPub }
+
 // SystemAccount is the system account's public key.
 func (d *Deployment) SystemAccount() string { return d.system.pub }
 
@@ -204,18 +207,25 @@ func (d *Deployment) SystemAccount() string { return d.system.pub }
 func (d *Deployment) AccountJWTs() (map[string]string, error) {
 	out := map[string]string{}
 	for _, a := range append([]*account{d.system}, d.accountList()...) {
-		ac := jwt.NewAccountClaims(a.pub)
-		ac.Name = a.name
-		if a != d.system {
-			ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1, MemoryMaxStreamBytes: -1, DiskMaxStreamBytes: -1}
-		}
-		s, err := ac.Encode(d.operator)
+		s, err := d.accountClaims(a).Encode(d.operator)
 		if err != nil {
 			return nil, err
 		}
 		out[a.pub] = s
 	}
 	return out, nil
+}
+
+// accountClaims are the claims of account a as the servers are given them
+// at start; RunUsers adds revocations to the same claims, so an update
+// changes nothing else.
+func (d *Deployment) accountClaims(a *account) *jwt.AccountClaims {
+	ac := jwt.NewAccountClaims(a.pub)
+	ac.Name = a.name
+	if a != d.system {
+		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1, MaxAckPending: -1, MemoryMaxStreamBytes: -1, DiskMaxStreamBytes: -1}
+	}
+	return ac
 }
 
 func (d *Deployment) accountList() []*account {
@@ -263,6 +273,8 @@ type User struct {
 	Seed  string
 	Pub   string
 	Inbox string // the inbox prefix it must use (nats.CustomInboxPrefix)
+	// Expires is when the JWT expires (Unix seconds), 0 for never.
+	Expires int64
 }
 
 // InboxPrefix is the only inbox a user with public key pub may subscribe
@@ -334,7 +346,7 @@ func (d *Deployment) mint(acct string, role Role, channel, name, prefix string, 
 	if err != nil {
 		return nil, err
 	}
-	return &User{JWT: tok, Seed: string(seed), Pub: pub, Inbox: InboxPrefix(pub)}, nil
+	return &User{JWT: tok, Seed: string(seed), Pub: pub, Inbox: InboxPrefix(pub), Expires: uc.Expires}, nil
 }
 
 // ClientPayload is the largest message an agent or adapter connection may

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/sessionbus/sessionbus/bus/auth"
@@ -314,6 +315,32 @@ func (c *Cluster) StreamStates(i int) (map[string]StreamState, error) {
 
 // routeUserName is the user the nodes' routes authenticate as.
 const routeUserName = "sessionbus-route"
+
+// UpdateAccount is Server.UpdateAccount on every running node; a stopped
+// node gets it when it starts again (its resolver keeps it).
+func (c *Cluster) UpdateAccount(accountJWT string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nd := range c.nodes {
+		ns := nd.ns
+		if ns == nil {
+			if res, ok := nd.opts.AccountResolver.(*server.MemAccResolver); ok && c.auth != nil {
+				ac, err := jwt.DecodeAccountClaims(accountJWT)
+				if err != nil {
+					return fmt.Errorf("update account: %v", err)
+				}
+				if err := res.Store(ac.Subject, accountJWT); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := updateAccount(ns, c.auth, accountJWT); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Deployment is the deployment the nodes trust, nil without auth.
 func (c *Cluster) Deployment() *auth.Deployment { return c.auth }

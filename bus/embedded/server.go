@@ -225,3 +225,40 @@ func trust(sopts *server.Options, d *auth.Deployment) error {
 	sopts.AccountResolver = res
 	return nil
 }
+
+// UpdateAccount applies an account JWT to the running server, in process:
+// what a push of the account to a server does, without a system-account
+// connection. The server closes the connections of users the new claims
+// revoke and refuses their new ones. The JWT must be signed by the operator
+// the server trusts (Options.Auth) and name an account it knows; the memory
+// resolver keeps it too, so a later lookup of the account finds it.
+func (s *Server) UpdateAccount(accountJWT string) error {
+	return updateAccount(s.NS, s.opts.Auth, accountJWT)
+}
+
+// updateAccount applies a new account JWT of d's operator to ns: into its
+// memory resolver (a node restarted in this process starts with it) and
+// into the running account, whose revocations close live connections.
+func updateAccount(ns *server.Server, d *auth.Deployment, accountJWT string) error {
+	if d == nil {
+		return errors.New("update account: this server runs without NATS auth")
+	}
+	ac, err := jwt.DecodeAccountClaims(accountJWT)
+	if err != nil {
+		return fmt.Errorf("update account: %v", err)
+	}
+	if ac.Issuer != d.OperatorKey() {
+		return fmt.Errorf("update account %s: signed by %s, not the trusted operator", ac.Subject, ac.Issuer)
+	}
+	acc, err := ns.LookupAccount(ac.Subject)
+	if err != nil {
+		return fmt.Errorf("update account %s: %v", ac.Subject, err)
+	}
+	if res := ns.AccountResolver(); res != nil {
+		if err := res.Store(ac.Subject, accountJWT); err != nil {
+			return fmt.Errorf("update account %s: %v", ac.Subject, err)
+		}
+	}
+	ns.UpdateAccountClaims(acc, ac)
+	return nil
+}

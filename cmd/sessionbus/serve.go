@@ -135,7 +135,12 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 		gw.Stop()
 	}()
 	if !f.noGateway {
-		if gw, err = startGateway(nc, cfg, op, log, pm.gateway()); err != nil {
+		runCreds, err := runCredentials(srv.UpdateAccount, deployment, cfg.Bus.Prefix)
+		if err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
+		if gw, err = startGateway(nc, cfg, op, log, gateway.Options{Observer: pm.gateway(), RunCredentials: runCreds}); err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve:", err)
 			return 1
 		}
@@ -180,10 +185,10 @@ func (f serveFlags) connect(srv *embedded.Server, deployment *auth.Deployment, c
 }
 
 // startGateway gives the gateway's start a bounded time, like startWorker.
-func startGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, log *slog.Logger, obs gateway.Observer) (*gateway.Gateway, error) {
+func startGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, log *slog.Logger, o gateway.Options) (*gateway.Gateway, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return gateway.StartWithOptions(ctx, nc, cfg, op, "serve", log, gateway.Options{Observer: obs})
+	return gateway.StartWithOptions(ctx, nc, cfg, op, "serve", log, o)
 }
 
 // runDemo runs the --demo scenario against the tools.

@@ -96,6 +96,11 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
+	runCreds, err := runCredentials(c.UpdateAccount, co.Auth, cfg.Bus.Prefix)
+	if err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
 	// Right after the first election the meta leader can still move and
 	// R3 creates can fail: retry within the start-up minute.
 	var w *handlers.Worker
@@ -107,7 +112,7 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		}
 		if err == nil && gw == nil && !o.noGateway {
 			gctx, gcancel := context.WithTimeout(context.Background(), 30*time.Second)
-			gw, err = gateway.Start(gctx, nc, cfg, op, "serve", log)
+			gw, err = gateway.StartWithOptions(gctx, nc, cfg, op, "serve", log, gateway.Options{RunCredentials: runCreds})
 			gcancel()
 		}
 		if err == nil {

@@ -39,6 +39,9 @@ type execConfig struct {
 	// Env is a mapping or a list of "NAME=value" strings; see parseEnv.
 	Env any    `mapstructure:"env"`
 	Dir string `mapstructure:"dir"`
+	// User runs each turn as this OS user (a name or a numeric uid); the
+	// gateway must be root.
+	User string `mapstructure:"user"`
 }
 
 type execRuntime struct {
@@ -47,6 +50,7 @@ type execRuntime struct {
 	env     []string // appended to the filtered gateway environment
 	timeout time.Duration
 	label   string // for messages: the command as configured
+	as      *runAs // exec.user; nil: the gateway's own user
 }
 
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -85,6 +89,11 @@ func newExec(key string, raw map[string]any) (*execRuntime, error) {
 	r.argv = append([]string{prog}, c.Command[1:]...)
 	if r.env, err = parseEnv(key+".env", c.Env); err != nil {
 		return nil, err
+	}
+	if strings.TrimSpace(c.User) != "" {
+		if r.as, err = lookupRunAs(key+".user", c.User); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -202,6 +211,9 @@ type execInput struct {
 	NATSURL           string            `json:"natsUrl"`
 	Token             string            `json:"token"`
 	ToolsSubject      string            `json:"toolsSubject"`
+	// the run's own NATS user, on a server with NATS auth
+	NATSCreds string `json:"natsCreds,omitempty"`
+	NATSInbox string `json:"natsInbox,omitempty"`
 }
 
 // execOutput is the one JSON object an exec agent writes on stdout.
@@ -214,22 +226,34 @@ type execOutput struct {
 // Run starts one process for the turn. The process runs in its own process
 // group, so a timeout kills whatever it started too, not just the leader.
 func (r *execRuntime) Run(ctx context.Context, t Turn, _ Tools) (*Result, error) {
-	res, err := r.run(ctx, t)
+	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	deadline, _ := runCtx.Deadline()
+	x, err := r.prepare(t, deadline)
+	if err != nil {
+		return nil, err
+	}
+	defer x.cleanup()
+	res, err := r.run(ctx, runCtx, t, x)
 	var re *RunError
 	if errors.As(err, &re) && re.Message != "" {
 		// Run errors travel far (run records, a sender's sessions_send
-		// result); an agent that prints its stdin must not leak its token,
-		// which would let another session act as this one until it expires.
-		re.Message = scrub(re.Message, t.Token)
+		// result); an agent that prints its stdin or credentials must not
+		// leak its token or NATS seed, which would let another session act
+		// as this one until they expire.
+		re.Message = scrubAll(re.Message, x.secrets)
 	}
 	return res, err
 }
 
-func (r *execRuntime) run(ctx context.Context, t Turn) (*Result, error) {
+// run runs the turn's process until it exits or runCtx ends; ctx is the
+// run's own context (a kill or a shutdown), runCtx adds exec.timeoutSeconds.
+func (r *execRuntime) run(ctx, runCtx context.Context, t Turn, x *execTurn) (*Result, error) {
 	in := execInput{
 		SessionKey: t.SessionKey, AgentID: t.AgentID, RunID: t.RunID,
 		Message: t.Message, Prompt: t.Prompt, ExtraSystemPrompt: t.ExtraSystemPrompt,
 		Messages: t.History, NATSURL: t.NATSURL, Token: t.Token, ToolsSubject: t.ToolsSubject,
+		NATSCreds: x.creds, NATSInbox: x.inbox,
 	}
 	if in.Messages == nil {
 		in.Messages = []json.RawMessage{}
@@ -242,29 +266,17 @@ func (r *execRuntime) run(ctx context.Context, t Turn) (*Result, error) {
 		return nil, runErrorf("exec %s: encoding the turn: %v (a history message is not valid JSON)", r.label, err)
 	}
 
-	dir, home := r.dir, ""
-	if dir == "" {
-		// a directory of the turn's own, removed after it: not the
-		// gateway's working directory, which by default holds the data
-		// dir (credentials, keys)
-		if dir, err = os.MkdirTemp("", "sessionbus-run-"); err != nil {
-			return nil, runErrorf("exec %s: make the turn's working directory: %v", r.label, err)
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-		home = dir
-	}
-	runCtx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
 	cmd := exec.CommandContext(runCtx, r.argv[0], r.argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = childEnv(home, r.env)
+	cmd.Dir = x.dir
+	cmd.Env = x.env
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &capWriter{max: maxExecStdout}
-	// The extra len(token) bytes make sure a token overlapping the quoted
-	// tail is whole in the buffer, so scrubbing can find it.
-	stderr := &tailWriter{max: stderrTail + len(t.Token), token: t.Token}
+	// The extra bytes make sure a secret overlapping the quoted tail is
+	// whole in the buffer, so scrubbing can find it.
+	stderr := &tailWriter{max: stderrTail + longest(x.secrets), secrets: x.secrets}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	ownGroup(cmd)
+	r.as.apply(cmd)
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = execWaitDelay
 
@@ -295,7 +307,7 @@ func (r *execRuntime) run(ctx context.Context, t Turn) (*Result, error) {
 	if stdout.overflow {
 		return nil, runErrorf("exec %s: stdout exceeded %d MiB; write one JSON object {\"reply\": \"...\"}%s", r.label, maxExecStdout>>20, stderr.suffix())
 	}
-	out, perr := parseExecOutput(stdout.buf.Bytes(), t.Token)
+	out, perr := parseExecOutput(stdout.buf.Bytes(), x.secrets)
 	if perr != nil {
 		return nil, runErrorf("exec %s: exit status 0 but %v%s", r.label, perr, stderr.suffix())
 	}
@@ -307,9 +319,9 @@ func (r *execRuntime) run(ctx context.Context, t Turn) (*Result, error) {
 	return res, nil
 }
 
-func parseExecOutput(b []byte, token string) (*execOutput, error) {
+func parseExecOutput(b []byte, secrets []string) (*execOutput, error) {
 	want := `want one JSON object {"reply": "..."}`
-	began := func() string { return quoteShort(scrub(string(b), token)) }
+	began := func() string { return quoteShort(scrubAll(string(b), secrets)) }
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("stdout was empty; " + want)
 	}
@@ -343,9 +355,10 @@ var inheritedEnv = []string{"PATH", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME",
 
 // childEnv is a turn's environment: inheritedEnv and LC_* from the
 // gateway's, HOME and TMPDIR set to the turn's own directory when it has
-// one, then exec.env (an entry without "=" passes on the gateway's value of
-// that name, when it has one).
-func childEnv(home string, extra []string) []string {
+// one, USER, LOGNAME and (without its own directory) HOME of exec.user
+// when set, then exec.env (an entry without "=" passes on the gateway's
+// value of that name, when it has one). A later entry of a name wins.
+func childEnv(home string, as *runAs, extra []string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -353,10 +366,16 @@ func childEnv(home string, extra []string) []string {
 			out = append(out, kv)
 		}
 	}
-	if home != "" {
+	switch h, ok := os.LookupEnv("HOME"); {
+	case home != "":
 		out = append(out, "HOME="+home, "TMPDIR="+home)
-	} else if h, ok := os.LookupEnv("HOME"); ok {
+	case as != nil:
+		out = append(out, "HOME="+as.home)
+	case ok:
 		out = append(out, "HOME="+h)
+	}
+	if as != nil {
+		out = append(out, "USER="+as.name, "LOGNAME="+as.name)
 	}
 	for _, kv := range extra {
 		if strings.Contains(kv, "=") {
@@ -392,7 +411,7 @@ type tailWriter struct {
 	buf     []byte
 	max     int
 	dropped bool
-	token   string // scrubbed from the rendered tail
+	secrets []string // scrubbed from the rendered tail
 }
 
 func (w *tailWriter) Write(p []byte) (int, error) {
@@ -413,7 +432,7 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 // suffix renders the last stderrTail bytes for a run error, "" when stderr
 // was silent.
 func (w *tailWriter) suffix() string {
-	b := scrubBytes(w.buf, w.token)
+	b := []byte(scrubAll(string(w.buf), w.secrets))
 	dropped := w.dropped
 	if len(b) > stderrTail {
 		b, dropped = b[len(b)-stderrTail:], true

@@ -337,7 +337,7 @@ func TestExecConfigErrors(t *testing.T) {
 		{"env value mapping", map[string]any{"command": []any{script}, "env": map[string]any{"x": map[string]any{}}}, `agents.list[ops].exec.env.x: must be a string, got a mapping`},
 		{"env list item", map[string]any{"command": []any{script}, "env": []any{"NO EQUALS"}}, `agents.list[ops].exec.env[0]: must be a "NAME=value" string, or a "NAME" to pass on the gateway's own value, got the string "NO EQUALS"`},
 		{"env string", map[string]any{"command": []any{script}, "env": "A=b"}, `agents.list[ops].exec.env: must be a mapping {NAME: value} or a list of "NAME=value"`},
-		{"unknown key", map[string]any{"command": []any{script}, "timeout": 5}, `agents.list[ops].exec: unknown key(s) timeout (known: command, timeoutSeconds, env, dir)`},
+		{"unknown key", map[string]any{"command": []any{script}, "timeout": 5}, `agents.list[ops].exec: unknown key(s) timeout (known: command, timeoutSeconds, env, dir, user)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

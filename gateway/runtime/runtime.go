@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sessionbus/sessionbus/config"
 )
@@ -56,9 +57,20 @@ type Turn struct {
 	NATSURL      string
 	Token        string
 	ToolsSubject string // e.g. "sb.tools"; exec sends the default prefix's when empty
+	// NATSUser, when set, issues the turn's process a NATS user of its own
+	// that lives at most ttl: the exec runtime calls it once per turn and
+	// hands the process the credentials file. The gateway revokes the user
+	// when Run returns. nil (a server without NATS auth): no file.
+	NATSUser func(ttl time.Duration) (*NATSUser, error)
 	// AllowedTools names the session tools this turn may call (the
 	// session's tool policy, rules.SessionTools); nil offers every tool.
 	AllowedTools []string
+}
+
+// NATSUser is a turn's own NATS identity.
+type NATSUser struct {
+	Creds []byte // a credentials file (the user's JWT and seed), as nats --creds reads it
+	Inbox string // the only inbox prefix the user may subscribe to
 }
 
 // ToolCall records one tool invocation made during a turn.
