@@ -27,10 +27,14 @@ type ClusterOptions struct {
 	Name        string // cluster name (default sessionbus)
 	Sync        Sync   // every node's file-store sync; the zero value flushes every write
 	NoLock      bool   // skip the data-dir lock (tests own their temp dirs)
+	// TLS, when set, requires TLS on every node's client port and on the
+	// routes between the nodes.
+	TLS *TLS
 }
 
 // Cluster is a set of clustered nats-servers in this process.
 type Cluster struct {
+	tls   *nodeTLS // nil without TLS
 	mu    sync.Mutex
 	nodes []*clusterNode
 	lock  *flock.Flock
@@ -73,6 +77,10 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 			return nil, err
 		}
 		c.lock = l
+	}
+	if err := c.useTLS(o.TLS, host); err != nil {
+		c.Shutdown()
+		return nil, err
 	}
 	var routes []*url.URL
 	for _, p := range o.RoutePorts {
@@ -123,7 +131,7 @@ func (c *Cluster) Name(i int) string { return c.nodes[i].opts.ServerName }
 // URL is node i's client URL, known while it is stopped too.
 func (c *Cluster) URL(i int) string {
 	o := c.nodes[i].opts
-	return "nats://" + net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+	return c.scheme() + "://" + net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
 }
 
 // URLs lists every node's client URL, for nats.Connect.
@@ -154,6 +162,7 @@ func (c *Cluster) Start(i int) error {
 		return nil
 	}
 	opts := nd.opts
+	c.nodeOptions(&opts)
 	ns, err := server.NewServer(&opts)
 	if err != nil {
 		return fmt.Errorf("start node %s: %v", nd.opts.ServerName, err)
