@@ -70,6 +70,9 @@ type LoadOptions struct {
 	// Calls, when positive, ends each client after that many calls (tests:
 	// an exact amount of work instead of a duration).
 	Calls int
+	// ConnectOptions are every connection's options against Server (its
+	// credentials).
+	ConnectOptions []nats.Option
 }
 
 // LoadTool is one tool's figures over a load run.
@@ -102,6 +105,7 @@ type LoadReport struct {
 // loadTarget is what the clients talk to, and how to stop what was started.
 type loadTarget struct {
 	urls     []string // a client i connects to urls[i%len]
+	opts     []nats.Option
 	op       *bus.Operator
 	name     string
 	sync     string
@@ -194,7 +198,7 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 		if o.Operator == nil {
 			return nil, errors.New("load against --server needs its operator credentials (--creds)")
 		}
-		return &loadTarget{urls: strings.Split(o.Server, ","), op: o.Operator, name: "server " + o.Server, sync: "as the server is configured"}, nil
+		return &loadTarget{urls: strings.Split(o.Server, ","), opts: o.ConnectOptions, op: o.Operator, name: "server " + o.Server, sync: "as the server is configured"}, nil
 	}
 	t = &loadTarget{}
 	defer func() {
@@ -287,7 +291,7 @@ type loadClient struct {
 }
 
 func newLoadClient(t *loadTarget, i int) (*loadClient, error) {
-	nc, err := nats.Connect(t.urls[i%len(t.urls)], nats.Name(fmt.Sprintf("load client %d", i)), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(t.urls[i%len(t.urls)], append([]nats.Option{nats.Name(fmt.Sprintf("load client %d", i)), nats.MaxReconnects(-1)}, t.opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect load client %d to %s: %w", i, t.urls[i%len(t.urls)], err)
 	}

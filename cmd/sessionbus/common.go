@@ -53,7 +53,7 @@ func newLogger(stderr io.Writer, level string) *slog.Logger {
 func connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1)}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %v (is `sessionbus serve` running? pass --server)", url, err)
+		return nil, fmt.Errorf("connect to %s: %w (is `sessionbus serve` running? pass --server)", url, err)
 	}
 	return nc, nil
 }

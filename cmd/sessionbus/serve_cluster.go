@@ -22,6 +22,7 @@ type clusterServe struct {
 	noGateway, demo       bool
 	sync                  embedded.Sync
 	grace                 time.Duration
+	tls                   *embedded.TLS // nil: no TLS
 }
 
 // clusterRouteOffset puts node i's route listener this far above its
@@ -62,7 +63,7 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", fmt.Errorf("bus.replicas %d needs at least as many nodes: pass --cluster %d or more", cfg.Bus.Replicas, cfg.Bus.Replicas))
 		return 2
 	}
-	co := embedded.ClusterOptions{DataDir: o.data, Host: host, Sync: o.sync}
+	co := embedded.ClusterOptions{DataDir: o.data, Host: host, Sync: o.sync, TLS: o.tls}
 	for i := range o.nodes {
 		co.ClientPorts = append(co.ClientPorts, port+i)
 		co.RoutePorts = append(co.RoutePorts, port+i+clusterRouteOffset)
@@ -79,7 +80,7 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	nc, err := connect(c.URLs(), "sessionbus serve --cluster")
+	nc, err := selfTLS(o.tls).connect(c.URLs(), "sessionbus serve --cluster")
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
