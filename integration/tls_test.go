@@ -5,9 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sessionbus/sessionbus/testkit/tlstest"
 )
@@ -147,20 +145,6 @@ func TestServeTLSBadInput(t *testing.T) {
 	}
 }
 
-// stop ends a serve with SIGTERM and waits for it, so its port is free.
-func stop(t *testing.T, p *proc) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-p.done:
-		p.done <- err
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%v did not stop within 60s of SIGTERM", p.cmd.Args)
-	}
-}
-
 // serve --cluster 3 with TLS: the routes and every client port use it, the
 // ready line lists tls:// URLs, and a client with a certificate calls
 // through any node.
@@ -184,5 +168,4 @@ func TestServeClusterTLS(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "hello tls cluster") {
 		t.Fatalf("history: %d %s %s", code, out, errOut)
 	}
-	stop(t, srv)
 }

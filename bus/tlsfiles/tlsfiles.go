@@ -36,18 +36,18 @@ func KeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	if err := CheckPair(certFile, keyFile); err != nil {
 		return tls.Certificate{}, err
 	}
-	certPEM, err := os.ReadFile(certFile)
+	certPEM, err := read("--tls-cert", certFile, "PEM certificate")
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("--tls-cert %s: %v (give a readable PEM certificate file)", certFile, unwrapPath(err))
+		return tls.Certificate{}, err
 	}
 	chain, err := certificates(certPEM)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("--tls-cert %s %v: give the certificate in PEM (-----BEGIN CERTIFICATE-----)", certFile, err)
 	}
 	leaf := chain[0]
-	keyPEM, err := os.ReadFile(keyFile)
+	keyPEM, err := read("--tls-key", keyFile, "PEM private key")
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("--tls-key %s: %v (give a readable PEM private key file)", keyFile, unwrapPath(err))
+		return tls.Certificate{}, err
 	}
 	key, err := privateKey(keyPEM)
 	if err != nil {
@@ -74,9 +74,9 @@ func KeyPair(certFile, keyFile string) (tls.Certificate, error) {
 // CAPool reads the CA certificates in caFile, the ones a peer's
 // certificate must be signed by.
 func CAPool(caFile string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(caFile)
+	b, err := read("--tls-ca", caFile, "PEM CA certificate")
 	if err != nil {
-		return nil, fmt.Errorf("--tls-ca %s: %v (give a readable PEM file with the CA certificate)", caFile, unwrapPath(err))
+		return nil, err
 	}
 	certs, err := certificates(b)
 	if err != nil {
@@ -145,11 +145,16 @@ func privateKey(b []byte) (crypto.Signer, error) {
 	}
 }
 
-// unwrapPath drops the "open FILE:" the message already names.
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
+// read reads the file a flag names; the error names the flag and what the
+// file should be, without the "open FILE:" the flag already shows.
+func read(flag, path, what string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s %s: %v (give a readable %s file)", flag, path, err, what)
 	}
-	return err
+	return b, nil
 }
