@@ -140,8 +140,8 @@ func TestServeTLSBadInput(t *testing.T) {
 	port = strings.Split(freePort(t), ":")[1]
 	withTLS := start(t, "serve", "--auth", "--no-gateway", "--data", t.TempDir(), "--listen", "0.0.0.0:"+port, "--tls-cert", f.ServerCert, "--tls-key", f.ServerKey)
 	withTLS.waitLine(t, "ready ")
-	if strings.Contains(withTLS.stderr.String(), "clear text") {
-		t.Fatalf("warned with TLS on: %s", withTLS.stderr.String())
+	if errOut := withTLS.cmd.Stderr.(*syncWriter).String(); strings.Contains(errOut, "clear text") {
+		t.Fatalf("warned with TLS on: %s", errOut)
 	}
 }
 

@@ -145,7 +145,8 @@ func (s *Server) URL() string { return s.NS.ClientURL() }
 // process, with no TCP socket in between: what `serve` gives its own worker
 // and gateway (a send costs about a quarter less CPU than over loopback).
 // The connection still reports the server's TCP URL as its ConnectedUrl,
-// which is the address handed to processes a gateway starts.
+// which is the address handed to processes a gateway starts (its nats://
+// form when the port requires TLS: see inProcessURL).
 func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
 	return nats.Connect(s.inProcessURL(), append([]nats.Option{nats.Name(name), nats.InProcessServer(s.NS)}, opts...)...)
 }
