@@ -33,9 +33,9 @@ func redactOff(t *Target) []Issue {
 
 // visibilityAllSandboxed: tools.sessions.visibility all while some agent
 // runs sandboxed. The sandbox clamp (agents.defaults.sandbox.
-// sessionToolsVisibility) narrows only callers whose token is marked
-// sandboxed; the run tokens the gateway mints are not, so a sandboxed
-// agent's turns see every session.
+// sessionToolsVisibility) narrows only the sandboxed sessions' own calls;
+// every other session of those agents (their main one under non-main)
+// sees every session, and with the clamp set to all so do the sandboxed.
 func visibilityAllSandboxed(t *Target) []Issue {
 	c := t.Config
 	if c == nil || c.Tools.Sessions.Visibility != "all" {
@@ -53,7 +53,7 @@ func visibilityAllSandboxed(t *Target) []Issue {
 	if len(sandboxed) == 0 {
 		return nil
 	}
-	detail := fmt.Sprintf("tools.sessions.visibility is \"all\" and %s: sandboxed sessions can list, read and send to every session (every agent's, with tools.agentToAgent.enabled); the sandbox clamp narrows only tokens minted with --sandboxed, not the gateway's run tokens.",
+	detail := fmt.Sprintf("tools.sessions.visibility is \"all\" and %s: every session not sandboxed can list, read and send to every session (every agent's, with tools.agentToAgent.enabled); only the sandboxed sessions' own calls are clamped to their spawn tree.",
 		strings.Join(sandboxed, ", "))
 	if c.Agents.Defaults.Sandbox.SessionToolsVisibility == "all" {
 		detail += " agents.defaults.sandbox.sessionToolsVisibility \"all\" turns the clamp off too."

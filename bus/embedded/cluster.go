@@ -34,10 +34,14 @@ type ClusterOptions struct {
 	// deployment (as Options.Auth does for one server), and the routes
 	// authenticate with the deployment's route secret.
 	Auth *auth.Deployment
+	// TLS, when set, requires TLS on every node's client port and on the
+	// routes between the nodes.
+	TLS *TLS
 }
 
 // Cluster is a set of clustered nats-servers in this process.
 type Cluster struct {
+	tls   *nodeTLS // nil without TLS
 	mu    sync.Mutex
 	nodes []*clusterNode
 	lock  *flock.Flock
@@ -92,6 +96,10 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 			return nil, err
 		}
 		c.lock = l
+	}
+	if err := c.useTLS(o.TLS, host); err != nil {
+		c.Shutdown()
+		return nil, err
 	}
 	var routes []*url.URL
 	for _, p := range o.RoutePorts {
@@ -151,7 +159,7 @@ func (c *Cluster) Name(i int) string { return c.nodes[i].opts.ServerName }
 // URL is node i's client URL, known while it is stopped too.
 func (c *Cluster) URL(i int) string {
 	o := c.nodes[i].opts
-	return "nats://" + net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+	return c.scheme() + "://" + net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
 }
 
 // URLs lists every node's client URL, for nats.Connect.
@@ -182,6 +190,7 @@ func (c *Cluster) Start(i int) error {
 		return nil
 	}
 	opts := nd.opts
+	c.nodeOptions(&opts)
 	ns, err := server.NewServer(&opts)
 	if err != nil {
 		return fmt.Errorf("start node %s: %v", nd.opts.ServerName, err)

@@ -37,6 +37,8 @@ type Options struct {
 	// deployment's accounts: every connection then needs a user's
 	// credentials and gets that user's permissions (see bus/auth).
 	Auth *auth.Deployment
+	// TLS, when set, requires TLS on the client port.
+	TLS *TLS
 }
 
 // MaxPayload is the embedded server's max_payload. Clients learn it when
@@ -116,6 +118,12 @@ func Start(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if opts.TLS != nil {
+		if err := opts.TLS.apply(sopts); err != nil {
+			_ = lock.Unlock()
+			return nil, err
+		}
+	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
 		_ = lock.Unlock()
@@ -133,16 +141,17 @@ func Start(opts Options) (*Server, error) {
 // Deployment is the deployment the server trusts, nil without auth.
 func (s *Server) Deployment() *auth.Deployment { return s.opts.Auth }
 
-// URL is the client URL (nats://host:port).
+// URL is the client URL (nats://host:port, tls://host:port with TLS).
 func (s *Server) URL() string { return s.NS.ClientURL() }
 
 // Connect opens a client connection to this server from inside the
 // process, with no TCP socket in between: what `serve` gives its own worker
 // and gateway (a send costs about a quarter less CPU than over loopback).
 // The connection still reports the server's TCP URL as its ConnectedUrl,
-// which is the address handed to processes a gateway starts.
+// which is the address handed to processes a gateway starts (its nats://
+// form when the port requires TLS: see inProcessURL).
 func (s *Server) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	return nats.Connect(s.URL(), append([]nats.Option{nats.Name(name), nats.InProcessServer(s.NS)}, opts...)...)
+	return nats.Connect(s.inProcessURL(), append([]nats.Option{nats.Name(name), nats.InProcessServer(s.NS)}, opts...)...)
 }
 
 // Shutdown stops the server and releases the data-dir lock.

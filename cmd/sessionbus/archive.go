@@ -48,7 +48,7 @@ func cmdArchive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := newFlags("archive "+sub, stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := newServerFlags(fs)
 	creds := fs.String("creds", defaultCreds(), "credentials file; with NATS auth, one with the admin's or ops' NATS user (serve writes the admin's as operator.creds)")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	cfgPath := fs.String("config", "", "config file, for session.maintenance.maxDiskBytes (default: ./sessionbus.yaml or .json if present)")
@@ -70,7 +70,7 @@ func cmdArchive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}
-	nc, err := connect(*server, "sessionbus archive "+sub, credsOptions(*creds)...)
+	nc, err := server.connect("sessionbus archive "+sub, credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

@@ -22,6 +22,7 @@ type loadFlagSet struct {
 	cluster  *int
 	server   *string
 	creds    *string
+	tls      *clientTLS
 }
 
 func loadFlags(fs *flag.FlagSet) loadFlagSet {
@@ -31,6 +32,7 @@ func loadFlags(fs *flag.FlagSet) loadFlagSet {
 		cluster:  fs.Int("load-cluster", 0, "with --load: start this many clustered nodes in-process (3: the 3-node cluster, streams and buckets R3) instead of one embedded server"),
 		server:   fs.String("server", "", "with --load: an external deployment's NATS URL (its workers and gateways serve the load) instead of servers in this process"),
 		creds:    fs.String("creds", defaultCreds(), "with --load --server: the deployment's operator credentials (tokens are minted with them)"),
+		tls:      addClientTLS(fs), // with --load --server
 	}
 }
 
@@ -55,6 +57,12 @@ func runLoad(lf loadFlagSet, sync embedded.Sync, asJSON, quiet bool, stdout, std
 		}
 		o.Operator = op
 		o.ConnectOptions = credsOptions(*lf.creds)
+		topts, err := lf.tls.options()
+		if err != nil {
+			fmt.Fprintln(stderr, "sessionbus bench:", err)
+			return 1
+		}
+		o.ConnectOptions = append(o.ConnectOptions, topts...)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

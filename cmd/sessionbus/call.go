@@ -14,7 +14,7 @@ import (
 
 func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("call", stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := newServerFlags(fs)
 	creds := fs.String("creds", defaultCreds(), "operator credentials used to mint the caller token")
 	as := fs.String("as", "agent:main:main", "session key to call as")
 	sandboxed := fs.Bool("sandboxed", false, "call as a sandboxed session")
@@ -44,7 +44,7 @@ func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}
-	nc, err := connect(*server, "sessionbus call", credsOptions(*creds)...)
+	nc, err := server.connect("sessionbus call", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

@@ -20,7 +20,7 @@ const defaultChatChannel = "terminal"
 // did not finish in time, 2 on a usage error.
 func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("chat", stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := newServerFlags(fs)
 	creds := fs.String("creds", defaultCreds(), "operator credentials used to mint the adapter token")
 	channel := fs.String("channel", defaultChatChannel, "the channel the message comes from (its reply is delivered on sb.deliver.<channel>)")
 	from := fs.String("from", envOr("USER", "human"), "the sender's id on the channel")
@@ -58,7 +58,7 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		"accountId": *account, "threadId": *thread, "idempotencyKey": *idem,
 		"timeoutSeconds": *timeout,
 	})
-	nc, err := connect(*server, "sessionbus chat", credsOptions(*creds)...)
+	nc, err := server.connect("sessionbus chat", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

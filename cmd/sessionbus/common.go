@@ -62,7 +62,7 @@ func connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to %s: %v (the credentials' user was revoked: mint a new file with `sessionbus creds ROLE`)", url, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %v (is `sessionbus serve` running? pass --server)", url, err)
+		return nil, fmt.Errorf("connect to %s: %w (is `sessionbus serve` running? pass --server)", url, err)
 	}
 	return nc, nil
 }

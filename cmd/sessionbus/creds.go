@@ -244,19 +244,10 @@ func checkPrivateDir(dir string) error {
 // checkListen refuses a non-loopback --listen under --insecure: that would
 // serve every transcript to anyone who can reach the port.
 func checkListen(listen string, authOn bool) error {
-	if authOn {
+	if authOn || loopbackListen(listen) {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil // embedded.Start says what is wrong with it
-	}
-	if host == "" || host == "localhost" { // embedded.Start binds an empty host to 127.0.0.1
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
+	host, _, _ := net.SplitHostPort(listen)
 	return fmt.Errorf("--listen %s: %s is not a loopback address, and with --insecure any client that reaches it can read and change every session; drop --insecure (credentials are then required), or listen on 127.0.0.1", listen, host)
 }
 

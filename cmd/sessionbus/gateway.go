@@ -15,7 +15,7 @@ import (
 // pulls run requests from the shared consumer and executes agent turns.
 func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("gateway", stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := newServerFlags(fs)
 	host, _ := os.Hostname()
 	id := fs.String("id", envOr("SESSIONBUS_GATEWAY_ID", fmt.Sprintf("gw-%s-%d", host, os.Getpid())), "gateway name (recorded on the runs it executes)")
 	creds := fs.String("creds", defaultCreds(), "operator credentials (the gateway mints run tokens with them)")
@@ -46,7 +46,7 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "gateway", err)
 		return 1
 	}
-	nc, err := connect(*server, "sessionbus gateway "+*id, credsOptions(*creds)...)
+	nc, err := server.connect("sessionbus gateway "+*id, credsOptions(*creds)...)
 	if err != nil {
 		_ = failLine(stderr, "gateway", err)
 		return 1

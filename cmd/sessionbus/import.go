@@ -18,7 +18,7 @@ import (
 
 func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("import", stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := newServerFlags(fs)
 	agent := fs.String("agent", "", "agent id (default: from the session key)")
 	label := fs.String("label", "", "session label")
 	spawnedBy := fs.String("spawned-by", "", "parent session key, so the session joins its parent's tree")
@@ -46,13 +46,13 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "sessionbus import: --parallel %d must be between 1 and 256\n", *parallel)
 			return 2
 		}
-		return importOpenClaw(*server, *creds, *prefix, *openclaw, openclawstore.Options{Parallel: *parallel, SkipInvalid: *skipInvalid}, stdout, stderr)
+		return importOpenClaw(server, *creds, *prefix, *openclaw, openclawstore.Options{Parallel: *parallel, SkipInvalid: *skipInvalid}, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return 2
 	}
-	nc, err := connect(*server, "sessionbus import", credsOptions(*creds)...)
+	nc, err := server.connect("sessionbus import", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

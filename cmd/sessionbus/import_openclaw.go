@@ -17,13 +17,13 @@ import (
 // importOpenClaw loads an OpenClaw state directory: progress on stderr
 // about once a second, the summary line on stderr, the summary JSON on
 // stdout.
-func importOpenClaw(server, creds, prefix, dir string, o openclawstore.Options, stdout, stderr io.Writer) int {
+func importOpenClaw(server serverFlags, creds, prefix, dir string, o openclawstore.Options, stdout, stderr io.Writer) int {
 	st, err := openclawstore.Open(dir)
 	if err != nil {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}
 	defer st.Close()
-	nc, err := connect(server, "sessionbus import", credsOptions(creds)...)
+	nc, err := server.connect("sessionbus import", credsOptions(creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

@@ -20,13 +20,14 @@ import (
 // opsFlags are the flags inspect and replay share: they read a
 // deployment's streams and buckets directly.
 type opsFlags struct {
-	server, creds, prefix *string
-	asJSON                *bool
+	server        serverFlags
+	creds, prefix *string
+	asJSON        *bool
 }
 
 func newOpsFlags(fs *flag.FlagSet) opsFlags {
 	return opsFlags{
-		server: fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL"),
+		server: newServerFlags(fs),
 		// only reads streams and buckets: no caller token is minted
 		creds:  fs.String("creds", defaultCreds(), "credentials file: with NATS auth, one with the admin's or ops' NATS user (serve writes the admin's as operator.creds); a file without a NATS user is ignored"),
 		prefix: fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)"),
@@ -36,7 +37,7 @@ func newOpsFlags(fs *flag.FlagSet) opsFlags {
 
 // open connects for a read-only command.
 func (o opsFlags) open(name string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := connect(*o.server, "sessionbus "+name, credsOptions(*o.creds)...)
+	nc, err := o.server.connect("sessionbus "+name, credsOptions(*o.creds)...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,7 +21,7 @@ import (
 // streamable HTTP on a loopback address.
 func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("mcp", stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := newServerFlags(fs)
 	creds := fs.String("creds", defaultCreds(), "operator credentials used to mint the caller's tokens (not needed with --token)")
 	token := fs.String("token", envOr("SESSIONBUS_TOKEN", ""), "a caller token from `sessionbus token` instead of --creds (it names the session; --as is then not needed); env SESSIONBUS_TOKEN")
 	as := fs.String("as", "", "session key the MCP host acts as")
@@ -59,7 +59,7 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(stderr, bus.CodeUnauthorized, err)
 		}
 	}
-	nc, err := connect(*server, "sessionbus mcp", credsOptions(*creds)...)
+	nc, err := server.connect("sessionbus mcp", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}

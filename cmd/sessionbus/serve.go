@@ -25,6 +25,7 @@ type serveFlags struct {
 	nodes                                        int
 	sync                                         embedded.Sync
 	grace                                        time.Duration
+	tls                                          *embedded.TLS // nil: no TLS
 }
 
 func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -54,6 +55,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := metricsFlag(fs)
 	grace := shutdownGraceFlag(fs)
+	tlsFlags := serveTLSFlags(fs)
 	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
 	if err := fs.Parse(args); err != nil {
 		return serveFlags{}, 2
@@ -66,9 +68,18 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 		fmt.Fprintln(stderr, "sessionbus serve:", err)
 		return serveFlags{}, 2
 	}
+	tlsOpts, err := tlsFlags()
+	if err == nil && tlsOpts != nil && *runDemo {
+		err = fmt.Errorf("--demo prints commands for a server without TLS: drop --tls-cert or --demo")
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sessionbus serve:", err)
+		return serveFlags{}, 2
+	}
 	return serveFlags{
 		data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, metricsAddr: *metricsAddr,
 		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, nodes: *nodes, sync: syncMode, grace: *grace,
+		tls: tlsOpts,
 	}, 0
 }
 
@@ -78,7 +89,7 @@ func (f serveFlags) cluster(stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 2
 	}
-	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, auth: f.auth, sync: f.sync, grace: f.grace}, stdout, stderr)
+	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, auth: f.auth, sync: f.sync, grace: f.grace, tls: f.tls}, stdout, stderr)
 }
 
 // serve runs one embedded server with the tool workers and, unless
@@ -93,6 +104,9 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 	if err := checkListen(f.listen, f.auth); err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 2
+	}
+	if f.auth {
+		warnCleartext(log, f.listen, f.tls != nil)
 	}
 	if f.demo {
 		demo.Configure(cfg)
@@ -160,7 +174,7 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 // startServer starts the embedded nats-server, with NATS-level auth unless
 // --insecure (its deployment is returned, else nil).
 func (f serveFlags) startServer() (*embedded.Server, *auth.Deployment, error) {
-	eopts := embedded.Options{DataDir: f.data, Listen: f.listen, Sync: f.sync}
+	eopts := embedded.Options{DataDir: f.data, Listen: f.listen, Sync: f.sync, TLS: f.tls}
 	if f.auth {
 		var err error
 		if eopts.Auth, err = loadDeployment(f.data); err != nil {
@@ -200,7 +214,7 @@ func (f serveFlags) runDemo(nc *nats.Conn, op *bus.Operator, w *handlers.Worker,
 
 func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("worker", stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := newServerFlags(fs)
 	creds := fs.String("creds", defaultCreds(), "operator credentials (the worker trusts tokens they sign)")
 	issuer := fs.String("issuer", "", "operator public key to trust instead of reading --creds")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
@@ -230,7 +244,7 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	nc, err := connect(*server, "sessionbus worker", credsOptions(*creds)...)
+	nc, err := server.connect("sessionbus worker", credsOptions(*creds)...)
 	if err != nil {
 		_ = failLine(stderr, "worker", err)
 		return 1
@@ -248,7 +262,7 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer w.Shutdown(*grace)
-	fmt.Fprintln(stdout, "ready", *server)
+	fmt.Fprintln(stdout, "ready", *server.url)
 	<-sigs
 	log.Info("shutting down", "grace", *grace)
 	return 0

@@ -22,6 +22,7 @@ type clusterServe struct {
 	noGateway, demo, auth bool
 	sync                  embedded.Sync
 	grace                 time.Duration
+	tls                   *embedded.TLS // nil: no TLS
 }
 
 // clusterRouteOffset puts node i's route listener this far above its
@@ -62,7 +63,7 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", fmt.Errorf("bus.replicas %d needs at least as many nodes: pass --cluster %d or more", cfg.Bus.Replicas, cfg.Bus.Replicas))
 		return 2
 	}
-	co := embedded.ClusterOptions{DataDir: o.data, Host: host, Sync: o.sync}
+	co := embedded.ClusterOptions{DataDir: o.data, Host: host, Sync: o.sync, TLS: o.tls}
 	if o.auth {
 		if co.Auth, err = loadDeployment(o.data); err != nil {
 			_ = failLine(stderr, "serve", err)
@@ -79,6 +80,9 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Shutdown()
+	if o.auth {
+		warnCleartext(log, o.listen, o.tls != nil)
+	}
 	log.Info("cluster running", "nodes", o.nodes, "replicas", cfg.Bus.Replicas, "sync", o.sync.String(), "urls", c.URLs())
 	op, err := bus.LoadOrCreateOperator(o.data)
 	if err != nil {
@@ -90,7 +94,7 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
-	nc, err := connect(c.URLs(), "sessionbus serve --cluster", self...)
+	nc, err := selfTLS(o.tls).connect(c.URLs(), "sessionbus serve --cluster", self...)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1

@@ -26,7 +26,7 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	op := args[0]
 	fs := newFlags("session "+op, stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := newServerFlags(fs)
 	creds := fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve writes the admin's as operator.creds)")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the worker (a long transcript takes a while to archive)")
@@ -46,7 +46,7 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeInternal, err)
 	}
-	nc, err := connect(*server, "sessionbus session "+op, credsOptions(*creds)...)
+	nc, err := server.connect("sessionbus session "+op, credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
