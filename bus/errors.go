@@ -1,23 +1,36 @@
 package bus
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Error codes carried in the micro error headers (Nats-Service-Error-Code).
 const (
-	CodeBadRequest    = 400
-	CodeUnauthorized  = 401
-	CodeForbidden     = 403
-	CodeNotFound      = 404
-	CodeTooLarge      = 413
-	CodeInternal      = 500
-	CodeUnavailable   = 503
-	MaxRequestBytes   = 1 << 20 // payloads above this are refused with 413
-	HeaderToken       = "Sessionbus-Token"
-	HeaderServiceErr  = "Nats-Service-Error"
-	HeaderServiceCode = "Nats-Service-Error-Code"
+	CodeBadRequest   = 400
+	CodeUnauthorized = 401
+	CodeForbidden    = 403
+	CodeNotFound     = 404
+	CodeTooLarge     = 413
+	// CodeTooManyRequests is a caller over one of its quotas; the error
+	// says when to retry (Error.RetryAfterMs, the Retry-After headers).
+	CodeTooManyRequests = 429
+	CodeInternal        = 500
+	CodeUnavailable     = 503
+	MaxRequestBytes     = 1 << 20 // payloads above this are refused with 413
+	HeaderToken         = "Sessionbus-Token"
+	HeaderServiceErr    = "Nats-Service-Error"
+	HeaderServiceCode   = "Nats-Service-Error-Code"
+	// HeaderRetryAfter is HTTP's: whole seconds, rounded up.
+	// HeaderRetryAfterMs is the milliseconds, the header OpenAI's and
+	// Azure's APIs send beside it, for a client that wants the exact wait.
+	HeaderRetryAfter   = "Retry-After"
+	HeaderRetryAfterMs = "Retry-After-Ms"
 )
 
 // Error is a thrown tool error: it becomes a micro error reply with Code and
@@ -25,9 +38,24 @@ const (
 type Error struct {
 	Code    int    `json:"code"`
 	Message string `json:"error"`
+	// RetryAfterMs, on a 429, is how long the caller should wait before
+	// the call can pass (the message says it too).
+	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// RetryAfter is how long to wait before retrying; 0 when the error does
+// not say (anything but a 429).
+func (e *Error) RetryAfter() time.Duration { return time.Duration(e.RetryAfterMs) * time.Millisecond }
+
+// TooManyRequests is the 429 of a caller over a quota: msg says which,
+// and the message ends with the wait, rounded up to a millisecond.
+func TooManyRequests(retry time.Duration, msg string) *Error {
+	ms := max(int64((retry+time.Millisecond-1)/time.Millisecond), 1)
+	return &Error{Code: CodeTooManyRequests, RetryAfterMs: ms,
+		Message: fmt.Sprintf("%s; retry after %v", msg, time.Duration(ms)*time.Millisecond)}
+}
 
 // Errorf builds a thrown error with a code.
 func Errorf(code int, format string, args ...any) *Error {
@@ -63,4 +91,35 @@ func AsError(err error) (*Error, bool) {
 		return e, true
 	}
 	return nil, false
+}
+
+// errorMsg carries a thrown error the way micro's Request.Error does, with
+// the retry-after headers of a 429.
+func errorMsg(e *Error) *nats.Msg {
+	body, _ := json.Marshal(e)
+	h := nats.Header{HeaderServiceErr: []string{e.Message}, HeaderServiceCode: []string{strconv.Itoa(e.Code)}}
+	if e.RetryAfterMs > 0 {
+		h.Set(HeaderRetryAfterMs, strconv.FormatInt(e.RetryAfterMs, 10))
+		h.Set(HeaderRetryAfter, strconv.FormatInt((e.RetryAfterMs+999)/1000, 10))
+	}
+	return &nats.Msg{Header: h, Data: body}
+}
+
+// replyError is the thrown error a reply carries, nil when it carries none
+// (the reverse of errorMsg).
+func replyError(reply *nats.Msg) *Error {
+	desc, code := reply.Header.Get(HeaderServiceErr), reply.Header.Get(HeaderServiceCode)
+	if desc == "" && code == "" {
+		return nil
+	}
+	e := &Error{Message: desc, Code: CodeInternal}
+	if c, err := strconv.Atoi(code); err == nil && c != 0 {
+		e.Code = c
+	}
+	if ms, err := strconv.ParseInt(reply.Header.Get(HeaderRetryAfterMs), 10, 64); err == nil && ms > 0 {
+		e.RetryAfterMs = ms
+	} else if sec, err := strconv.ParseInt(reply.Header.Get(HeaderRetryAfter), 10, 64); err == nil && sec > 0 {
+		e.RetryAfterMs = sec * 1000
+	}
+	return e
 }

@@ -96,6 +96,11 @@ type ServiceOptions struct {
 	// Observer, when set, is told of every answered request as the micro
 	// stats count it (metrics); nil observes nothing.
 	Observer ToolObserver
+	// Quota, when set, is asked about every request under a session token
+	// (tools, schema) once the token is verified, before the request takes
+	// a handler slot: a refusal (a 429) is answered at once, so a caller
+	// over its limit costs a worker a token check and no handler.
+	Quota func(c Caller) *Error
 	// ReplyPrefixes are the subject prefixes a reply may be sent to;
 	// empty means DefaultReplyPrefixes. See Service.replyAllowed.
 	ReplyPrefixes []string
@@ -142,9 +147,10 @@ type Service struct {
 	started time.Time
 
 	tools    map[string]*endpoint
-	inbound  *endpoint    // nil unless ServiceOptions.Inbound
-	schema   *endpoint    // nil unless ServiceOptions.Schema
-	observer ToolObserver // nil unless ServiceOptions.Observer
+	inbound  *endpoint           // nil unless ServiceOptions.Inbound
+	schema   *endpoint           // nil unless ServiceOptions.Schema
+	observer ToolObserver        // nil unless ServiceOptions.Observer
+	quota    func(Caller) *Error // nil unless ServiceOptions.Quota
 	// replyPrefixes are ServiceOptions.ReplyPrefixes; refused counts the
 	// requests dropped for a reply subject outside them.
 	replyPrefixes []string
@@ -195,7 +201,7 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 		id: rand.Text(), started: time.Now().UTC(),
 		tools: make(map[string]*endpoint, len(tools)), known: strings.Join(slices.Sorted(maps.Keys(tools)), ", "),
 		ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight), observer: o.Observer,
-		replyPrefixes: o.ReplyPrefixes,
+		replyPrefixes: o.ReplyPrefixes, quota: o.Quota,
 	}
 	if len(s.replyPrefixes) == 0 {
 		s.replyPrefixes = DefaultReplyPrefixes
@@ -275,8 +281,9 @@ func (s *Service) onRequest(m *nats.Msg) {
 // onInbound is onRequest for the inbound endpoint.
 func (s *Service) onInbound(m *nats.Msg) { s.dispatch(s.inbound, m, time.Now(), true) }
 
-// dispatch checks size and token (an adapter's on the inbound endpoint, a
-// session's on a tool) and hands the call to a handler goroutine.
+// dispatch checks size, token (an adapter's on the inbound endpoint, a
+// session's on a tool) and the session's quota, and hands the call to a
+// handler goroutine.
 func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter bool) {
 	if !s.replyAllowed(m.Reply) {
 		s.refuseReply(ep, start, m)
@@ -306,6 +313,12 @@ func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter b
 			"this is channel adapter %q's token: it brings human turns in on %s and calls no tool; mint a session token with `sessionbus token --as SESSIONKEY`",
 			caller.Adapter, s.names.Inbound())))
 		return
+	}
+	if s.quota != nil && !adapter {
+		if e := s.quota(caller); e != nil {
+			s.finish(ep, start, m.Reply, errorMsg(e))
+			return
+		}
 	}
 	select {
 	case s.sem <- struct{}{}:
@@ -467,15 +480,6 @@ func (s *Service) send(reply string, m *nats.Msg) {
 	m.Subject = reply
 	if err := s.nc.PublishMsg(m); err != nil {
 		s.log.Warn("respond", "subject", reply, "err", err)
-	}
-}
-
-// errorMsg carries a thrown error the way micro's Request.Error does.
-func errorMsg(e *Error) *nats.Msg {
-	body, _ := json.Marshal(e)
-	return &nats.Msg{
-		Header: nats.Header{HeaderServiceErr: []string{e.Message}, HeaderServiceCode: []string{strconv.Itoa(e.Code)}},
-		Data:   body,
 	}
 }
 

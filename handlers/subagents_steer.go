@@ -46,6 +46,9 @@ func (c *subagentsCall) steer(ctx context.Context, target, message string) (*ste
 		res.Status, res.Error = rules.StatusForbidden, errSubagentSelfSteer
 		return res, nil
 	}
+	if err := c.d.admitRun(c.ctl.callerKey); err != nil {
+		return nil, err
+	}
 	// The rate limit holds across stateless workers: a claim that expires
 	// by itself (server TTL) after 2 s.
 	limitKey := "steer." + bus.EncodeKey(c.ctl.callerKey) + "." + bus.EncodeKey(rec.ChildSessionKey)
