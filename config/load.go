@@ -63,7 +63,6 @@ var defaults = map[string]any{
 
 var defaultQuotas = DefaultQuotas()
 
-
 // Load reads path (or, when empty, sessionbus.yaml/.json/.json5 in the
 // working directory if present), then SESSIONBUS_* environment variables,
 // and validates. A .json or .json5 file is read as JSON5, so OpenClaw's
