@@ -16,19 +16,21 @@ import (
 )
 
 // flood_p99 asks whether a caller over its quota hurts another caller: B
-// (the bench's requester, agent main) measures sessions_list {"limit":100}
-// over the list_10k inventory, quiet, then while A (floodKey, another
-// agent) calls sessions_list from floodClients goroutines as fast as they
-// can and is refused nearly every call with a 429. The bar: B's flooded p99
-// stays under 3x its quiet p99.
+// (the bench's requester, agent:main:main) measures sessions_list
+// {"limit":100} over the list_10k inventory, quiet, then while A
+// (floodKey, another session of agent main, so a call of A that passes
+// costs what one of B's does) calls sessions_list from floodClients
+// goroutines as fast as they can and is refused nearly every call with a
+// 429. The bar: B's flooded p99 stays under 3x its quiet p99.
 //
 // It runs on a worker of its own whose tool-call quotas have the default
-// rates; their bursts are raised to what B spends in both phases, so B,
-// which calls sequentially at thousands a second, is never refused. A
-// spends that burst before B starts measuring (the flood is on from A's
-// first 429), then passes at the default rate and is refused the rest.
+// rates; the per-session burst is raised to what B spends in both phases,
+// so B, which calls sequentially at thousands a second, is never refused,
+// and agent main's burst to what A and B spend together. A spends its
+// burst before B starts measuring (the flood is on from A's first 429),
+// then passes at the default 20 a second and is refused the rest.
 const (
-	floodKey     = "agent:flood:main"
+	floodKey     = "agent:main:flood"
 	floodClients = 4 // concurrent requests of A, over two connections
 )
 
@@ -38,7 +40,7 @@ func runFloodP99(ctx context.Context, e *env) (res Result, err error) {
 	}
 	q := config.DefaultQuotas()
 	spent := 2*(e.sz.list.warm+e.sz.list.ops) + 1000 // B's calls in both phases, and a margin
-	q.ToolCallsPerSession.Burst, q.ToolCallsPerAgent.Burst = spent, spent
+	q.ToolCallsPerSession.Burst, q.ToolCallsPerAgent.Burst = spent, 3*spent
 	cfg := *e.cfg // only the quotas differ
 	cfg.Quotas = q
 	if err := e.restartWorker(ctx, &cfg); err != nil {
@@ -87,7 +89,7 @@ func runFloodP99(ctx context.Context, e *env) (res Result, err error) {
 	if err := f.failure(); err != nil {
 		return Result{}, err
 	}
-	res.Dataset = fmt.Sprintf("sessions_list limit 100 of %d sessions, quiet then while %d concurrent callers on one other token (agent flood) are refused (tool-call quotas at the default rates, bursts %d)",
+	res.Dataset = fmt.Sprintf("sessions_list limit 100 of %d sessions, quiet then while %d concurrent callers on one other token of agent main are refused (tool-call quotas at the default rates, per-session burst %d)",
 		e.sz.list10k, floodClients, spent)
 	res.QuietP50, res.QuietP99 = quiet.P50, quiet.P99
 	if quiet.P99 > 0 {
