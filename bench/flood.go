@@ -28,7 +28,9 @@ import (
 // so B, which calls sequentially at thousands a second, is never refused,
 // and agent main's burst to what A and B spend together. A spends its
 // burst before B starts measuring (the flood is on from A's first 429),
-// then passes at the default 20 a second and is refused the rest.
+// then passes at the default 20 a second and is refused the rest; as it
+// never waits its retry-after, its 429s come late (held by the worker), so
+// its loops run at the pace of the quota.
 const (
 	floodKey     = "agent:main:flood"
 	floodClients = 4 // concurrent requests of A, over two connections

@@ -41,6 +41,11 @@ type Error struct {
 	// RetryAfterMs, on a 429, is how long the caller should wait before
 	// the call can pass (the message says it too).
 	RetryAfterMs int64 `json:"retryAfterMs,omitempty"`
+
+	// reason is a 429's message without its wait, and hold how long the
+	// service holds the reply (see Hold).
+	reason string
+	hold   time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -52,9 +57,38 @@ func (e *Error) RetryAfter() time.Duration { return time.Duration(e.RetryAfterMs
 // TooManyRequests is the 429 of a caller over a quota: msg says which,
 // and the message ends with the wait, rounded up to a millisecond.
 func TooManyRequests(retry time.Duration, msg string) *Error {
+	e := &Error{Code: CodeTooManyRequests, reason: msg}
+	e.setRetry(retry)
+	return e
+}
+
+func (e *Error) setRetry(retry time.Duration) {
 	ms := max(int64((retry+time.Millisecond-1)/time.Millisecond), 1)
-	return &Error{Code: CodeTooManyRequests, RetryAfterMs: ms,
-		Message: fmt.Sprintf("%s; retry after %v", msg, time.Duration(ms)*time.Millisecond)}
+	e.RetryAfterMs = ms
+	e.Message = fmt.Sprintf("%s; retry after %v", e.reason, time.Duration(ms)*time.Millisecond)
+}
+
+// Hold marks a 429 to be sent d later, for a caller that came back before
+// its retry-after was over: a loop that ignores the wait. The service
+// holds the reply (when it can: see DefaultMaxHeldReplies), so each of the loop's
+// requests in flight costs it d instead of a round trip, and the
+// retry-after the reply carries is what is left of the wait then. A caller
+// that honours the wait never gets a held reply.
+func (e *Error) Hold(d time.Duration) *Error {
+	e.hold = d
+	return e
+}
+
+// Holding is how long the service holds the reply (0: it answers at once).
+func (e *Error) Holding() time.Duration { return e.hold }
+
+// heldFor is the 429 as it is sent after being held for d: its wait is
+// what is left.
+func (e *Error) heldFor(d time.Duration) *Error {
+	out := *e
+	out.hold = 0
+	out.setRetry(e.RetryAfter() - d)
+	return &out
 }
 
 // Errorf builds a thrown error with a code.

@@ -86,3 +86,82 @@ func TestQuotaRefusal(t *testing.T) {
 		t.Fatal("the quota was asked about a request whose token was refused")
 	}
 }
+
+// A 429 marked Hold is sent when its hold is over, telling what is left of
+// the wait; other callers are answered meanwhile; past MaxHeldReplies a
+// refusal is answered at once; Stop sends the held ones before it returns.
+func TestQuotaHeldRefusal(t *testing.T) {
+	s := bustest.Server(t)
+	nc, _ := bustest.Connect(t, s)
+	op := bustest.Operator(t)
+	names := bus.NewNames("")
+	tools := map[string]bus.Handler{"echo": bus.HandlerFunc(func(context.Context, *bus.Request) (any, error) {
+		return map[string]any{"ok": true}, nil
+	})}
+	svc, err := bus.Serve(nc, tools, bus.ServiceOptions{Names: names, Verifier: bus.NewVerifier(op.PublicKey()), MaxHeldReplies: 1,
+		Quota: func(c bus.Caller) *bus.Error {
+			switch c.SessionKey {
+			case "agent:main:loop":
+				return bus.TooManyRequests(250*time.Millisecond, "over").Hold(100 * time.Millisecond)
+			case "agent:main:long":
+				return bus.TooManyRequests(time.Hour, "over").Hold(time.Hour)
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			svc.Stop()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mint := func(key string) string {
+		tok, err := op.Mint(bus.Caller{SessionKey: key}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+
+	start := time.Now()
+	_, err = bus.Call(ctx, nc, names, mint("agent:main:loop"), "echo", nil)
+	e, ok := bus.AsError(err)
+	if !ok || e.Code != bus.CodeTooManyRequests || e.RetryAfter() != 150*time.Millisecond || e.Message != "over; retry after 150ms" {
+		t.Fatalf("held refusal: %v, want a 429 with the 150ms left of its wait", err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("answered after %v, before its 100ms hold", d)
+	}
+
+	// one reply held (the bound): a second is answered at once, with its
+	// whole wait, and so is every other caller
+	long := make(chan error, 1)
+	go func() {
+		_, err := bus.Call(ctx, nc, names, mint("agent:main:long"), "echo", nil)
+		long <- err
+	}()
+	bustest.WaitFor(t, 10*time.Second, "a held reply", func() bool { return svc.HeldReplies() == 1 })
+	_, err = bus.Call(ctx, nc, names, mint("agent:main:loop"), "echo", nil)
+	if e, ok := bus.AsError(err); !ok || e.RetryAfter() != 250*time.Millisecond {
+		t.Fatalf("refusal past the bound: %v, want one answered at once with its whole 250ms wait", err)
+	}
+	if _, err := bus.Call(ctx, nc, names, mint("agent:main:quiet"), "echo", nil); err != nil {
+		t.Fatalf("another caller while a reply is held: %v", err)
+	}
+	select {
+	case err := <-long:
+		t.Fatalf("the hour-long hold was answered early: %v", err)
+	default:
+	}
+	// Stop does not wait out the hold, but sends it: the caller is told
+	svc.Shutdown(0)
+	stopped = true
+	err = <-long
+	if e, ok := bus.AsError(err); !ok || e.Code != bus.CodeTooManyRequests {
+		t.Fatalf("held reply at Stop: %v, want its 429", err)
+	}
+}

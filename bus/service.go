@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -98,9 +99,12 @@ type ServiceOptions struct {
 	Observer ToolObserver
 	// Quota, when set, is asked about every request under a session token
 	// (tools, schema) once the token is verified, before the request takes
-	// a handler slot: a refusal (a 429) is answered at once, so a caller
-	// over its limit costs a worker a token check and no handler.
-	Quota func(c Caller) *Error
+	// a handler slot: a refusal (a 429) is answered from the subscription,
+	// at once or after its Error.Hold, so a caller over its limit costs a
+	// worker a token check and no handler. MaxHeldReplies bounds the held
+	// ones (0: DefaultMaxHeldReplies).
+	Quota          func(c Caller) *Error
+	MaxHeldReplies int
 	// ReplyPrefixes are the subject prefixes a reply may be sent to;
 	// empty means DefaultReplyPrefixes. See Service.replyAllowed.
 	ReplyPrefixes []string
@@ -155,7 +159,8 @@ type Service struct {
 	// requests dropped for a reply subject outside them.
 	replyPrefixes []string
 	refused       atomic.Int64
-	known         string // the sorted tool names, for the 404 text
+	held          heldReplies // 429s held (refuseOverQuota)
+	known         string      // the sorted tool names, for the 404 text
 	// subs take requests (tools, then inbound); subsDone[i] is closed when
 	// subs[i] delivers no more
 	subs     []*nats.Subscription
@@ -206,6 +211,7 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 	if len(s.replyPrefixes) == 0 {
 		s.replyPrefixes = DefaultReplyPrefixes
 	}
+	s.held.max = cmp.Or(o.MaxHeldReplies, DefaultMaxHeldReplies)
 	for name, h := range tools {
 		s.tools[name] = &endpoint{name: name, subject: o.Names.Tool(name), h: h, metadata: schema.Metadata(name)}
 	}
@@ -316,7 +322,7 @@ func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter b
 	}
 	if s.quota != nil && !adapter {
 		if e := s.quota(caller); e != nil {
-			s.finish(ep, start, m.Reply, errorMsg(e))
+			s.refuseOverQuota(ep, start, m.Reply, e)
 			return
 		}
 	}
@@ -463,26 +469,6 @@ func (s *Service) refuseReply(ep *endpoint, start time.Time, m *nats.Msg) {
 // subject was not an inbox.
 func (s *Service) RefusedReplies() int64 { return s.refused.Load() }
 
-// encodeReply passes already-encoded results through: a tool that had to
-// measure its encoded size (sessions_list's 64 KiB budget) should not pay
-// for a second encoding.
-func encodeReply(res any) ([]byte, error) {
-	if raw, ok := res.(json.RawMessage); ok {
-		return raw, nil
-	}
-	return json.Marshal(res)
-}
-
-func (s *Service) send(reply string, m *nats.Msg) {
-	if reply == "" {
-		return
-	}
-	m.Subject = reply
-	if err := s.nc.PublishMsg(m); err != nil {
-		s.log.Warn("respond", "subject", reply, "err", err)
-	}
-}
-
 // subscribeVerbs answers the micro monitoring subjects, for all services,
 // for this service's name and for this instance, as micro does.
 func (s *Service) subscribeVerbs() error {
@@ -585,6 +571,7 @@ func (s *Service) Shutdown(grace time.Duration) {
 		for _, done := range s.subsDone {
 			<-done
 		}
+		s.sendHeld() // a held 429 is sent now, not when its hold is over
 		s.wg.Wait()
 		s.cancel(ErrStopping)
 		if err := s.nc.FlushTimeout(5 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {

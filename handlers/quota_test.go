@@ -94,9 +94,15 @@ func TestQuotaToolCallsPerSession(t *testing.T) {
 	}
 	_, err := s.Call(a, "sessions_list", `{}`)
 	want429(t, err, "a's 4th call", "too many tool calls from session agent:main:a: quotas.toolCallsPerSession allows 2 a second (burst 3) on this worker", 500*time.Millisecond)
-	// any tool: the limit is the caller's, not the tool's
+	// any tool: the limit is the caller's, not the tool's. Coming back
+	// before the wait is over (a loop), a gets its answer only when the
+	// wait is (in real time: the reply is held), with what is left of it.
+	held := time.Now()
 	_, err = s.Call(a, "session_status", `{}`)
-	want429(t, err, "a's session_status", "agent:main:a", 500*time.Millisecond)
+	want429(t, err, "a's session_status, too early", "agent:main:a", time.Millisecond)
+	if d := time.Since(held); d < 500*time.Millisecond {
+		t.Fatalf("the early retry was answered after %v, want the reply held for the 500ms wait", d)
+	}
 	// the same instant, another session of the same agent is not touched
 	for i := range 3 {
 		if _, err := s.Call(b, "sessions_list", `{}`); err != nil {
@@ -120,15 +126,21 @@ func TestQuotaToolCallsPerSession(t *testing.T) {
 }
 
 func TestQuotaToolCallsPerAgent(t *testing.T) {
-	s, _, _ := quotaStack(t, config.Quotas{ToolCallsPerAgent: config.Quota{Rate: 1, Burst: 4}})
+	s, _, _ := quotaStack(t, config.Quotas{ToolCallsPerAgent: config.Quota{Rate: 10, Burst: 4}})
 	for i, key := range []string{"agent:ops:one", "agent:ops:two", "agent:ops:one", "agent:ops:two"} {
 		if _, err := s.Call(key, "sessions_list", `{}`); err != nil {
 			t.Fatalf("call %d (%s): %v", i+1, key, err)
 		}
 	}
-	for _, key := range []string{"agent:ops:one", "agent:ops:two", "agent:ops:three"} {
+	// the first refusal says the wait; the agent's next sessions come back
+	// before it is over and are held, then told what is left
+	for i, key := range []string{"agent:ops:one", "agent:ops:two", "agent:ops:three"} {
 		_, err := s.Call(key, "sessions_list", `{}`)
-		want429(t, err, key+" over its agent's limit", "too many tool calls from agent ops: quotas.toolCallsPerAgent allows 1 a second (burst 4)", time.Second)
+		retry := 100 * time.Millisecond
+		if i > 0 {
+			retry = time.Millisecond
+		}
+		want429(t, err, key+" over its agent's limit", "too many tool calls from agent ops: quotas.toolCallsPerAgent allows 10 a second (burst 4)", retry)
 	}
 	if _, err := s.Call("agent:main:main", "sessions_list", `{}`); err != nil {
 		t.Fatalf("another agent's session: %v", err)

@@ -30,11 +30,18 @@ type buckets struct {
 	burst int
 
 	mu   sync.Mutex
-	keys *simplelru.LRU[string, *rate.Limiter]
+	keys *simplelru.LRU[string, *bucket]
+}
+
+// bucket is one key's tokens, and when its last refusal told the caller
+// to come back.
+type bucket struct {
+	lim     *rate.Limiter
+	retryAt time.Time
 }
 
 func newBuckets(r float64, burst, maxKeys int) *buckets {
-	keys, err := simplelru.NewLRU[string, *rate.Limiter](maxKeys, nil)
+	keys, err := simplelru.NewLRU[string, *bucket](maxKeys, nil)
 	if err != nil {
 		panic("quota: maxKeys must be positive") // a programming error: New checks it
 	}
@@ -43,30 +50,36 @@ func newBuckets(r float64, burst, maxKeys int) *buckets {
 
 // take takes one token from key's bucket at now. It returns the
 // reservation (to give the token back with CancelAt if a later check
-// refuses the call), or nil and how long until a token is there.
-func (b *buckets) take(key string, now time.Time) (*rate.Reservation, time.Duration) {
+// refuses the call); or nil, how long until a token is there, and whether
+// the caller came back before an earlier refusal's wait was over (it
+// ignores the retry-after: a loop).
+func (b *buckets) take(key string, now time.Time) (_ *rate.Reservation, wait time.Duration, early bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	lim, ok := b.keys.Get(key)
+	bk, ok := b.keys.Get(key)
 	if !ok {
 		b.dropFull(now)
-		lim = rate.NewLimiter(b.limit, b.burst)
-		b.keys.Add(key, lim)
+		bk = &bucket{lim: rate.NewLimiter(b.limit, b.burst)}
+		b.keys.Add(key, bk)
 	}
-	// Every use of a limiter is under b.mu, so the tokens read here are
-	// still there for the reservation. A refused call takes nothing (and
-	// allocates nothing: a flood is refused cheaply).
-	if t := lim.TokensAt(now); t < 1 {
-		return nil, time.Duration((1 - t) / float64(b.limit) * float64(time.Second))
+	// The tokens read here are still there for the reservation: every
+	// take is under b.mu, and the only other change, a CancelAt giving a
+	// token back, adds. A refused call takes nothing, and allocates
+	// nothing: a flood is refused cheaply.
+	if t := bk.lim.TokensAt(now); t < 1 {
+		wait = time.Duration((1 - t) / float64(b.limit) * float64(time.Second))
+		early = now.Before(bk.retryAt)
+		bk.retryAt = now.Add(wait)
+		return nil, wait, early
 	}
-	return lim.ReserveN(now, 1), 0
+	return bk.lim.ReserveN(now, 1), 0, false
 }
 
 // dropFull drops the full buckets at the old end.
 func (b *buckets) dropFull(now time.Time) {
 	for {
-		_, lim, ok := b.keys.GetOldest()
-		if !ok || lim.TokensAt(now) < float64(b.burst) {
+		_, bk, ok := b.keys.GetOldest()
+		if !ok || bk.lim.TokensAt(now) < float64(b.burst) {
 			return
 		}
 		b.keys.RemoveOldest()

@@ -1,7 +1,9 @@
 // Package quota is the per-caller rate limits of a worker (`quotas` in the
 // config): token buckets per session and per agent, one set for tool calls
 // and one for runs queued. A call over a limit is refused with a 429 that
-// says when to retry; other callers' buckets are untouched.
+// says when to retry; other callers' buckets are untouched. A caller that
+// comes back before its wait is over gets its next 429 late (bus.Error's
+// Hold), so a loop that ignores the wait runs at the pace of its quota.
 //
 // Limits are per worker process. Workers are stateless and any number may
 // run, each taking a share of the requests, so N workers allow a caller up
@@ -122,28 +124,39 @@ func (l *Limits) admit(key, what, perSession, perAgent string) *bus.Error {
 	s, a := l.limits[perSession], l.limits[perAgent]
 	var held *rate.Reservation
 	if s.b != nil {
-		r, wait := s.b.take(key, now)
+		r, wait, early := s.b.take(key, now)
 		if r == nil {
-			return l.refuse(s, what, "session "+key, wait)
+			return l.refuse(s, what, "session "+key, wait, early)
 		}
 		held = r
 	}
 	if a.b != nil {
 		agent := rules.AgentIDFromKey(key)
-		if r, wait := a.b.take(agent, now); r == nil {
+		if r, wait, early := a.b.take(agent, now); r == nil {
 			if held != nil {
 				held.CancelAt(now)
 			}
-			return l.refuse(a, what, "agent "+agent, wait)
+			return l.refuse(a, what, "agent "+agent, wait, early)
 		}
 	}
 	return nil
 }
 
-func (l *Limits) refuse(lim *limit, what, who string, wait time.Duration) *bus.Error {
+// MaxHold is the longest a 429 is held for a caller that came back before
+// its wait was over (bus.Error.Hold).
+const MaxHold = time.Second
+
+func (l *Limits) refuse(lim *limit, what, who string, wait time.Duration, early bool) *bus.Error {
 	l.refused(lim.kind)
-	return bus.TooManyRequests(wait, fmt.Sprintf("too many %s from %s: quotas.%s allows %v a second (burst %d) on this worker",
+	e := bus.TooManyRequests(wait, fmt.Sprintf("too many %s from %s: quotas.%s allows %v a second (burst %d) on this worker",
 		what, who, lim.kind, lim.q.Rate, lim.q.Burst))
+	if early {
+		// it did not wait: its next answer comes when it could have
+		// passed (the wait, at most MaxHold), so a loop runs at the pace
+		// of its quota instead of the worker's
+		e.Hold(min(wait, MaxHold))
+	}
+	return e
 }
 
 // Buckets is how many buckets the limit kind keeps now (0 when unlimited).

@@ -71,12 +71,22 @@ func TestSessionOverItsLimitOthersUnaffected(t *testing.T) {
 	for i := range 3 {
 		mustPass(t, l.ToolCall(b), fmt.Sprintf("b's call %d while a is refused", i+1))
 	}
-	// a refused call took nothing: a quarter second later a has one token
+	// a refused call took nothing: a quarter second later a has one token.
+	// Coming back before then, a ignores its retry-after: the reply is to
+	// be held for what is left of the wait.
 	c.Advance(100 * time.Millisecond)
-	mustRefuse(t, l.ToolCall(a), "a, 100ms later", 150*time.Millisecond, "session agent:main:a")
+	e := l.ToolCall(a)
+	mustRefuse(t, e, "a, 100ms later", 150*time.Millisecond, "session agent:main:a")
+	if e.Holding() != 150*time.Millisecond {
+		t.Fatalf("a back too early: hold %v, want the 150ms left of its wait", e.Holding())
+	}
 	c.Advance(150 * time.Millisecond)
 	mustPass(t, l.ToolCall(a), "a, after its retry-after")
-	mustRefuse(t, l.ToolCall(a), "a again", 250*time.Millisecond, "session agent:main:a")
+	e = l.ToolCall(a)
+	mustRefuse(t, e, "a again", 250*time.Millisecond, "session agent:main:a")
+	if e.Holding() != 0 {
+		t.Fatalf("a waited as told, then was refused anew: hold %v, want none", e.Holding())
+	}
 	if len(refused) != 3 || refused[0] != quota.ToolCallsPerSession {
 		t.Fatalf("observer saw %v, want 3 refusals of %s", refused, quota.ToolCallsPerSession)
 	}
@@ -106,6 +116,23 @@ func TestAgentLimitAcrossSessions(t *testing.T) {
 	c.Advance(500 * time.Millisecond)
 	mustPass(t, l.ToolCall(s2), "s2 once its agent has a token")
 	mustRefuse(t, l.ToolCall(s2), "s2 again", 500*time.Millisecond, "session agent:ops:two")
+}
+
+// A loop that ignores a long wait is held at most MaxHold a call.
+func TestHoldIsCapped(t *testing.T) {
+	c := newClock()
+	q := unlimited()
+	q.RunsPerSession = config.Quota{Rate: 0.1, Burst: 1}
+	l := quota.New(q, quota.WithClock(c.Now))
+	mustPass(t, l.Run("agent:main:a"), "run 1")
+	if e := l.Run("agent:main:a"); e == nil || e.Holding() != 0 {
+		t.Fatalf("first refusal %v: want a 429 answered at once", e)
+	}
+	e := l.Run("agent:main:a")
+	mustRefuse(t, e, "run 3 at once", 10*time.Second, "runsPerSession")
+	if e.Holding() != quota.MaxHold {
+		t.Fatalf("hold %v, want MaxHold (%v) for a 10s wait", e.Holding(), quota.MaxHold)
+	}
 }
 
 func TestRunsPerSessionAndAgent(t *testing.T) {
