@@ -106,7 +106,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	}
 	d.Quotas = quota.New(cfg.Quotas, qopts...)
 	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: d.Names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(),
-		Observer: d.ToolObserver, Schema: d.Schema(), Quota: d.Quotas.Caller}); err != nil {
+		Observer: d.ToolObserver, Schema: d.Schema(), Quota: d.Quotas.ToolCallBy}); err != nil {
 		return fail(err)
 	}
 	return w, nil

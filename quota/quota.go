@@ -10,7 +10,8 @@
 // to N times the configured rate. A shared count would make every call
 // wait for a JetStream write (a quorum write on a cluster) before its
 // handler runs; the limits exist to stop a runaway, which a per-worker
-// bucket does at a tenth of a microsecond per call.
+// bucket does for under a microsecond per call (BenchmarkToolCall: 0.6 µs
+// a call that passes, 0.9 µs one refused, on the 2-core development VM).
 package quota
 
 import (
@@ -108,8 +109,8 @@ func (l *Limits) Run(key string) *bus.Error {
 	return l.admit(key, "runs queued", RunsPerSession, RunsPerAgent)
 }
 
-// Caller is ToolCall for the bus service's check (bus.ServiceOptions.Quota).
-func (l *Limits) Caller(c bus.Caller) *bus.Error { return l.ToolCall(c.SessionKey) }
+// ToolCallBy is ToolCall for the bus service's check (bus.ServiceOptions.Quota).
+func (l *Limits) ToolCallBy(c bus.Caller) *bus.Error { return l.ToolCall(c.SessionKey) }
 
 // admit takes a token from the session's bucket, then from its agent's
 // (the agent comes from the key, the one rule every tool uses); when the

@@ -248,3 +248,28 @@ func heap() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// The cost of the check on a worker's request path: a call that passes
+// (both buckets) and one refused (the session's bucket is empty).
+func BenchmarkToolCall(b *testing.B) {
+	b.Run("passes", func(b *testing.B) {
+		l := quota.New(config.Quotas{ToolCallsPerSession: config.Quota{Rate: 1e9, Burst: 1e9}, ToolCallsPerAgent: config.Quota{Rate: 1e9, Burst: 1e9}})
+		b.ReportAllocs()
+		for b.Loop() {
+			if e := l.ToolCall("agent:main:main"); e != nil {
+				b.Fatal(e)
+			}
+		}
+	})
+	b.Run("refused", func(b *testing.B) {
+		c := newClock()
+		l := quota.New(config.Quotas{ToolCallsPerSession: config.Quota{Rate: 1, Burst: 1}}, quota.WithClock(c.Now))
+		_ = l.ToolCall("agent:main:main")
+		b.ReportAllocs()
+		for b.Loop() {
+			if e := l.ToolCall("agent:main:main"); e == nil {
+				b.Fatal("passed")
+			}
+		}
+	})
+}
