@@ -70,10 +70,10 @@ func (e *Error) setRetry(retry time.Duration) {
 
 // Hold marks a 429 to be sent d later, for a caller that came back before
 // its retry-after was over: a loop that ignores the wait. The service
-// holds the reply (when it can: see DefaultMaxHeldReplies), so each of the loop's
-// requests in flight costs it d instead of a round trip, and the
-// retry-after the reply carries is what is left of the wait then. A caller
-// that honours the wait never gets a held reply.
+// holds the reply (when it can: see DefaultMaxHeldReplies), so each of the
+// loop's requests in flight costs it d instead of a round trip, and the
+// retry-after the reply carries is what is left of the wait then. A
+// caller that honours the wait never gets a held reply.
 func (e *Error) Hold(d time.Duration) *Error {
 	e.hold = d
 	return e
