@@ -29,6 +29,7 @@ func TestQuickSuiteJSON(t *testing.T) {
 		Go      string           `json:"go"`
 		CPUs    int              `json:"cpus"`
 		Results []map[string]any `json:"results"`
+		Quotas  any              `json:"quotas"`
 	}
 	dec := json.NewDecoder(&out)
 	if err := dec.Decode(&doc); err != nil {
@@ -99,6 +100,16 @@ func TestQuickSuiteJSON(t *testing.T) {
 		if math.Abs(total-want) > 0.001 {
 			t.Errorf("%s: %v writes per call (%v), want %v", n, total, per, want)
 		}
+	}
+	// flood_p99: both phases measured, the flooding caller refused
+	fl := byName["flood_p99"]
+	for _, k := range []string{"quiet_p50_ns", "quiet_p99_ns", "flood_p99_ratio", "flood_calls_per_sec", "flood_refused_share"} {
+		if v, ok := fl[k].(float64); !ok || v <= 0 {
+			t.Errorf("flood_p99: %s = %v, want a positive number", k, fl[k])
+		}
+	}
+	if q, _ := doc.Quotas.(string); !strings.Contains(q, "never reached") {
+		t.Errorf("quotas = %v, want the bench's note on its quotas", doc.Quotas)
 	}
 	if v, ok := byName["sanitize_80k"]["mb_per_sec"].(float64); !ok || v <= 0 {
 		t.Errorf("sanitize_80k: mb_per_sec = %v", byName["sanitize_80k"]["mb_per_sec"])

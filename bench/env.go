@@ -94,6 +94,7 @@ type env struct {
 
 	workerNC *nats.Conn
 	worker   *handlers.Worker
+	wlog     *slog.Logger // the worker's (warnings go to Options.Log)
 
 	nc *nats.Conn // the bench client (requests, transcript reads, loads)
 	js jetstream.JetStream
@@ -146,6 +147,9 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	// spawn_accept: its requesters keep every child active (no gateway
 	// runs them), so the fan-out limit is lifted rather than measured.
 	e.cfg.Agents.Defaults.Subagents.MaxChildrenPerAgent = 1 << 20
+	// the benchmarks call in tight loops with one token: quotas that are
+	// checked but never reached
+	e.cfg.Quotas = benchQuotas()
 	e.names = bus.NewNames(e.cfg.Bus.Prefix)
 	if e.op, err = bus.NewOperator(); err != nil {
 		return nil, err
@@ -157,10 +161,10 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	if e.workerNC, err = e.connectInternal("bench worker"); err != nil {
 		return nil, err
 	}
-	wlog := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e.wlog = slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if e.worker, err = handlers.StartWorker(sctx, e.workerNC, e.cfg, bus.NewVerifier(e.op.PublicKey()), wlog); err != nil {
+	if e.worker, err = handlers.StartWorker(sctx, e.workerNC, e.cfg, bus.NewVerifier(e.op.PublicKey()), e.wlog); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
 	if e.nc, err = e.connectClient("bench client"); err != nil {

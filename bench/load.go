@@ -105,12 +105,16 @@ type LoadReport struct {
 	LoadAverage string `json:"load_average,omitempty"`
 	// FirstErrors are the first few errors seen, to say what went wrong.
 	FirstErrors []string `json:"first_errors,omitempty"`
+	// Quotas says what quotas the workers ran with: the bench's own when
+	// it started them, the deployment's (unknown here) with --server.
+	Quotas string `json:"quotas,omitempty"`
 }
 
 // loadTarget is what the clients talk to, and how to stop what was started.
 type loadTarget struct {
 	urls     []string // a client i connects to urls[i%len]
 	opts     []nats.Option
+	quotas   string // what LoadReport.Quotas says
 	op       *bus.Operator
 	name     string
 	sync     string
@@ -203,7 +207,8 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 		if o.Operator == nil {
 			return nil, errors.New("load against --server needs its operator credentials (--creds)")
 		}
-		return &loadTarget{urls: strings.Split(o.Server, ","), opts: o.ConnectOptions, op: o.Operator, name: "server " + o.Server, sync: "as the server is configured"}, nil
+		return &loadTarget{urls: strings.Split(o.Server, ","), opts: o.ConnectOptions, op: o.Operator, name: "server " + o.Server, sync: "as the server is configured",
+			quotas: "the deployment's own (a client over one gets 429s, counted as errors)"}, nil
 	}
 	t = &loadTarget{}
 	defer func() {
@@ -234,6 +239,8 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 		}
 		t.opts = u.Options()
 	}
+	cfg.Quotas = benchQuotas() // each client loops on its token: checked, never reached
+	t.quotas = quotaNote
 	if o.Cluster > 1 {
 		c, err := embedded.StartLoopbackCluster(dir, "sessionbus-load", o.Cluster, o.Sync, d)
 		if err != nil {
@@ -408,7 +415,7 @@ func checkLoadReply(tool string, out []byte) error {
 }
 
 func loadReport(t *loadTarget, clients []*loadClient, elapsed time.Duration) *LoadReport {
-	r := &LoadReport{Target: t.name, Sync: t.sync, Clients: len(clients), Seconds: round(elapsed.Seconds(), 1), LoadAverage: loadAverage()}
+	r := &LoadReport{Target: t.name, Sync: t.sync, Clients: len(clients), Seconds: round(elapsed.Seconds(), 1), LoadAverage: loadAverage(), Quotas: t.quotas}
 	tools := slices.Clone(loadMix)
 	slices.Sort(tools)
 	for _, tool := range slices.Compact(tools) {
@@ -452,6 +459,9 @@ func loadAverage() string {
 // WriteTable prints the report for people.
 func (r *LoadReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "load: %s, %d clients, %.1fs, sync %s, load average %s\n", r.Target, r.Clients, r.Seconds, r.Sync, r.LoadAverage)
+	if r.Quotas != "" {
+		fmt.Fprintf(w, "quotas: %s\n", r.Quotas)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tool\tcalls\tcalls/s\tp50\tp99\tp99/p50\terrors\t")
 	for _, t := range r.Tools {

@@ -80,6 +80,14 @@ type Result struct {
 	// gateways and client together) over the timed operations, per
 	// operation, in µs. Omitted where the platform has no getrusage.
 	CPUPerOp *float64 `json:"cpu_us_per_op,omitempty"`
+	// flood_p99: the quiet caller's sessions_list latency before the flood
+	// (P50 and P99 are during it), the flooded p99 over the quiet one, and
+	// the flooding caller's calls per second and the share of them refused.
+	QuietP50      int64    `json:"quiet_p50_ns,omitempty"`
+	QuietP99      int64    `json:"quiet_p99_ns,omitempty"`
+	FloodP99Ratio *float64 `json:"flood_p99_ratio,omitempty"`
+	FloodPerSec   *float64 `json:"flood_calls_per_sec,omitempty"`
+	FloodRefused  *float64 `json:"flood_refused_share,omitempty"`
 }
 
 // Load is one shared data load, timed.
@@ -101,6 +109,8 @@ type Report struct {
 	Internal string   `json:"internal_connections"`
 	Results  []Result `json:"results"`
 	Loads    []Load   `json:"loads,omitempty"`
+	// Quotas is what quotas the bench's worker ran with.
+	Quotas string `json:"quotas"`
 }
 
 // spec is one registered benchmark.
@@ -127,6 +137,7 @@ var registry = []spec{
 	// inventory its dataset names (`--only list_100k` and a full run then
 	// measure the same page).
 	{name: "list_10k", baseline: "raw_request_reply", run: runList10k},
+	{name: "flood_p99", baseline: "raw_request_reply", run: runFloodP99},
 	{name: "list_100k", baseline: "raw_request_reply", run: runList100k},
 	{name: "list_label_100k", baseline: "raw_request_reply", run: runListLabel100k},
 	{name: "list_search_100k", baseline: "raw_request_reply", run: runListSearch100k},
@@ -218,7 +229,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer e.close()
-	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick, Internal: "in-process", Auth: !o.Insecure}
+	rep := &Report{Go: runtime.Version(), CPUs: runtime.NumCPU(), NATSServer: e.serverVersion(), Quick: o.Quick, Internal: "in-process", Auth: !o.Insecure, Quotas: suiteQuotaNote}
 	if o.TCP {
 		rep.Internal = "tcp"
 	}
@@ -349,7 +360,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Quick {
 		mode += " (--quick: reduced data sets)"
 	}
-	fmt.Fprintf(w, "sessionbus bench: %s, %d cpus, nats-server %s, worker and gateways %s, client tcp%s\n\n", r.Go, r.CPUs, r.NATSServer, r.Internal, mode)
+	fmt.Fprintf(w, "sessionbus bench: %s, %d cpus, nats-server %s, worker and gateways %s, client tcp%s\n", r.Go, r.CPUs, r.NATSServer, r.Internal, mode)
+	fmt.Fprintf(w, "quotas: %s\n\n", r.Quotas)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "name\tops\tp50\tp99\tops/s\tbaseline\tratio\textra\tsync")
 	for _, res := range r.Results {
@@ -390,6 +402,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if res.CPUPerOp != nil {
 			extra = append(extra, fmt.Sprintf("cpu %.0fµs/op", *res.CPUPerOp))
+		}
+		if res.FloodP99Ratio != nil && res.FloodPerSec != nil && res.FloodRefused != nil {
+			extra = append(extra, fmt.Sprintf("quiet p50 %s p99 %s, flooded p99 %.2fx quiet, flood %.0f calls/s %.1f%% refused",
+				fmtDur(res.QuietP50), fmtDur(res.QuietP99), *res.FloodP99Ratio, *res.FloodPerSec, 100**res.FloodRefused))
 		}
 		ex := strings.Join(extra, ", ")
 		if ex == "" {

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats.go"
 )
 
 // Call sends one tool request with a caller token and returns the reply
-// body. A thrown tool error comes back as *Error with its code.
+// body. A thrown tool error comes back as *Error with its code (a 429 with
+// its RetryAfterMs).
 func Call(ctx context.Context, nc *nats.Conn, names Names, token, tool string, params []byte) ([]byte, error) {
 	return request(ctx, nc, names.Tool(tool), token, params)
 }
@@ -55,12 +55,8 @@ func request(ctx context.Context, nc *nats.Conn, subject, token string, params [
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", subject, err)
 	}
-	if desc := reply.Header.Get(HeaderServiceErr); desc != "" || reply.Header.Get(HeaderServiceCode) != "" {
-		code, _ := strconv.Atoi(reply.Header.Get(HeaderServiceCode))
-		if code == 0 {
-			code = CodeInternal
-		}
-		return nil, &Error{Code: code, Message: desc}
+	if e := replyError(reply); e != nil {
+		return nil, e
 	}
 	return reply.Data, nil
 }

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -96,6 +97,14 @@ type ServiceOptions struct {
 	// Observer, when set, is told of every answered request as the micro
 	// stats count it (metrics); nil observes nothing.
 	Observer ToolObserver
+	// Quota, when set, is asked about every request under a session token
+	// (tools, schema) once the token is verified, before the request takes
+	// a handler slot: a refusal (a 429) is answered from the subscription,
+	// at once or after its Error.Hold, so a caller over its limit costs a
+	// worker a token check and no handler. MaxHeldReplies bounds the held
+	// ones (0: DefaultMaxHeldReplies).
+	Quota          func(c Caller) *Error
+	MaxHeldReplies int
 	// ReplyPrefixes are the subject prefixes a reply may be sent to;
 	// empty means DefaultReplyPrefixes. See Service.replyAllowed.
 	ReplyPrefixes []string
@@ -142,14 +151,16 @@ type Service struct {
 	started time.Time
 
 	tools    map[string]*endpoint
-	inbound  *endpoint    // nil unless ServiceOptions.Inbound
-	schema   *endpoint    // nil unless ServiceOptions.Schema
-	observer ToolObserver // nil unless ServiceOptions.Observer
+	inbound  *endpoint           // nil unless ServiceOptions.Inbound
+	schema   *endpoint           // nil unless ServiceOptions.Schema
+	observer ToolObserver        // nil unless ServiceOptions.Observer
+	quota    func(Caller) *Error // nil unless ServiceOptions.Quota
 	// replyPrefixes are ServiceOptions.ReplyPrefixes; refused counts the
 	// requests dropped for a reply subject outside them.
 	replyPrefixes []string
 	refused       atomic.Int64
-	known         string // the sorted tool names, for the 404 text
+	held          heldReplies // 429s held (refuseOverQuota)
+	known         string      // the sorted tool names, for the 404 text
 	// subs take requests (tools, then inbound); subsDone[i] is closed when
 	// subs[i] delivers no more
 	subs     []*nats.Subscription
@@ -195,11 +206,12 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 		id: rand.Text(), started: time.Now().UTC(),
 		tools: make(map[string]*endpoint, len(tools)), known: strings.Join(slices.Sorted(maps.Keys(tools)), ", "),
 		ctx: ctx, cancel: cancel, sem: make(chan struct{}, o.MaxInFlight), observer: o.Observer,
-		replyPrefixes: o.ReplyPrefixes,
+		replyPrefixes: o.ReplyPrefixes, quota: o.Quota,
 	}
 	if len(s.replyPrefixes) == 0 {
 		s.replyPrefixes = DefaultReplyPrefixes
 	}
+	s.held.max = cmp.Or(o.MaxHeldReplies, DefaultMaxHeldReplies)
 	for name, h := range tools {
 		s.tools[name] = &endpoint{name: name, subject: o.Names.Tool(name), h: h, metadata: schema.Metadata(name)}
 	}
@@ -275,8 +287,9 @@ func (s *Service) onRequest(m *nats.Msg) {
 // onInbound is onRequest for the inbound endpoint.
 func (s *Service) onInbound(m *nats.Msg) { s.dispatch(s.inbound, m, time.Now(), true) }
 
-// dispatch checks size and token (an adapter's on the inbound endpoint, a
-// session's on a tool) and hands the call to a handler goroutine.
+// dispatch checks size, token (an adapter's on the inbound endpoint, a
+// session's on a tool) and the session's quota, and hands the call to a
+// handler goroutine.
 func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter bool) {
 	if !s.replyAllowed(m.Reply) {
 		s.refuseReply(ep, start, m)
@@ -306,6 +319,12 @@ func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter b
 			"this is channel adapter %q's token: it brings human turns in on %s and calls no tool; mint a session token with `sessionbus token --as SESSIONKEY`",
 			caller.Adapter, s.names.Inbound())))
 		return
+	}
+	if s.quota != nil && !adapter {
+		if e := s.quota(caller); e != nil {
+			s.refuseOverQuota(ep, start, m.Reply, e)
+			return
+		}
 	}
 	select {
 	case s.sem <- struct{}{}:
@@ -450,35 +469,6 @@ func (s *Service) refuseReply(ep *endpoint, start time.Time, m *nats.Msg) {
 // subject was not an inbox.
 func (s *Service) RefusedReplies() int64 { return s.refused.Load() }
 
-// encodeReply passes already-encoded results through: a tool that had to
-// measure its encoded size (sessions_list's 64 KiB budget) should not pay
-// for a second encoding.
-func encodeReply(res any) ([]byte, error) {
-	if raw, ok := res.(json.RawMessage); ok {
-		return raw, nil
-	}
-	return json.Marshal(res)
-}
-
-func (s *Service) send(reply string, m *nats.Msg) {
-	if reply == "" {
-		return
-	}
-	m.Subject = reply
-	if err := s.nc.PublishMsg(m); err != nil {
-		s.log.Warn("respond", "subject", reply, "err", err)
-	}
-}
-
-// errorMsg carries a thrown error the way micro's Request.Error does.
-func errorMsg(e *Error) *nats.Msg {
-	body, _ := json.Marshal(e)
-	return &nats.Msg{
-		Header: nats.Header{HeaderServiceErr: []string{e.Message}, HeaderServiceCode: []string{strconv.Itoa(e.Code)}},
-		Data:   body,
-	}
-}
-
 // subscribeVerbs answers the micro monitoring subjects, for all services,
 // for this service's name and for this instance, as micro does.
 func (s *Service) subscribeVerbs() error {
@@ -581,6 +571,7 @@ func (s *Service) Shutdown(grace time.Duration) {
 		for _, done := range s.subsDone {
 			<-done
 		}
+		s.sendHeld() // a held 429 is sent now, not when its hold is over
 		s.wg.Wait()
 		s.cancel(ErrStopping)
 		if err := s.nc.FlushTimeout(5 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {

@@ -12,6 +12,7 @@ type Config struct {
 	Session Session `mapstructure:"session"`
 	Agents  Agents  `mapstructure:"agents"`
 	Logging Logging `mapstructure:"logging"`
+	Quotas  Quotas  `mapstructure:"quotas"`
 }
 
 // Bus holds sessionbus's own keys (OpenClaw has no equivalent).

@@ -51,7 +51,17 @@ var defaults = map[string]any{
 	"agents.defaults.sandbox.mode":                   "off",
 	"logging.redactSensitive":                        "tools",
 	"logging.redactPatterns":                         []string{},
+	"quotas.toolCallsPerSession.rate":                defaultQuotas.ToolCallsPerSession.Rate,
+	"quotas.toolCallsPerSession.burst":               defaultQuotas.ToolCallsPerSession.Burst,
+	"quotas.toolCallsPerAgent.rate":                  defaultQuotas.ToolCallsPerAgent.Rate,
+	"quotas.toolCallsPerAgent.burst":                 defaultQuotas.ToolCallsPerAgent.Burst,
+	"quotas.runsPerSession.rate":                     defaultQuotas.RunsPerSession.Rate,
+	"quotas.runsPerSession.burst":                    defaultQuotas.RunsPerSession.Burst,
+	"quotas.runsPerAgent.rate":                       defaultQuotas.RunsPerAgent.Rate,
+	"quotas.runsPerAgent.burst":                      defaultQuotas.RunsPerAgent.Burst,
 }
+
+var defaultQuotas = DefaultQuotas()
 
 // Load reads path (or, when empty, sessionbus.yaml/.json/.json5 in the
 // working directory if present), then SESSIONBUS_* environment variables,

@@ -105,6 +105,9 @@ func (c *Config) Validate(log *slog.Logger) error {
 	if err := c.validateModels(); err != nil {
 		return err
 	}
+	if err := c.Quotas.validate(); err != nil {
+		return err
+	}
 	if c.Session.SendPolicy != nil {
 		if err := c.Session.SendPolicy.validate(); err != nil {
 			return err

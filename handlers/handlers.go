@@ -21,6 +21,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/notices"
+	"github.com/sessionbus/sessionbus/quota"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/sanitize"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -60,6 +61,10 @@ type Deps struct {
 	// ToolObserver, when set, is told of every answered request (metrics);
 	// see WithToolObserver.
 	ToolObserver bus.ToolObserver
+	// Quotas are the worker's per-caller rate limits (nil: none, as in
+	// tests that build Deps by hand); StartWorker makes them from the config.
+	Quotas    *quota.Limits
+	quotaOpts []quota.Option // WithQuotaOptions
 
 	views     *viewCache                      // sessions_history's entry views, set by Tools
 	usageSeen *lru.Cache[usageKey, usageSeen] // session_status's usage parse per entry, set by Tools
@@ -151,3 +156,13 @@ func (d *Deps) checkToolPolicy(r *requester, name string) error {
 
 // badRequest is a thrown argument error raised by a tool itself.
 func badRequest(msg string) error { return bus.BadRequest(msg) }
+
+// admitRun is the runs-queued quota of session key: nil, or the 429 that
+// refuses the run. Checked before the run's first write, so a refused run
+// leaves nothing behind.
+func (d *Deps) admitRun(key string) error {
+	if e := d.Quotas.Run(key); e != nil {
+		return e
+	}
+	return nil
+}

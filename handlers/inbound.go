@@ -95,6 +95,11 @@ func (d *Deps) Inbound() bus.Handler {
 				"this adapter token is for channel %q, not %q: mint one with `sessionbus token --adapter %s` (or --adapter '*' for every channel)",
 				req.Caller.Adapter, ip.channel, ip.channel)
 		}
+		// a human turn counts against the session it is for (the adapter
+		// speaks for no session), before its first write
+		if err := d.admitRun(ip.sessionKey); err != nil {
+			return nil, err
+		}
 		res, err := d.inbound(ctx, ip)
 		return res, bus.Thrown(err)
 	})

@@ -23,7 +23,9 @@ func (d *Deps) redactError(err error) error {
 		return err
 	}
 	if msg := d.Redactor.ErrorText(be.Message); msg != be.Message {
-		return &bus.Error{Code: be.Code, Message: msg}
+		masked := *be // keeps the code and a 429's retry-after
+		masked.Message = msg
+		return &masked
 	}
 	return err
 }

@@ -229,6 +229,9 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		RunID: runID, SessionKey: target, AgentID: req.AgentID, Status: runs.Pending,
 		CreatedAt: now, ChainID: chainID, Hop: hop, IdempotencyKey: sp.idempotencyKey,
 	}
+	if err := d.admitRun(r.key); err != nil {
+		return nil, err
+	}
 	q, err := d.queueRun(ctx, sendToolName, req, rec, sp.timeoutSeconds > 0)
 	if err != nil {
 		return sendFail(runID, "error", err.Error(), res.displayKey), nil

@@ -94,6 +94,10 @@ func sessionsSpawn(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 			return res, nil
 		}
 	}
+	// a retry (above) queues nothing; this spawn queues the child's run
+	if err := d.admitRun(r.key); err != nil {
+		return nil, err
+	}
 	s.rec = s.record()
 	return s.commit(ctx)
 }

@@ -49,10 +49,20 @@ func (c *subagentsCall) steer(ctx context.Context, target, message string) (*ste
 	// The rate limit holds across stateless workers: a claim that expires
 	// by itself (server TTL) after 2 s.
 	limitKey := "steer." + bus.EncodeKey(c.ctl.callerKey) + "." + bus.EncodeKey(rec.ChildSessionKey)
-	if _, err := c.d.Claims.Take(ctx, limitKey, c.ctl.callerKey, steerRateLimit); err != nil {
+	claimRev, err := c.d.Claims.Take(ctx, limitKey, c.ctl.callerKey, steerRateLimit)
+	if err != nil {
 		if errors.Is(err, claims.ErrTaken) {
 			res.Status, res.Error = "rate_limited", errSubagentRateLimited
 			return res, nil
+		}
+		return nil, err
+	}
+	// The runs quota after the claim, so a steer the claim refuses (it
+	// queues nothing) costs no run. A refused steer gives its claim back:
+	// held, it would refuse the retry the 429 asks for.
+	if err := c.d.admitRun(c.ctl.callerKey); err != nil {
+		if rerr := c.d.Claims.Release(ctx, limitKey, claimRev); rerr != nil {
+			c.d.Log.Warn("subagents steer: release the rate-limit claim", "key", limitKey, "err", rerr)
 		}
 		return nil, err
 	}
@@ -70,7 +80,7 @@ func (c *subagentsCall) steer(ctx context.Context, target, message string) (*ste
 		Lane:       subagentLane, ChainID: runID, CreatedAt: now,
 	}
 	finished := false
-	_, err := c.d.Subagents.Update(ctx, rec.ChildSessionKey, func(r *subagents.Record) error {
+	_, err = c.d.Subagents.Update(ctx, rec.ChildSessionKey, func(r *subagents.Record) error {
 		if r.RunID != oldRunID || !r.Active() {
 			finished = true // ended or steered meanwhile
 			return record.ErrUnchanged

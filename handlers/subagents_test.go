@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
@@ -487,12 +489,14 @@ func TestSubagentsSteer(t *testing.T) {
 		res["runId"] != newRun || res["sessionKey"] != c.ChildSessionKey {
 		t.Fatalf("second steer: %v", res)
 	}
-	// the limit lapses by itself (the claim's TTL)
-	var later map[string]any
+	// the limit lapses by itself (the claim's TTL); the wait reads the
+	// claim, not the tool, so it spends none of the caller's tool calls
+	limitKey := "steer." + bus.EncodeKey(mainKey) + "." + bus.EncodeKey(c.ChildSessionKey)
 	bustest.WaitFor(t, 15*time.Second, "the steer rate limit to expire", func() bool {
-		later = s.MustCall(mainKey, "subagents", `{"action":"steer","target":"researcher","message":"again"}`)
-		return later["status"] != "rate_limited"
+		_, err := d.Claims.Get(bustest.Context(t), limitKey)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
 	})
+	later := s.MustCall(mainKey, "subagents", `{"action":"steer","target":"researcher","message":"again"}`)
 	if later["status"] != "accepted" || later["runId"] == newRun {
 		t.Fatalf("steer after the limit: %v", later)
 	}

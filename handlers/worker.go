@@ -15,6 +15,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/notices"
+	"github.com/sessionbus/sessionbus/quota"
 	"github.com/sessionbus/sessionbus/sanitize"
 	"github.com/sessionbus/sessionbus/stores"
 )
@@ -43,6 +44,12 @@ func WithHumanTurnHook(fn HumanTurnHook) WorkerOption {
 // WithToolObserver has the worker's service report every answered request
 // to o (metrics).
 func WithToolObserver(o bus.ToolObserver) WorkerOption { return func(d *Deps) { d.ToolObserver = o } }
+
+// WithQuotaOptions passes opts to the worker's quotas (tests: a fake clock).
+// The limits themselves come from the config's quotas section.
+func WithQuotaOptions(opts ...quota.Option) WorkerOption {
+	return func(d *Deps) { d.quotaOpts = append(d.quotaOpts, opts...) }
+}
 
 // StartWorker creates the streams and buckets it needs (idempotently),
 // loads the session index and starts answering tool requests and inbound
@@ -93,7 +100,13 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	for _, o := range opts {
 		o(d)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: d.Names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(), Observer: d.ToolObserver, Schema: d.Schema()}); err != nil {
+	qopts := d.quotaOpts
+	if o, ok := d.ToolObserver.(quota.Observer); ok {
+		qopts = append([]quota.Option{quota.OnRefused(o.QuotaRefused)}, qopts...)
+	}
+	d.Quotas = quota.New(cfg.Quotas, qopts...)
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: d.Names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(),
+		Observer: d.ToolObserver, Schema: d.Schema(), Quota: d.Quotas.ToolCallBy}); err != nil {
 		return fail(err)
 	}
 	return w, nil

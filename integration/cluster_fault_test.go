@@ -38,8 +38,9 @@ func faultCount(full, race int) int {
 
 // clusterFaultConfig: every stream and bucket R3; one script agent that
 // answers at once, so the tests measure the bus, not the agent; children
-// enough for every spawn of the test.
-const clusterFaultConfig = `
+// enough for every spawn of the test, and quotas that let thousands of
+// sends from one session through.
+const clusterFaultConfig = loadQuotas + `
 bus:
   replicas: 3
   subagentSweepInterval: 500ms

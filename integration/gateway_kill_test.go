@@ -22,8 +22,9 @@ import (
 )
 
 // gatewayKillConfig gives agent main a script runtime with a small delay, so
-// runs are in flight on both gateways when one of them dies.
-const gatewayKillConfig = `
+// runs are in flight on both gateways when one of them dies, and quotas
+// that let 500 sends from one session through.
+const gatewayKillConfig = loadQuotas + `
 agents:
   list:
     - id: main

@@ -23,7 +23,9 @@ import (
 // max_payload, refused by the worker) while eight call sessions_list: every
 // good request is answered and every oversized one gets a 413 that says so.
 func TestOversizedRequestsDoNotStarveGoodOnes(t *testing.T) {
-	s := handlerstest.Start(t, nil)
+	// 800 good calls in a burst on one token: load quotas, or the default
+	// ones would refuse what this test means to see answered
+	s := handlerstest.Start(t, func(c *config.Config) { c.Quotas = loadQuotaConfig() })
 	names := bus.NewNames("")
 	token := s.Token(bus.Caller{SessionKey: "agent:main:main", AgentID: "main"})
 	body := func(size int) []byte { return []byte(`{"x":"` + strings.Repeat("a", size-8) + `"}`) }

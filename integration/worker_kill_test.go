@@ -27,9 +27,11 @@ func TestWorkerSIGKILL(t *testing.T) {
 	nc, _ := bustest.Connect(t, s)
 	op := bustest.Operator(t)
 	creds := bustest.AdminCreds(t, s.Deployment(), op)
-	w1 := start(t, "worker", "--server", s.URL(), "--creds", creds)
+	// eight callers loop as fast as they can on one token: load quotas
+	cfg := loadQuotaFile(t)
+	w1 := start(t, "worker", "--server", s.URL(), "--creds", creds, "--config", cfg)
 	w1.waitLine(t, "ready ")
-	w2 := start(t, "worker", "--server", s.URL(), "--creds", creds)
+	w2 := start(t, "worker", "--server", s.URL(), "--creds", creds, "--config", cfg)
 	w2.waitLine(t, "ready ")
 
 	tok, _ := op.Mint(bus.Caller{SessionKey: "agent:main:main"}, time.Hour)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sessionbus/sessionbus/quota"
 )
 
 // namespace prefixes every metric name.
@@ -35,6 +37,7 @@ type Metrics struct {
 	deliveries   *prometheus.CounterVec
 	failures     *prometheus.CounterVec
 	refused      *prometheus.CounterVec
+	quota        *prometheus.CounterVec
 }
 
 // New makes the metrics, with the Go runtime and process collectors.
@@ -78,14 +81,21 @@ func New() *Metrics {
 			Namespace: namespace, Name: "replies_refused_total",
 			Help: "Requests dropped unanswered because their reply subject was not an inbox, by endpoint (\"\" for an unknown tool or a monitoring verb).",
 		}, []string{"endpoint"}),
+		quota: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "quota_refused_total",
+			Help: "Tool calls and runs refused with 429 because their caller was over a quota, by quota (the key under quotas).",
+		}, []string{"kind"}),
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.latency, m.runsInFlight, m.runs, m.redeliveries, m.deliveries, m.failures, m.refused,
+	m.reg.MustRegister(m.requests, m.errors, m.latency, m.runsInFlight, m.runs, m.redeliveries, m.deliveries, m.failures, m.refused, m.quota,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every kind appears from the start, at zero, so a rate() over the
 	// first failure is not lost.
 	for _, k := range []string{"announce", "notice"} {
 		m.deliveries.WithLabelValues(k)
 		m.failures.WithLabelValues(k)
+	}
+	for _, k := range quota.Kinds {
+		m.quota.WithLabelValues(k)
 	}
 	return m
 }
@@ -108,6 +118,9 @@ func (m *Metrics) ToolDone(tool string, took time.Duration, code string) {
 
 // ReplyRefused implements bus.ToolObserver.
 func (m *Metrics) ReplyRefused(endpoint string) { m.refused.WithLabelValues(endpoint).Inc() }
+
+// QuotaRefused implements quota.Observer.
+func (m *Metrics) QuotaRefused(kind string) { m.quota.WithLabelValues(kind).Inc() }
 
 // RunStarted implements gateway.Observer.
 func (m *Metrics) RunStarted() { m.runsInFlight.Inc() }

@@ -24,6 +24,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/metrics"
+	"github.com/sessionbus/sessionbus/quota"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/submit"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
@@ -227,6 +228,26 @@ func TestDeliveryCounters(t *testing.T) {
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+}
+
+// TestQuotaRefusals: every quota kind is exported from the start, at zero,
+// and a refusal reported through quota.Observer counts under its kind.
+func TestQuotaRefusals(t *testing.T) {
+	m := metrics.New()
+	srv := serve(t, m, func(context.Context) error { return nil })
+	var obs quota.Observer = m
+	obs.QuotaRefused(quota.RunsPerSession)
+	obs.QuotaRefused(quota.RunsPerSession)
+	got := scrape(t, srv.Addr())
+	for _, k := range quota.Kinds {
+		name, want := `sessionbus_quota_refused_total{kind="`+k+`"}`, 0.0
+		if k == quota.RunsPerSession {
+			want = 2
+		}
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (exported %v), want %v", name, v, ok, want)
 		}
 	}
 }
