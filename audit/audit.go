@@ -97,6 +97,7 @@ var checks = []check{
 	{"sandbox.visibility_all", High, "Sandboxed agents run with session visibility all", visibilityAllSandboxed},
 	{"tools.profile.exec_wide", Medium, "An exec agent may call tools beyond the coding profile", execProfileWide},
 	{"tokens.ttl_long", Medium, "Run tokens can live longer than an hour", longTokenTTL},
+	{"quotas.unlimited", Medium, "A quota is unlimited", unlimitedQuota},
 }
 
 // Run runs every check against t.

@@ -198,6 +198,15 @@ func TestAuditFindsEachWeakness(t *testing.T) {
 		{name: "long run timeout of one agent", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Config = loadConfig(t, "agents:\n  list:\n    - id: slow\n      subagents:\n        runTimeoutSeconds: 3541\n")
 		}, want: []string{"tokens.ttl_long/medium"}},
+		{name: "unlimited tool calls per session", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
+			tg.Config = loadConfig(t, "quotas:\n  toolCallsPerSession: {rate: 0}\n")
+		}, want: []string{"quotas.unlimited/medium"}},
+		{name: "two unlimited quotas", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
+			tg.Config = loadConfig(t, "quotas:\n  runsPerAgent: {rate: 0}\n  toolCallsPerAgent: {rate: 0}\n")
+		}, want: []string{"quotas.unlimited/medium", "quotas.unlimited/medium"}},
+		{name: "a low finite quota", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
+			tg.Config = loadConfig(t, "quotas:\n  runsPerSession: {rate: 0.1, burst: 1}\n")
+		}},
 		{name: "run timeout at the limit", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Config = loadConfig(t, "agents:\n  defaults:\n    subagents:\n      runTimeoutSeconds: 3540\n")
 		}},

@@ -18,6 +18,33 @@ import (
 // until it expires if that revocation never comes (its gateway died).
 const LongTokenTTL = bus.DefaultTokenTTL
 
+// unlimitedQuota: a quota at rate 0 lets one runaway caller (a loop in an
+// exec agent, a prompt-injected model) take the workers for every other
+// caller; one finding per key, in key order.
+func unlimitedQuota(t *Target) []Issue {
+	if t.Config == nil {
+		return nil
+	}
+	all, defaults := t.Config.Quotas.ByKey(), config.DefaultQuotas().ByKey()
+	keys := make([]string, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []Issue
+	for _, k := range keys {
+		if !all[k].Unlimited() {
+			continue
+		}
+		d := defaults[k]
+		out = append(out, Issue{
+			Detail: fmt.Sprintf("%s has rate 0 (unlimited): one caller looping on its token can keep the workers busy for every other caller.", k),
+			Fix:    fmt.Sprintf("%s: {rate: %g, burst: %d} (the default)", k, d.Rate, d.Burst),
+		})
+	}
+	return out
+}
+
 // redactOff: logging.redactSensitive is off, so sessionbus's own log lines
 // (which quote tool errors and an exec runtime's stderr) keep the secrets
 // in them. OpenClaw rates the same setting a warning.

@@ -40,8 +40,8 @@ func DefaultQuotas() Quotas {
 	}
 }
 
-// byKey is every quota by its config key.
-func (q Quotas) byKey() map[string]Quota {
+// ByKey is every quota by its config key.
+func (q Quotas) ByKey() map[string]Quota {
 	return map[string]Quota{
 		"quotas.toolCallsPerSession": q.ToolCallsPerSession,
 		"quotas.toolCallsPerAgent":   q.ToolCallsPerAgent,
@@ -53,7 +53,7 @@ func (q Quotas) byKey() map[string]Quota {
 // validate refuses a quota that cannot be a token bucket; the error names
 // the key and an example, in the order of the keys.
 func (q Quotas) validate() error {
-	all := q.byKey()
+	all := q.ByKey()
 	keys := make([]string, 0, len(all))
 	for k := range all {
 		keys = append(keys, k)
