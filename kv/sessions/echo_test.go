@@ -42,7 +42,8 @@ func TestEntryEncodeIsMarshal(t *testing.T) {
 	}
 	rare := *entries[1]
 	rare.SetRare(func(r *RareFields) {
-		r.SubagentRole, r.ThinkingLevel, r.Goal = "leaf", "high", "ünïcode \u2028 \"quoted\""
+		r.SubagentRole, r.ThinkingLevel = "leaf", "high"
+		r.Goal = &Goal{Objective: "ünïcode \u2028 \"quoted\"", Status: GoalActive, UpdatedAt: 7, ActorType: "human", ActorID: "ops"}
 		r.Imports = []ImportMark{{ID: "i", At: 1, N: 2, Done: true}}
 	})
 	entries = append(entries, &rare)

@@ -88,7 +88,7 @@ type RareFields struct {
 	ProviderOverride     string
 	ModelOverride        string
 	ThinkingLevel        string
-	Goal                 string
+	Goal                 *Goal
 	CacheRead            int64
 	CacheWrite           int64
 	CompactionCount      int64
@@ -171,7 +171,7 @@ type entryJSON struct {
 	AbortedLastRun       bool             `json:"abortedLastRun,omitempty"`
 	Archived             bool             `json:"archived,omitempty"`
 	Pinned               bool             `json:"pinned,omitempty"`
-	Goal                 string           `json:"goal,omitempty"`
+	Goal                 *Goal            `json:"goal,omitempty"`
 	OwnerID              string           `json:"ownerId,omitempty"`
 	CreatorID            string           `json:"creatorId,omitempty"`
 	ProjectID            string           `json:"projectId,omitempty"`
@@ -196,6 +196,10 @@ func (e *Entry) encode() ([]byte, error) {
 func (e *Entry) UnmarshalJSON(data []byte) error {
 	w := e.wire()
 	w.Imports = slices.Clone(w.Imports) // may be shared: decoding reuses its array
+	if w.Goal != nil { // may be shared: decoding writes through the pointer
+		g := *w.Goal
+		w.Goal = &g
+	}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}

@@ -133,7 +133,7 @@ func (r RareFields) orNil() *RareFields {
 		r.CacheWrite == 0 &&
 		r.CompactionCount == 0 &&
 		r.RuntimeMs == 0 &&
-		r.Goal == "" &&
+		r.Goal == nil &&
 		r.StateVersion == 0 &&
 		r.Imports == nil {
 		return nil
