@@ -24,6 +24,7 @@ import (
 	"github.com/sessionbus/sessionbus/quota"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -42,9 +43,10 @@ type Deps struct {
 	Subagents   *subagents.Registry // the child registry
 	Children    *subagents.Index    // the registry as this worker follows it
 	Claims      *claims.Claims
-	Watchers    *watchers.Store   // watch cursors (sessions_send watch:true)
-	Notices     *notices.Recorder // signal log + notices
-	Heads       *signals.Heads    // stateVersion per session, for sessions_list rows
+	Watchers    *watchers.Store    // watch cursors (sessions_send watch:true)
+	Notices     *notices.Recorder  // signal log + notices
+	Deliveries  *deliveries.Stream // <prefix>.deliver.<channel>: the answers to `/goal` messages
+	Heads       *signals.Heads     // stateVersion per session, for sessions_list rows
 	// Revocations are the revoked run tokens, watched; the verifier checks them.
 	Revocations *revocations.Store
 	// Signals is the signal log session_status reads stateVersion and

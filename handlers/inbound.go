@@ -95,6 +95,11 @@ func (d *Deps) Inbound() bus.Handler {
 				"this adapter token is for channel %q, not %q: mint one with `sessionbus token --adapter %s` (or --adapter '*' for every channel)",
 				req.Caller.Adapter, ip.channel, ip.channel)
 		}
+		// `/goal ...` changes the session's goal and queues no run
+		if cmd, ok := parseGoalCommand(ip.text); ok {
+			res, err := d.inboundGoal(ctx, ip, cmd)
+			return res, bus.Thrown(err)
+		}
 		// a human turn counts against the session it is for (the adapter
 		// speaks for no session), before its first write
 		if err := d.admitRun(ip.sessionKey); err != nil {

@@ -10,17 +10,14 @@ import (
 	"github.com/sessionbus/sessionbus/rules"
 )
 
-// SessionOps are the session lifecycle operations on
+// SessionOps are the operations on one session, on
 // <prefix>.ops.session.<op> (docs/ops.md): ops and channel adapters delete
-// or reset a session, {"sessionKey": KEY}; the transcript is archived
-// first (package lifecycle). They are no agent tools. An adapter token
-// for one channel may act only on that channel's sessions; ops mint one
-// for '*'.
+// or reset a session, {"sessionKey": KEY}, the transcript archived first
+// (package lifecycle), and set or clear its goal. They are no agent
+// tools. An adapter token for one channel may act only on that channel's
+// sessions; ops mint one for '*'.
 func (d *Deps) SessionOps() map[string]bus.Handler {
-	if d.Lifecycle == nil {
-		return nil
-	}
-	op := func(run func(ctx context.Context, key string) (any, error)) bus.Handler {
+	op := func(run func(ctx context.Context, req *bus.Request, key string, p rules.Params) (any, error)) bus.Handler {
 		return bus.HandlerFunc(func(ctx context.Context, req *bus.Request) (any, error) {
 			p, err := rules.ParseParams(req.Body)
 			if err != nil {
@@ -36,7 +33,7 @@ func (d *Deps) SessionOps() map[string]bus.Handler {
 			if req.Caller.Adapter != bus.AnyChannel {
 				e, _, err := d.Store.Get(ctx, key)
 				if errors.Is(err, sessions.ErrNotFound) {
-					return run(ctx, key) // refused there, with the one message
+					return run(ctx, req, key, p) // refused there, with the one message
 				}
 				if err != nil {
 					return nil, err
@@ -47,17 +44,22 @@ func (d *Deps) SessionOps() map[string]bus.Handler {
 						req.Caller.Adapter, key, ch)
 				}
 			}
-			return run(ctx, key)
+			return run(ctx, req, key, p)
 		})
 	}
-	return map[string]bus.Handler{
-		"delete": op(func(ctx context.Context, key string) (any, error) {
+	ops := map[string]bus.Handler{"goal": op(func(ctx context.Context, req *bus.Request, key string, p rules.Params) (any, error) {
+		res, err := d.goalOp(ctx, req, key, p)
+		return res, bus.Thrown(err)
+	})}
+	if d.Lifecycle != nil {
+		ops["delete"] = op(func(ctx context.Context, _ *bus.Request, key string, _ rules.Params) (any, error) {
 			return d.Lifecycle.Delete(ctx, key, archives.ReasonDeleted, nil)
-		}),
-		"reset": op(func(ctx context.Context, key string) (any, error) {
+		})
+		ops["reset"] = op(func(ctx context.Context, _ *bus.Request, key string, _ rules.Params) (any, error) {
 			return d.Lifecycle.Reset(ctx, key, nil)
-		}),
+		})
 	}
+	return ops
 }
 
 // sessionChannel is the channel a session talks on, as its entry records it.
