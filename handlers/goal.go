@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -114,12 +113,8 @@ func (d *Deps) changeGoal(ctx context.Context, ch goalChange) (*goalResult, erro
 		e.SetRare(func(r *sessions.RareFields) { r.Goal = next })
 		return nil
 	})
-	if errors.Is(err, sessions.ErrNotFound) {
-		return nil, bus.Errorf(bus.CodeNotFound,
-			"unknown session %s: a goal belongs to an existing session; check the key (sessions_list shows them)", ch.key)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("change the goal of session %s: %w", ch.key, err)
+		return nil, d.goalSessionErr(ch.key, err)
 	}
 	out := &goalResult{Status: status, SessionKey: ch.key, Goal: entry.Rares().Goal}
 	if status != goalUnchanged {

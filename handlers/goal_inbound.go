@@ -100,7 +100,7 @@ func (d *Deps) goalSessionErr(key string, err error) error {
 		return bus.Errorf(bus.CodeNotFound,
 			"unknown session %s: a goal belongs to an existing session; check the key (sessions_list shows them)", key)
 	}
-	return fmt.Errorf("read session %s: %w", key, err)
+	return fmt.Errorf("session %s: %w", key, err)
 }
 
 // deliverGoalAnswer publishes the answer to the route the message came

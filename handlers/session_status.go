@@ -77,6 +77,9 @@ type statusResult struct {
 	// ModelOverride is "provider/model" or null, only when model was given.
 	ModelOverride json.RawMessage `json:"modelOverride,omitempty"`
 	ThinkingLevel string          `json:"thinkingLevel,omitempty"`
+	// Goal is the session's goal, a cleared one too (who cleared it,
+	// when). JSON only: OpenClaw's status card does not show it.
+	Goal *sessions.Goal `json:"goal,omitempty"`
 	routeContext
 	StatusText string `json:"statusText"`
 }
@@ -153,7 +156,7 @@ func sessionStatus(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 
 	m := d.effectiveModel(e)
 	out.Model, out.Provider = m.Model, m.Provider
-	out.ThinkingLevel = e.Rares().ThinkingLevel
+	out.ThinkingLevel, out.Goal = e.Rares().ThinkingLevel, e.Rares().Goal
 	out.routeContext = statusRoute(r, e)
 	out.StatusText = d.statusText(r, e, m, usage, out)
 	return out, nil

@@ -45,6 +45,7 @@ type listRow struct {
 	TotalTokens        int64             `json:"totalTokens,omitempty"`
 	Status             string            `json:"status,omitempty"`
 	AbortedLastRun     bool              `json:"abortedLastRun,omitempty"`
+	Goal               *sessions.Goal    `json:"goal,omitempty"` // an active goal only
 	ChildSessions      []string          `json:"childSessions,omitempty"`
 	Messages           []json.RawMessage `json:"messages,omitempty"`
 
@@ -269,6 +270,9 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 		Status:         e.Status,
 		AbortedLastRun: e.AbortedLastRun,
 		plain:          f.plain, // the key and parent as displayed too: as stored, or "main"
+	}
+	if g := e.Rares().Goal; g.Active() {
+		row.Goal = g
 	}
 	if p := e.Parent(); p != "" {
 		var ok bool

@@ -111,6 +111,10 @@ func appendRow(b []byte, r *listRow) []byte {
 	if r.AbortedLastRun {
 		b = append(b, `,"abortedLastRun":true`...)
 	}
+	if r.Goal != nil { // few rows: encoding/json's bytes, as json.Marshal(r) nests them
+		enc, _ := json.Marshal(r.Goal)
+		b = append(append(b, `,"goal":`...), enc...)
+	}
 	if len(r.ChildSessions) > 0 {
 		b = append(b, `,"childSessions":[`...)
 		str := appendJSONString

@@ -49,6 +49,9 @@ func TestListReplyEncodingIsJSONMarshal(t *testing.T) {
 			for range rng.IntN(3) {
 				r.ChildSessions = append(r.ChildSessions, str())
 			}
+			if rng.IntN(3) == 0 {
+				r.Goal = &sessions.Goal{Objective: str(), Status: sessions.GoalActive, CreatedAt: num(), UpdatedAt: num(), ActorType: "human", ActorID: str(), Channel: str()}
+			}
 			if rng.IntN(4) == 0 {
 				r.Messages = []json.RawMessage{json.RawMessage(`{"role":"user", "content":"<x>"}`)}
 			}

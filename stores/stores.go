@@ -123,13 +123,14 @@ func (s *Stores) open(ctx context.Context, nc *nats.Conn, cfg config.Bus, o opti
 	if s.Archives, err = archives.Open(ctx, js, names, archives.WithReplicas(r)); err != nil {
 		return err
 	}
+	// workers deliver too: the answer to a human's /goal message
+	if s.Deliveries, err = deliveries.Open(ctx, js, names, deliveries.WithReplicas(r), deliveries.WithMaxAge(cfg.DeliverMaxAge)); err != nil {
+		return err
+	}
 	if !o.gateway {
 		return nil
 	}
-	if s.A2A, err = a2a.Open(ctx, js, names, a2a.WithReplicas(r), a2a.WithMaxAge(cfg.RunRecordMaxAge)); err != nil {
-		return err
-	}
-	s.Deliveries, err = deliveries.Open(ctx, js, names, deliveries.WithReplicas(r), deliveries.WithMaxAge(cfg.DeliverMaxAge))
+	s.A2A, err = a2a.Open(ctx, js, names, a2a.WithReplicas(r), a2a.WithMaxAge(cfg.RunRecordMaxAge))
 	return err
 }
 
