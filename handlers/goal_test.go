@@ -156,7 +156,7 @@ func TestGoalOpsRefusals(t *testing.T) {
 		_, err := goalOp(t, s, tc.c, tc.body)
 		e, ok := bus.AsError(err)
 		if !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.msg) {
-			t.Fatalf("%v as %+v: %v, want %d %q", tc.body, tc.c, err, tc.code, tc.msg)
+			t.Fatalf("%.80v as %+v: %v, want %d %q", tc.body, tc.c, err, tc.code, tc.msg)
 		}
 	}
 	after := s.MustCall("agent:main:main", "session_status", fmt.Sprintf(`{"sessionKey":%q}`, goalChild))

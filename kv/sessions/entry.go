@@ -196,7 +196,8 @@ func (e *Entry) encode() ([]byte, error) {
 func (e *Entry) UnmarshalJSON(data []byte) error {
 	w := e.wire()
 	w.Imports = slices.Clone(w.Imports) // may be shared: decoding reuses its array
-	if w.Goal != nil { // may be shared: decoding writes through the pointer
+	// may be shared: decoding writes through the pointer
+	if w.Goal != nil {
 		g := *w.Goal
 		w.Goal = &g
 	}
