@@ -11,16 +11,18 @@ import (
 	"github.com/sessionbus/sessionbus/lifecycle"
 )
 
-// cmdSession is `sessionbus session delete|reset KEY`: the request on
+// cmdSession is `sessionbus session delete|reset|goal ...`: the request on
 // <prefix>.ops.session.<op>, with an ops token (adapter '*') minted from
-// the operator credentials; a worker archives the transcript, then
-// deletes or resets the session (docs/ops.md).
+// the operator credentials. delete and reset archive the transcript first,
+// then remove; goal sets or clears the session's goal (docs/ops.md).
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	usage := func() {
 		fmt.Fprintln(stderr, "usage: sessionbus session delete|reset [flags] SESSIONKEY")
-		fmt.Fprintln(stderr, "The transcript is archived (zstd JSONL, `sessionbus archive ls`) before anything is removed.")
+		fmt.Fprintln(stderr, "       sessionbus session goal [flags] SESSIONKEY \"text\"")
+		fmt.Fprintln(stderr, "       sessionbus session goal --clear [flags] SESSIONKEY")
+		fmt.Fprintln(stderr, "delete and reset archive the transcript (zstd JSONL, `sessionbus archive ls`) before anything is removed.")
 	}
-	if len(args) == 0 || (args[0] != "delete" && args[0] != "reset") {
+	if len(args) == 0 || (args[0] != "delete" && args[0] != "reset" && args[0] != "goal") {
 		usage()
 		return 2
 	}
@@ -30,11 +32,18 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	creds := fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve writes the admin's as operator.creds)")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the worker (a long transcript takes a while to archive)")
+	var clear *bool
+	var actor *string
+	if op == "goal" {
+		clear = fs.Bool("clear", false, "clear the goal instead of setting it")
+		actor = fs.String("actor", envOr("USER", "ops"), "who changes the goal, as the goal and the signal log record it")
+	}
 	fs.Usage = func() { usage(); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	if fs.NArg() != 1 {
+	body, ok := sessionOpBody(op, fs.Args(), clear, actor)
+	if !ok {
 		fs.Usage()
 		return 2
 	}
@@ -53,11 +62,15 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	body, _ := json.Marshal(map[string]string{"sessionKey": fs.Arg(0)})
-	fmt.Fprintf(stderr, "%s %s: archiving the transcript, then removing...\n", op, fs.Arg(0))
+	if op != "goal" {
+		fmt.Fprintf(stderr, "%s %s: archiving the transcript, then removing...\n", op, fs.Arg(0))
+	}
 	reply, err := bus.SessionOp(ctx, nc, bus.NewNames(*prefix), op, token, body)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
+	}
+	if op == "goal" {
+		return printGoalResult(reply, stdout, stderr)
 	}
 	var res lifecycle.Result
 	if err := json.Unmarshal(reply, &res); err != nil {
@@ -65,5 +78,44 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, res.Summary())
 	printJSON(stdout, &res)
+	return 0
+}
+
+// sessionOpBody is the request body of op with the positional args, or
+// false on a usage error: delete and reset take the key; goal the key and
+// the text, or with --clear the key alone.
+func sessionOpBody(op string, args []string, clear *bool, actor *string) ([]byte, bool) {
+	m := map[string]any{}
+	switch {
+	case op != "goal" && len(args) == 1:
+	case op == "goal" && *clear && len(args) == 1:
+		m["clear"] = true
+	case op == "goal" && !*clear && len(args) == 2:
+		m["goal"] = args[1] // an empty text is the worker's to refuse, with its message
+	default:
+		return nil, false
+	}
+	m["sessionKey"] = args[0]
+	if op == "goal" && *actor != "" {
+		m["actor"] = *actor
+	}
+	b, _ := json.Marshal(m)
+	return b, true
+}
+
+// printGoalResult says what the goal change did (stderr) and prints the
+// reply (stdout).
+func printGoalResult(reply []byte, stdout, stderr io.Writer) int {
+	var res struct {
+		Status     string `json:"status"`
+		SessionKey string `json:"sessionKey"`
+	}
+	if err := json.Unmarshal(reply, &res); err != nil {
+		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
+	}
+	fmt.Fprintf(stderr, "goal of %s: %s\n", res.SessionKey, res.Status)
+	var v any
+	_ = json.Unmarshal(reply, &v)
+	printJSON(stdout, v)
 	return 0
 }
