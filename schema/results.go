@@ -38,8 +38,20 @@ type SessionRow struct {
 	TotalTokens        int64            `json:"totalTokens,omitempty"`
 	Status             string           `json:"status,omitempty"`
 	AbortedLastRun     bool             `json:"abortedLastRun,omitempty"`
+	Goal               *Goal            `json:"goal,omitempty" jsonschema:"The session's goal, while active."`
 	ChildSessions      []string         `json:"childSessions,omitempty"`
 	Messages           []map[string]any `json:"messages,omitempty"`
+}
+
+// Goal is a session's goal (kv/sessions.Goal).
+type Goal struct {
+	Objective string `json:"objective,omitempty" jsonschema:"The objective; absent once cleared."`
+	Status    string `json:"status" jsonschema:"active or cleared."`
+	CreatedAt int64  `json:"createdAt,omitempty" jsonschema:"Unix ms: when this objective was first set."`
+	UpdatedAt int64  `json:"updatedAt" jsonschema:"Unix ms: the latest change, a clear included."`
+	ActorType string `json:"actorType,omitempty" jsonschema:"Who made the latest change: human."`
+	ActorID   string `json:"actorId,omitempty" jsonschema:"The sender on the channel, or the operator."`
+	Channel   string `json:"channel,omitempty" jsonschema:"Where the change came from: a chat channel, or ops."`
 }
 
 // Visibility says how sessions_list's scope was restricted.
@@ -131,6 +143,7 @@ type SessionStatusResult struct {
 	// when model was given.
 	ModelOverride   *string      `json:"modelOverride,omitempty"`
 	ThinkingLevel   string       `json:"thinkingLevel,omitempty"`
+	Goal            *Goal        `json:"goal,omitempty" jsonschema:"The session's goal; a cleared one keeps who cleared it and when."`
 	Origin          *RouteOrigin `json:"origin,omitempty"`
 	Active          *RouteActive `json:"active,omitempty"`
 	DeliveryContext *RouteActive `json:"deliveryContext,omitempty"`
