@@ -153,3 +153,17 @@ func TestOnlyAddsBaselines(t *testing.T) {
 		t.Fatalf("results %+v", rep.Results)
 	}
 }
+
+// TestStreamDelta: the live-output benchmark runs alone with its baseline
+// and measures deltas that reached the subscriber.
+func TestStreamDelta(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Only: []string{"stream_delta"}, Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 || rep.Results[1].Name != "stream_delta" || rep.Results[1].P50 <= 0 || rep.Results[1].Ratio == nil {
+		t.Fatalf("results %+v", rep.Results)
+	}
+}

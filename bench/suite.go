@@ -131,6 +131,7 @@ var registry = []spec{
 	{name: "session_status", baseline: "raw_kv_get", run: runSessionStatus},
 	{name: "client_roundtrip", baseline: "raw_request_reply", run: runClientRoundtrip},
 	{name: "mcp_roundtrip", baseline: "client_roundtrip", run: runMCPRoundtrip},
+	{name: "stream_delta", baseline: "raw_request_reply", run: runStreamDelta},
 	// The list family runs before the gateway benchmarks: their sessions
 	// (the main session with hundreds of children) would otherwise be the
 	// newest rows, and list_100k would page through them instead of the

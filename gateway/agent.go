@@ -38,8 +38,9 @@ func (r *run) model() string {
 // is the session's entry (nil when it had none): a sub-agent's entry
 // decides which tools its turn is offered; model is the one the turn
 // uses; child is the sub-agent's registry record (nil for other
-// sessions), whose deadline bounds the turn.
-func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, sess *sessions.Entry, model string, child *subagents.Record) (*runtime.Result, error) {
+// sessions), whose deadline bounds the turn; emit receives the turn's
+// live output.
+func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, sess *sessions.Entry, model string, child *subagents.Record, emit func(runtime.Event)) (*runtime.Result, error) {
 	secs := req.TimeoutSeconds
 	if secs <= 0 {
 		secs = DefaultTimeoutSeconds
@@ -100,6 +101,7 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 		Model: model, History: history, NATSURL: g.nc.ConnectedUrl(), Token: token,
 		ToolsSubject: g.names.ToolsGroup(),
 		AllowedTools: sessionTools(g.cfg, req.SessionKey, sess),
+		Emit:         emit,
 	}
 	var endUser func()
 	turn.NATSUser, endUser = g.runUserFor(req.AgentID, req.RunID)

@@ -55,6 +55,7 @@ type run struct {
 	// sweep's timeout), which cancels the turn
 	child *subagents.Record
 	watch *runs.Waiter
+	live  *LiveOutput // this attempt's live output
 
 	hbStop   context.CancelFunc
 	hbWG     sync.WaitGroup

@@ -45,6 +45,8 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	// the outcome already ran the turn: record that reply, never run twice.
 	var res *runtime.Result
 	var runErr error
+	// a new attempt's live output starts at seq 1 (subscribers reset)
+	r.live = NewLiveOutput(r.g.nc, r.g.names, r.req.SessionKey, r.req.RunID, r.g.redact, r.g.log)
 	prevReply, replied := findPart(mine, r.req.RunID, "reply")
 	if replied {
 		res = &runtime.Result{Reply: prevReply}
@@ -237,7 +239,7 @@ func (r *run) invoke(ctx context.Context, history []json.RawMessage) (*runtime.R
 			}
 		}()
 	}
-	return r.g.runAgent(actx, r.req, history, r.sess, r.model(), r.child)
+	return r.g.runAgent(actx, r.req, history, r.sess, r.model(), r.child, r.live.Emit)
 }
 
 // finish records how the turn ended: its reply is appended (wave 3) unless
@@ -247,6 +249,13 @@ func (r *run) finish(ctx context.Context, res *runtime.Result, replied bool, run
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	status, errText, reply := r.outcome(res, runErr)
+	// the end goes out before the reply is written: the transcript, not
+	// the live output, is the record, and a watcher need not wait for it
+	if status == runs.OK {
+		r.live.Done(reply, res == nil || !res.Yielded)
+	} else {
+		r.live.Fail(errText)
+	}
 	// a yielded turn has no reply of its own (docs/runtimes.md)
 	if status == runs.OK && !replied && (res == nil || !res.Yielded) {
 		if err := r.appendReply(octx, reply); err != nil {

@@ -392,7 +392,8 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 	switch role {
 	case RoleAgent:
 		// tool requests and the schema of the tools it may call; replies
-		// come to its own inbox
+		// come to its own inbox. No live output: it spans every session,
+		// and an agent sees others only through its tools' visibility
 		p.Pub.Allow.Add(names.ToolsGroup()+".>", names.Schema())
 		p.Sub.Allow.Add(own)
 	case RoleAdapter:
@@ -431,8 +432,9 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 		// anyway; no credential travels over the bus. Live, the subjects
 		// the streams it reads store (transcripts, signals, session
 		// events, deliveries), never the tool or run requests, whose
-		// headers carry caller tokens.
-		p.Sub.Allow.Add("_INBOX.>", names.Transcript(">"), names.Signal(">"), names.SessionEvents(), names.Deliver(">"))
+		// headers carry caller tokens; and the turns' live output, which
+		// nothing stores: what it carries ends up in the transcripts.
+		p.Sub.Allow.Add("_INBOX.>", names.Transcript(">"), names.Signal(">"), names.SessionEvents(), names.Deliver(">"), names.LiveAll())
 	default:
 		// worker, gateway, admin: the deployment's own subjects, JetStream
 		// and its KV/object-store subjects, micro and inboxes. Nothing else

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // defaultChatChannel is the channel `chat` speaks on unless told.
@@ -29,8 +30,9 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	idem := fs.String("idempotency-key", "", "a retried message with the same key never runs twice (optional)")
 	timeout := fs.Int("timeout", 60, "seconds to wait for the reply; 0 returns once the turn is accepted")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
+	stream := fs.Bool("stream", false, "print the reply as the turn produces it (its live output on sb.live.<key>), then a newline")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: sessionbus chat [flags] SESSIONKEY "text"`)
+		fmt.Fprintln(stderr, `usage: sessionbus chat [flags] [--stream] SESSIONKEY "text"`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -39,6 +41,17 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if fs.NArg() != 2 || *timeout < 0 {
 		fs.Usage()
 		return 2
+	}
+	if *stream && *timeout == 0 {
+		fmt.Fprintln(stderr, "sessionbus chat: --stream prints the turn as it runs, so it waits: give --timeout 1 or more (not 0)")
+		return 2
+	}
+	if *stream && *idem == "" {
+		// the ingress answers at once with the run id a key derives, and a
+		// second request with the key waits for that run without starting
+		// another: so the live output can be told apart from other runs'
+		// before the turn starts
+		*idem = "chat-" + sessions.NewID()
 	}
 	ch, err := bus.NormalizeChannel(*channel)
 	if err != nil {
@@ -53,11 +66,12 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}
-	body, _ := json.Marshal(map[string]any{
+	fields := map[string]any{
 		"sessionKey": fs.Arg(0), "channel": ch, "from": *from, "text": fs.Arg(1),
 		"accountId": *account, "threadId": *thread, "idempotencyKey": *idem,
 		"timeoutSeconds": *timeout,
-	})
+	}
+	body, _ := json.Marshal(fields)
 	nc, err := server.connect("sessionbus chat", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
@@ -66,18 +80,24 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	// the worker answers by the turn's own deadline: leave it room
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(*timeout)*time.Second+30*time.Second)
 	defer cancel()
-	data, err := bus.Inbound(ctx, nc, bus.NewNames(*prefix), token, body)
+	names := bus.NewNames(*prefix)
+	var res inboundReply
+	streamed := false
+	if *stream {
+		res, streamed, err = chatStream(ctx, nc, names, token, fields, stdout)
+	} else {
+		res, err = inbound(ctx, nc, names, token, body)
+	}
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
-	var res struct {
-		Status, RunID, SessionKey, Reply, Error string
-	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		return fail(stderr, bus.CodeInternal, fmt.Errorf("the ingress answered something else than its JSON reply: %v: %.200s", err, data))
-	}
 	switch {
+	case res.Status == "ok" && streamed:
+		return 0
 	case res.Status == "ok":
+		if *stream {
+			fmt.Fprintln(stderr, "sessionbus chat: the live output did not carry the whole reply (its runtime streams none, or messages were dropped); the reply as recorded follows")
+		}
 		fmt.Fprintln(stdout, res.Reply)
 		return 0
 	case res.Status == "accepted" && *timeout == 0:

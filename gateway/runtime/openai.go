@@ -132,6 +132,7 @@ type chatRequest struct {
 	Model    string          `json:"model"`
 	Messages []chatMessage   `json:"messages"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
+	Stream   bool            `json:"stream,omitempty"`
 }
 
 type chatResponse struct {
@@ -180,7 +181,7 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		}
 	}
 	for round := 0; ; round++ {
-		content, rawCalls, err := r.complete(ctx, key, model, msgs, offered)
+		content, rawCalls, err := r.complete(ctx, key, model, msgs, offered, t.emitText)
 		if err != nil {
 			return partial(res), err
 		}
@@ -213,8 +214,16 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		}
 		msgs = append(msgs, am)
 		for _, c := range calls {
+			if t.Emit != nil {
+				args, _ := toolArgs(c.Function.Arguments)
+				if !json.Valid(args) {
+					args = nil
+				}
+				t.emitToolCall(c.Function.Name, args)
+			}
 			call, reply := r.runTool(ctx, tools, c, t.AllowedTools)
 			res.ToolCalls = append(res.ToolCalls, call)
+			t.emitToolResult(call)
 			if ctx.Err() != nil {
 				return res, fmt.Errorf("openai: %s interrupted: %w", c.Function.Name, ctx.Err())
 			}
@@ -399,9 +408,11 @@ func (r *openAIRuntime) runTool(ctx context.Context, tools Tools, c chatToolCall
 }
 
 // complete makes one chat-completions request and returns the first choice's
-// text and raw tool_calls.
-func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []chatMessage, tools json.RawMessage) (string, json.RawMessage, error) {
-	body, err := json.Marshal(chatRequest{Model: model, Messages: msgs, Tools: tools})
+// text and raw tool_calls. It asks for a stream, whose text deltas go to
+// emit as they arrive; an endpoint that answers with one JSON body instead
+// is read as before, its text emitted whole.
+func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []chatMessage, tools json.RawMessage, emit func(string)) (string, json.RawMessage, error) {
+	body, err := json.Marshal(chatRequest{Model: model, Messages: msgs, Tools: tools, Stream: true})
 	if err != nil {
 		return "", nil, runErrorf("openai: encoding the request: %v", err)
 	}
@@ -412,7 +423,7 @@ func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []
 		return "", nil, runErrorf("openai: %s: %v", r.shown, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", "text/event-stream, application/json")
 	req.Header.Set("User-Agent", "sessionbus")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -421,19 +432,20 @@ func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []
 	if err == nil {
 		defer resp.Body.Close()
 	}
+	if err == nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 && isEventStream(resp.Header) {
+		content, calls, err := r.readStream(resp.Body, key, emit)
+		if err != nil {
+			return "", nil, r.readErr(ctx, reqCtx, key, err)
+		}
+		return content, calls, nil
+	}
 	var data []byte
 	if err == nil {
 		data, err = io.ReadAll(io.LimitReader(resp.Body, maxOpenAIResponse+1))
 	}
 	switch {
-	case ctx.Err() != nil:
-		return "", nil, fmt.Errorf("openai: %w", ctx.Err())
-	case err != nil && errors.Is(reqCtx.Err(), context.DeadlineExceeded):
-		return "", nil, &RunError{Timeout: true, Message: fmt.Sprintf("openai: %s: no response within %s (openai.timeoutSeconds)", r.shown, r.timeout)}
 	case err != nil:
-		// *url.Error already strips URL passwords; the key is only ever in a
-		// header, but scrub it anyway in case a proxy echoes it.
-		return "", nil, runErrorf("openai: %s", scrub(err.Error(), key))
+		return "", nil, r.readErr(ctx, reqCtx, key, err)
 	case len(data) > maxOpenAIResponse:
 		return "", nil, runErrorf("openai: %s: response larger than %d MiB", r.shown, maxOpenAIResponse>>20)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
@@ -450,7 +462,27 @@ func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []
 		return "", nil, runErrorf("openai: %s: response has no choices: %s", r.shown, excerpt(scrubBytes(data, key)))
 	}
 	m := cr.Choices[0].Message
-	return contentText(m.Content), m.ToolCalls, nil
+	content := contentText(m.Content)
+	emit(content)
+	return content, m.ToolCalls, nil
+}
+
+// readErr classifies a failed request or read: the caller's cancellation,
+// the runtime's own timeout, a run error of the stream's own, or a
+// transport error.
+func (r *openAIRuntime) readErr(ctx, reqCtx context.Context, key string, err error) error {
+	var re *RunError
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("openai: %w", ctx.Err())
+	case errors.Is(reqCtx.Err(), context.DeadlineExceeded):
+		return &RunError{Timeout: true, Message: fmt.Sprintf("openai: %s: no response within %s (openai.timeoutSeconds)", r.shown, r.timeout)}
+	case errors.As(err, &re):
+		return err
+	}
+	// *url.Error already strips URL passwords; the key is only ever in a
+	// header, but scrub it anyway in case a proxy echoes it.
+	return runErrorf("openai: %s", scrub(err.Error(), key))
 }
 
 // excerpt shortens an error body for a run record: the API's error message

@@ -65,6 +65,63 @@ type Turn struct {
 	// AllowedTools names the session tools this turn may call (the
 	// session's tool policy, rules.SessionTools); nil offers every tool.
 	AllowedTools []string
+	// Emit, when set, receives the turn's output as it arrives: text
+	// deltas and tool activity, in order, from the goroutine that runs the
+	// turn. The gateway publishes them as live output; it must return at
+	// once, since the turn waits on it. The turn's end (done, error) is the
+	// gateway's to tell, not the runtime's.
+	Emit func(Event)
+}
+
+// Event kinds a runtime emits.
+const (
+	EventText       = "text"
+	EventToolCall   = "tool_call"
+	EventToolResult = "tool_result"
+)
+
+// Event is one piece of a turn's live output.
+type Event struct {
+	Type      string
+	Delta     string          // EventText
+	Tool      string          // EventToolCall, EventToolResult
+	Arguments json.RawMessage // EventToolCall
+	OK        bool            // EventToolResult: no thrown error and no error status
+}
+
+func (t *Turn) emit(e Event) {
+	if t.Emit != nil {
+		t.Emit(e)
+	}
+}
+
+func (t *Turn) emitText(s string) {
+	if s != "" {
+		t.emit(Event{Type: EventText, Delta: s})
+	}
+}
+
+// emitToolCall tells of a call about to be made.
+func (t *Turn) emitToolCall(tool string, params json.RawMessage) {
+	t.emit(Event{Type: EventToolCall, Tool: tool, Arguments: params})
+}
+
+// emitToolResult tells whether a call succeeded, never its result: that
+// may hold other sessions' data.
+func (t *Turn) emitToolResult(c ToolCall) {
+	if t.Emit == nil {
+		return
+	}
+	ok := c.Err == ""
+	if ok && len(c.Result) > 0 {
+		var r struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(c.Result, &r) == nil && (r.Status == "error" || r.Status == "forbidden") {
+			ok = false
+		}
+	}
+	t.emit(Event{Type: EventToolResult, Tool: c.Name, OK: ok})
 }
 
 // NATSUser is a turn's own NATS identity.

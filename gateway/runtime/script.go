@@ -189,6 +189,11 @@ func (s *scriptRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		}
 		return r.run(ctx, t, groups, tools)
 	}
+	if t.Emit != nil {
+		for _, w := range words(t.Message) {
+			t.emitText(w)
+		}
+	}
 	return &Result{Reply: t.Message}, nil
 }
 
@@ -209,6 +214,7 @@ func (r *scriptRule) run(ctx context.Context, t Turn, groups []string, tools Too
 	}
 	for _, c := range r.calls {
 		params := c.params.expand(v)
+		t.emitToolCall(c.tool, params)
 		out, err := tools.Call(ctx, c.tool, params)
 		call := ToolCall{Name: c.tool, Params: params, Result: out}
 		v.result, v.resultErr = out, ""
@@ -217,6 +223,7 @@ func (r *scriptRule) run(ctx context.Context, t Turn, groups []string, tools Too
 			v.resultErr = call.Err
 		}
 		res.ToolCalls = append(res.ToolCalls, call)
+		t.emitToolResult(call)
 		// A thrown tool error is the agent's to live with, as it would be for
 		// a model; only a cancelled turn stops here.
 		if ctx.Err() != nil {
@@ -235,7 +242,32 @@ func (r *scriptRule) run(ctx context.Context, t Turn, groups []string, tools Too
 	} else {
 		res.Reply = r.reply.expand(v)
 	}
+	if t.Emit != nil {
+		for _, w := range words(res.Reply) {
+			t.emitText(w)
+		}
+	}
 	return res, nil
+}
+
+// words splits s into its words, each with the white space after it, so
+// the script runtime streams a reply in several deltas, as a model does,
+// and the deltas put together are s exactly.
+func words(s string) []string {
+	var out []string
+	for s != "" {
+		i := strings.IndexAny(s, " \t\n")
+		if i < 0 {
+			return append(out, s)
+		}
+		j := i + 1
+		for j < len(s) && strings.IndexByte(" \t\n", s[j]) >= 0 {
+			j++
+		}
+		out = append(out, s[:j])
+		s = s[j:]
+	}
+	return out
 }
 
 // template is a reply, error or parameter string with {{message}}, {{N}}
