@@ -35,10 +35,6 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	idem := fs.String("idempotency-key", "", "a retried message with the same key never runs twice (optional)")
 	timeout := fs.Int("timeout", 60, "seconds to wait for the reply; 0 returns once the turn is accepted")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: sessionbus chat [flags] SESSIONKEY "text"`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

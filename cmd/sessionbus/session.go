@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -16,46 +17,46 @@ import (
 // the operator credentials; a worker archives the transcript, then
 // deletes or resets the session (docs/ops.md).
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	usage := func() {
-		fmt.Fprintln(stderr, "usage: sessionbus session delete|reset [flags] SESSIONKEY")
-		fmt.Fprintln(stderr, "The transcript is archived (zstd JSONL, `sessionbus archive ls`) before anything is removed.")
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0]
 	}
-	if len(args) == 0 || (args[0] != "delete" && args[0] != "reset") {
-		usage()
+	switch sub {
+	case "delete", "reset":
+	case "-h", "--help", "-help", "help":
+		// delete and reset take the same flags: list them
+		sessionFlags(newFlags("session", stdout)).fs.Usage()
+		return 0
+	default:
+		writeHelp(stderr, "session", nil)
 		return 2
 	}
-	op := args[0]
-	fs := newFlags("session "+op, stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
-	creds := fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve writes the admin's as operator.creds)")
-	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
-	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the worker (a long transcript takes a while to archive)")
-	fs.Usage = func() { usage(); fs.PrintDefaults() }
-	if err := fs.Parse(args[1:]); err != nil {
+	f := sessionFlags(newFlags("session "+sub, stderr))
+	if err := f.fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
+	if f.fs.NArg() != 1 {
+		f.fs.Usage()
 		return 2
 	}
-	o, err := bus.LoadOperator(*creds)
+	o, err := bus.LoadOperator(*f.creds)
 	if err != nil {
 		return fail(stderr, bus.CodeUnauthorized, err)
 	}
-	token, err := o.Mint(bus.Caller{Adapter: bus.AnyChannel}, *timeout+time.Minute)
+	token, err := o.Mint(bus.Caller{Adapter: bus.AnyChannel}, *f.timeout+time.Minute)
 	if err != nil {
 		return fail(stderr, bus.CodeInternal, err)
 	}
-	nc, err := connect(*server, "sessionbus session "+op, credsOptions(*creds)...)
+	nc, err := connect(*f.server, "sessionbus session "+sub, credsOptions(*f.creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), *f.timeout)
 	defer cancel()
-	body, _ := json.Marshal(map[string]string{"sessionKey": fs.Arg(0)})
-	fmt.Fprintf(stderr, "%s %s: archiving the transcript, then removing...\n", op, fs.Arg(0))
-	reply, err := bus.SessionOp(ctx, nc, bus.NewNames(*prefix), op, token, body)
+	body, _ := json.Marshal(map[string]string{"sessionKey": f.fs.Arg(0)})
+	fmt.Fprintf(stderr, "%s %s: archiving the transcript, then removing...\n", sub, f.fs.Arg(0))
+	reply, err := bus.SessionOp(ctx, nc, bus.NewNames(*f.prefix), sub, token, body)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
@@ -66,4 +67,21 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, res.Summary())
 	printJSON(stdout, &res)
 	return 0
+}
+
+// sessionCmdFlags are the flags of session delete and session reset.
+type sessionCmdFlags struct {
+	fs                    *flag.FlagSet
+	server, creds, prefix *string
+	timeout               *time.Duration
+}
+
+func sessionFlags(fs *flag.FlagSet) sessionCmdFlags {
+	return sessionCmdFlags{
+		fs:      fs,
+		server:  fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL"),
+		creds:   fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve writes the admin's as operator.creds)"),
+		prefix:  fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)"),
+		timeout: fs.Duration("timeout", 10*time.Minute, "how long to wait for the worker (a long transcript takes a while to archive)"),
+	}
 }
