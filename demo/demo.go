@@ -30,11 +30,23 @@ type Options struct {
 	// Auth: serve runs with NATS auth (not --insecure), so every command shown needs the admin's
 	// NATS user, which DataDir/operator.creds holds.
 	Auth bool
+	// Start is what PrepareDataDir found in DataDir (the zero value:
+	// nothing said about it).
+	Start DataDir
+	// Cmd runs this sessionbus in the commands shown ("sessionbus", or
+	// "go run ./cmd/sessionbus" under go run); default "sessionbus".
+	Cmd string
 }
 
 // Run imports the samples (once per data dir) and prints the scenario.
 func Run(ctx context.Context, o Options) error {
 	w := o.Out
+	if o.Cmd == "" {
+		o.Cmd = "sessionbus"
+	}
+	if line := o.Start.startLine(); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	if err := importSamples(ctx, o); err != nil {
 		return err
 	}
@@ -123,21 +135,24 @@ func printTry(w io.Writer, o Options, child string) {
 	}
 	fmt.Fprintf(w, `
 == try it yourself (in another terminal; Ctrl-C here stops the server)
-  go run ./cmd/sessionbus call%[1]s sessions_list '{"includeDerivedTitles":true}'
-  go run ./cmd/sessionbus call%[1]s sessions_history '{"sessionKey":"main","includeTools":true}'
-  go run ./cmd/sessionbus call%[1]s --as agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01 sessions_list '{}'
-  go run ./cmd/sessionbus import%[3]s agent:main:notes < transcript.jsonl
-  go run ./cmd/sessionbus chat%[1]s agent:main:main "Summarize the children"
-  go run ./cmd/sessionbus call%[1]s sessions_spawn '{"task":"list the open v2 bugs","label":"bugs"}'
-  go run ./cmd/sessionbus call%[1]s subagents '{"action":"list"}'
-  go run ./cmd/sessionbus call%[1]s session_status '{"sessionKey":"%[5]s","changesSince":0}'
-  go run ./cmd/sessionbus chat%[1]s %[5]s "Please also check the docs PRs"
-  # any NATS client, with the stock nats CLI (go install github.com/nats-io/natscli/nats@v0.5.0):
-  nats%[2]s req sb.tools.sessions_list '{}' -H "Sessionbus-Token:$(go run ./cmd/sessionbus token%[4]s --as agent:main:main)"
+  %[6]s call%[1]s sessions_list '{"includeDerivedTitles":true}'
+  %[6]s call%[1]s sessions_history '{"sessionKey":"main","includeTools":true}'
+  %[6]s call%[1]s --as agent:main:subagent:6f1c2a9e-0b7d-4c3e-9a51-3d2f8e7b1a01 sessions_list '{}'
+  %[6]s import%[3]s agent:main:notes < transcript.jsonl
+  %[6]s chat%[1]s agent:main:main "Summarize the children"
+  %[6]s call%[1]s sessions_spawn '{"task":"list the open v2 bugs","label":"bugs"}'
+  %[6]s call%[1]s subagents '{"action":"list"}'
+  %[6]s call%[1]s session_status '{"sessionKey":"%[5]s","changesSince":0}'
+  %[6]s chat%[1]s %[5]s "Please also check the docs PRs"
+  # any NATS client, with the stock nats CLI (go install github.com/nats-io/natscli/nats@v0.5.0; from the clone, go tool nats):
+  nats%[2]s req sb.tools.sessions_list '{}' -H "Sessionbus-Token:$(%[6]s token%[4]s --as agent:main:main)"
   nats%[2]s micro ls
   nats%[2]s stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main
   nats%[2]s sub sb.session.agent.main.main.notice   # the parent's notices, live
-`, flags, srv, importFlags, credsFlag(o.DataDir), child)
+`, flags, srv, importFlags, credsFlag(o.DataDir), child, o.Cmd)
+	if o.Start.state != "" {
+		fmt.Fprintf(w, "\n== %s\n", o.Start.resetHint(o.Cmd))
+	}
 }
 
 const defaultURL = "nats://127.0.0.1:4222"

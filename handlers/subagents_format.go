@@ -66,28 +66,33 @@ func truncateLine(s string, limit int) string {
 	return strings.TrimRight(string(r[:limit]), " \t\r\n") + "..."
 }
 
-// formatDurationCompact is OpenClaw's: "n/a" for none, else whole minutes
-// (at least 1m), hours and minutes, or days and hours.
+// formatDurationCompact is OpenClaw's compact compound duration
+// ("n/a" for none): milliseconds under a second, else whole seconds with
+// trailing zero units left out: 10ms, 45s, 1m2s, 1h30m, 2d3h.
 func formatDurationCompact(ms int64) string {
 	if ms <= 0 {
 		return "n/a"
 	}
-	minutes := max(1, int64(math.Round(float64(ms)/60_000)))
-	if minutes < 60 {
-		return fmt.Sprintf("%dm", minutes)
+	if ms < 1000 {
+		return fmt.Sprintf("%dms", ms)
 	}
-	hours, rem := minutes/60, minutes%60
-	if hours < 24 {
-		if rem > 0 {
-			return fmt.Sprintf("%dh%dm", hours, rem)
+	secs := int64(math.Round(float64(ms) / 1000))
+	hours, minutes, seconds := secs/3600, secs%3600/60, secs%60
+	pair := func(a int64, unitA string, b int64, unitB string) string {
+		if b > 0 {
+			return fmt.Sprintf("%d%s%d%s", a, unitA, b, unitB)
 		}
-		return fmt.Sprintf("%dh", hours)
+		return fmt.Sprintf("%d%s", a, unitA)
 	}
-	days, hrem := hours/24, hours%24
-	if hrem > 0 {
-		return fmt.Sprintf("%dd%dh", days, hrem)
+	switch {
+	case hours >= 24:
+		return pair(hours/24, "d", hours%24, "h")
+	case hours > 0:
+		return pair(hours, "h", minutes, "m")
+	case minutes > 0:
+		return pair(minutes, "m", seconds, "s")
 	}
-	return fmt.Sprintf("%dd", days)
+	return fmt.Sprintf("%ds", seconds)
 }
 
 var trailingZero = regexp.MustCompile(`\.0$`)

@@ -18,8 +18,9 @@ func TestSubagentsResolverMissingTarget(t *testing.T) {
 
 func TestSubagentsFormatting(t *testing.T) {
 	for ms, want := range map[int64]string{
-		0: "n/a", -5: "n/a", 1: "1m", 89_999: "1m", 90_000: "2m", 59 * 60_000: "59m", 60 * 60_000: "1h",
-		85 * 60_000: "1h25m", 24 * 60 * 60_000: "1d", 27 * 60 * 60_000: "1d3h",
+		0: "n/a", -5: "n/a", 1: "1ms", 10: "10ms", 999: "999ms", 1000: "1s", 1499: "1s", 1500: "2s", 45_000: "45s",
+		60_000: "1m", 62_000: "1m2s", 89_999: "1m30s", 59*60_000 + 59_600: "1h", 60 * 60_000: "1h", 85 * 60_000: "1h25m",
+		85*60_000 + 40_000: "1h25m", 24 * 60 * 60_000: "1d", 27 * 60 * 60_000: "1d3h", 27*60*60_000 + 59*60_000: "1d3h",
 	} {
 		if got := formatDurationCompact(ms); got != want {
 			t.Errorf("formatDurationCompact(%d) = %q, want %q", ms, got, want)

@@ -51,13 +51,18 @@ func binary(t *testing.T, name string) string {
 	}[name]
 	out := filepath.Join(binDir, name)
 	binOnce[name].Do(func() {
+		// the first build takes a minute on two cores: say so in -v
+		t.Logf("building %s", pkg)
+		began := time.Now()
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
 			binMu.Lock()
 			binErr[name] = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 			binMu.Unlock()
+			return
 		}
+		t.Logf("built %s in %v", name, time.Since(began).Round(time.Millisecond))
 	})
 	binMu.Lock()
 	err := binErr[name]

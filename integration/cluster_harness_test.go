@@ -40,7 +40,9 @@ const clusterReplicas = 3
 // bus.replicas to 3 (child processes read the file).
 func newClusterDeployment(t *testing.T, configYAML string) *clusterDeployment {
 	t.Helper()
+	began := time.Now()
 	d := &clusterDeployment{c: bustest.NewCluster(t, 3)}
+	t.Logf("3-node cluster up in %v", time.Since(began).Round(time.Millisecond))
 	dir := t.TempDir()
 	d.cfg, d.cfgPath = configtest.Load(t, dir, "sessionbus.yaml", configYAML)
 	if d.cfg.Bus.Replicas != clusterReplicas {
@@ -86,11 +88,13 @@ func clusterLogger(component string) *slog.Logger {
 func (d *clusterDeployment) startWorker(t *testing.T, nc *nats.Conn) *handlers.Worker {
 	t.Helper()
 	var w *handlers.Worker
+	began := time.Now()
 	retryFor(t, 90*time.Second, "start worker", func(ctx context.Context) error {
 		var err error
 		w, err = handlers.StartWorker(ctx, nc, d.cfg, bus.NewVerifier(d.op.PublicKey()), clusterLogger("worker"))
 		return err
 	})
+	t.Logf("worker on %q started in %v", nc.Opts.Name, time.Since(began).Round(time.Millisecond))
 	t.Cleanup(w.Stop)
 	return w
 }
@@ -99,11 +103,13 @@ func (d *clusterDeployment) startWorker(t *testing.T, nc *nats.Conn) *handlers.W
 func (d *clusterDeployment) startGateway(t *testing.T, nc *nats.Conn, id string, ackWait time.Duration) *gateway.Gateway {
 	t.Helper()
 	var g *gateway.Gateway
+	began := time.Now()
 	retryFor(t, 90*time.Second, "start gateway "+id, func(ctx context.Context) error {
 		var err error
 		g, err = gateway.StartWithOptions(ctx, nc, d.cfg, d.op, id, clusterLogger(id), gateway.Options{AckWait: ackWait})
 		return err
 	})
+	t.Logf("gateway %s started in %v", id, time.Since(began).Round(time.Millisecond))
 	t.Cleanup(g.Stop)
 	return g
 }

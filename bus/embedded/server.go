@@ -39,6 +39,10 @@ type Options struct {
 	Auth *auth.Deployment
 	// TLS, when set, requires TLS on the client port.
 	TLS *TLS
+	// ResetStore removes the JetStream store (DataDir/jetstream) once the
+	// data-dir lock is held, before the server starts: serve --demo's
+	// start over. Under the lock, so a serve still using the dir keeps it.
+	ResetStore bool
 }
 
 // MaxPayload is the embedded server's max_payload. Clients learn it when
@@ -77,6 +81,12 @@ func Start(opts Options) (*Server, error) {
 	lock, err := lockDataDir(opts.DataDir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.ResetStore {
+		if err := os.RemoveAll(filepath.Join(opts.DataDir, "jetstream")); err != nil {
+			_ = lock.Unlock()
+			return nil, fmt.Errorf("remove the store %s: %v (check its permissions)", filepath.Join(opts.DataDir, "jetstream"), err)
+		}
 	}
 	host, port, err := splitListen(opts.Listen)
 	if err != nil {

@@ -19,32 +19,23 @@ import (
 	"github.com/sessionbus/sessionbus/objects/archives"
 )
 
-const archiveUsage = `usage: sessionbus archive <ls|get|restore|budget> [flags] [KEY|ID]
-
-  ls [--agent ID] [--json]   list archives, oldest first (the budget's state on stderr)
-  get KEY|ID                 the archived transcript, decompressed JSONL, on stdout
-  restore KEY|ID             bring an archive back as a live session (never over one)
-  budget                     the disk budget's state (session.maintenance.maxDiskBytes), JSON
-
-KEY|ID is an archive id, a session key or a sessionId (the newest archive of it).
-The store is the JetStream object store "archives": ` + "`nats obj ls archives`" + ` works too.
-`
-
 // cmdArchive reads and restores archives directly in JetStream, as
 // `import` writes transcripts: no worker needed.
 func cmdArchive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, archiveUsage)
+		writeHelp(stderr, "archive", nil)
 		return 2
 	}
 	sub := args[0]
 	switch sub {
 	case "ls", "get", "restore", "budget":
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, archiveUsage)
+	case "-h", "--help", "-help", "help":
+		// ls takes every flag the others take, and its own two
+		cmdArchive([]string{"ls", "-h"}, nil, stdout, stdout)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "sessionbus archive: unknown subcommand %q\n\n%s", sub, archiveUsage)
+		fmt.Fprintf(stderr, "sessionbus archive: unknown subcommand %q\n\n", sub)
+		writeHelp(stderr, "archive", nil)
 		return 2
 	}
 	fs := newFlags("archive "+sub, stderr)
@@ -54,10 +45,9 @@ func cmdArchive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "", "config file, for session.maintenance.maxDiskBytes (default: ./sessionbus.yaml or .json if present)")
 	agent, asJSON := new(string), new(bool)
 	if sub == "ls" {
-		agent = fs.String("agent", "", "only this agent's archives")
-		asJSON = fs.Bool("json", false, "JSON array instead of a table")
+		agent = fs.String("agent", "", "ls: only this agent's archives")
+		asJSON = fs.Bool("json", false, "ls: a JSON array instead of a table")
 	}
-	fs.Usage = func() { fmt.Fprint(stderr, archiveUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}

@@ -1,24 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/sessionbus/sessionbus/audit"
 	"github.com/sessionbus/sessionbus/config"
 )
 
-const auditUsage = `usage: sessionbus audit [--server URL] [--creds FILE] [--config FILE] [--data DIR] [--json]
-
-Checks a running deployment (the server at --server), its data dir and its
-config for settings that leave it open, and prints each finding with its
-severity (high, medium, low, info) and the fix. Exit status: 1 when any
-finding is high, 0 otherwise, 2 when the command line or the config is wrong.
-`
-
 func cmdAudit(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("audit", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, auditUsage); fs.PrintDefaults() }
 	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
 	creds := fs.String("creds", defaultCreds(), "credentials file to connect with (its NATS user, if it has one); any role will do")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")

@@ -20,10 +20,6 @@ func cmdCall(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	sandboxed := fs.Bool("sandboxed", false, "call as a sandboxed session")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for the reply")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sessionbus call [flags] TOOL [JSON]")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

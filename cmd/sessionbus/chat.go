@@ -5,19 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/gateway/completion"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // defaultChatChannel is the channel `chat` speaks on unless told.
 const defaultChatChannel = "terminal"
 
+// chatSilence is what chat says on stderr when the turn ended ok with no
+// reply (it yielded, or answered NO_REPLY): an empty line looked broken.
+const chatSilence = "(no reply: the agent chose silence)"
+
 // cmdChat plays a human on a channel: it sends one message into a session
 // through the ingress (sb.inbound) with a channel adapter's token, waits
 // for the turn and prints the reply on stdout. Exit 0 with a reply (or,
-// with --timeout 0, once accepted), 1 when refused or the turn failed or
+// with --timeout 0, once accepted; or with none, said on stderr), 1 when refused or the turn failed or
 // did not finish in time, 2 on a usage error.
 func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("chat", stderr)
@@ -31,10 +37,6 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	timeout := fs.Int("timeout", 60, "seconds to wait for the reply; 0 returns once the turn is accepted")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	stream := fs.Bool("stream", false, "print the reply as the turn produces it (its live output on sb.live.<key>), then a newline")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: sessionbus chat [flags] [--stream] SESSIONKEY "text"`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -92,6 +94,11 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
 	switch {
+	case res.Status == "ok" && (strings.TrimSpace(res.Reply) == "" || completion.Silent(res.Reply)):
+		// stdout carries the reply: it stays empty, so a script sees
+		// nothing to send, and the person at the terminal is told why
+		fmt.Fprintln(stderr, chatSilence)
+		return 0
 	case res.Status == "ok" && streamed:
 		return 0
 	case res.Status == "ok":

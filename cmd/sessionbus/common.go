@@ -37,9 +37,13 @@ func defaultCreds() string {
 	return envOr("SESSIONBUS_CREDS", filepath.Join(defaultData, bus.CredsFile))
 }
 
+// newFlags is every command's flag set: its -h (and a usage error) prints
+// the command's help (purpose, examples: help.go) above its flags.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sessionbus "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { writeHelp(fs.Output(), name, fs) }
+	seenFlags.note(name, fs)
 	return fs
 }
 

@@ -17,21 +17,9 @@ import (
 	"github.com/sessionbus/sessionbus/bus/auth"
 )
 
-const credsUsage = `usage: sessionbus creds [--data DIR] [--account NAME] [--prefix sb] [--name NAME] [--expiry DUR] [--out FILE] [--channel C] ROLE
-       sessionbus creds [--data DIR] [--account NAME[,NAME...]] --server-config
-       sessionbus creds --inbox-of FILE
-
-Mints a NATS credentials file for ROLE (agent, adapter, worker, gateway, ops,
-admin) with the keys in DIR/nats-auth (created on first use), or prints the
-nats-server configuration block that trusts them, or the inbox prefix a
-credentials file's user must use (nats --inbox-prefix). serve uses the
-same DIR and keys.
-`
-
 // cmdCreds mints credentials for an external server or cluster.
 func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("creds", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, credsUsage); fs.PrintDefaults() }
 	data := fs.String("data", defaultData, "dir holding the keys (DIR/nats-auth) and the caller-token key (DIR/operator.creds)")
 	account := fs.String("account", auth.DefaultAccount, "NATS account (one per tenant); with --server-config a comma-separated list to create")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix of the deployment (bus.prefix)")
@@ -55,7 +43,7 @@ func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *serverConfig {
 		if fs.NArg() != 0 {
-			fmt.Fprint(stderr, credsUsage)
+			fs.Usage()
 			return 2
 		}
 		d, err := auth.LoadOrCreate(filepath.Join(*data, auth.Dir), strings.Split(*account, ",")...)
@@ -72,7 +60,7 @@ func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprint(stderr, credsUsage)
+		fs.Usage()
 		return 2
 	}
 	role, err := auth.ParseRole(fs.Arg(0))

@@ -27,13 +27,6 @@ func cmdImport(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	openclaw := fs.String("openclaw", "", "import an OpenClaw state directory (such as ~/.openclaw): every agent's sessions and transcripts, instead of one transcript from stdin")
 	parallel := fs.Int("parallel", 8, "with --openclaw: sessions imported at once")
 	skipInvalid := fs.Bool("skip-invalid", false, "with --openclaw: import the valid sessions when some cannot be imported (they are listed), instead of refusing the store")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sessionbus import [flags] SESSIONKEY < transcript.jsonl")
-		fmt.Fprintln(stderr, "       sessionbus import [flags] --openclaw STATEDIR")
-		fmt.Fprintln(stderr, "Importing the same file into the same session again appends nothing; an interrupted import run again appends only what is missing.")
-		fmt.Fprintln(stderr, "With --openclaw, running the same import again appends only what the OpenClaw transcripts gained since.")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

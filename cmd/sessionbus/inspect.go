@@ -55,10 +55,6 @@ func cmdInspect(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	stuck := fs.Duration("stuck", inspect.DefaultStuckAfter, "list a run as stuck when it has been pending or running this long")
 	timeout := fs.Duration("timeout", time.Minute, "give up reading after this long")
 	cfgPath := fs.String("config", "", "config file, for session.maintenance.maxDiskBytes (default: ./sessionbus.yaml or .json if present)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sessionbus inspect [flags]\n\nStreams and buckets with their sizes, consumers and their lag, stuck runs, children past their deadline, pending announces and notices.")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -28,8 +28,10 @@ commands:
   schema    print the tools' JSON Schemas (parameters and results)
   mcp       serve the session tools to an MCP host (stdio, or --http on loopback)
   audit     check a deployment and its config for open settings (exit 1 on a high finding)
+  init      write an example sessionbus.yaml: every config key with its default
+  completion  print a shell completion script (bash, zsh or fish)
 
-Run 'sessionbus <command> -h' for its flags.
+Run 'sessionbus <command> -h' for its purpose, examples and flags.
 `
 
 func main() {
@@ -42,23 +44,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmds := map[string]func([]string, io.Reader, io.Writer, io.Writer) int{
-		"serve":   cmdServe,
-		"worker":  cmdWorker,
-		"call":    cmdCall,
-		"token":   cmdToken,
-		"import":  cmdImport,
-		"bench":   cmdBench,
-		"gateway": cmdGateway,
-		"chat":    cmdChat,
-		"session": cmdSession,
-		"archive": cmdArchive,
-		"creds":   cmdCreds,
-		"inspect": cmdInspect,
-		"replay":  cmdReplay,
-		"version": cmdVersion,
-		"schema":  cmdSchema,
-		"mcp":     cmdMCP,
-		"audit":   cmdAudit,
+		"serve":      cmdServe,
+		"worker":     cmdWorker,
+		"call":       cmdCall,
+		"token":      cmdToken,
+		"import":     cmdImport,
+		"bench":      cmdBench,
+		"gateway":    cmdGateway,
+		"chat":       cmdChat,
+		"session":    cmdSession,
+		"archive":    cmdArchive,
+		"creds":      cmdCreds,
+		"inspect":    cmdInspect,
+		"replay":     cmdReplay,
+		"version":    cmdVersion,
+		"schema":     cmdSchema,
+		"mcp":        cmdMCP,
+		"audit":      cmdAudit,
+		"init":       cmdInit,
+		"completion": cmdCompletion,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

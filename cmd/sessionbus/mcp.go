@@ -31,10 +31,6 @@ func cmdMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 60*time.Second, "how long one tool call may take (a sessions_send waiting longer gets its wait)")
 	structured := fs.Bool("structured", false, "also send each tool's outputSchema and each result as structuredContent (for hosts that use structured results; the JSON text is always sent)")
 	level := fs.String("log-level", "info", "log level (logs go to stderr)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sessionbus mcp [flags] (--as SESSIONKEY | --token TOKEN) [--http 127.0.0.1:PORT]")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -24,10 +24,6 @@ func cmdReplay(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	of := newOpsFlags(fs)
 	follow := fs.Bool("follow", false, "after the history, print what is stored from now on, until interrupted")
 	timeout := fs.Duration("timeout", time.Minute, "give up reading the history after this long")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sessionbus replay [flags] SESSIONKEY\n\nThe session's transcript, runs and signal log in time order, from the streams (--json: one object per line).")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -25,10 +25,6 @@ type schemaDoc struct {
 func cmdSchema(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("schema", stderr)
 	openai := fs.Bool("openai", false, "print OpenAI function-calling tools (parameters only)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sessionbus schema [--openai] [TOOL]")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

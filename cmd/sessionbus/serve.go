@@ -21,7 +21,7 @@ import (
 // serveFlags is serve's command line.
 type serveFlags struct {
 	data, listen, cfgPath, logLevel, metricsAddr string
-	noGateway, demo, auth                        bool
+	noGateway, demo, auth, fresh                 bool
 	nodes                                        int
 	sync                                         embedded.Sync
 	grace                                        time.Duration
@@ -49,6 +49,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
 	noGateway := fs.Bool("no-gateway", false, "run no gateway in this process (replicas run elsewhere)")
 	runDemo := fs.Bool("demo", false, "add sample sessions, run a scenario against the tools, print commands to try")
+	fresh := fs.Bool("fresh", false, "with --demo: remove the data dir's sessions first (a sessionbus data dir only; keys and credentials stay), so the demo starts from empty")
 	syncFlag := syncFlags(fs)
 	insecure := fs.Bool("insecure", false, "run without NATS auth: any local process may connect and read or change every session (loopback only); by default every connection needs a role's credentials, written to DATA/creds (docs/security.md)")
 	_ = fs.Bool("auth", true, "accepted for older scripts: auth is on unless --insecure")
@@ -61,6 +62,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 		return serveFlags{}, 2
 	}
 	if !checkShutdownGrace("serve", *grace, stderr) {
+		return serveFlags{}, 2
+	}
+	if *fresh && !*runDemo {
+		fmt.Fprintln(stderr, "sessionbus serve: --fresh goes with --demo (it starts the demo from empty); a serve without --demo never removes sessions")
 		return serveFlags{}, 2
 	}
 	syncMode, err := syncFlag()
@@ -78,7 +83,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	}
 	return serveFlags{
 		data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, metricsAddr: *metricsAddr,
-		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, nodes: *nodes, sync: syncMode, grace: *grace,
+		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, fresh: *fresh, nodes: *nodes, sync: syncMode, grace: *grace,
 		tls: tlsOpts,
 	}, 0
 }
@@ -108,11 +113,21 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 	if f.auth {
 		warnCleartext(log, f.listen, f.tls != nil)
 	}
+	var dd demo.DataDir
 	if f.demo {
 		demo.Configure(cfg)
+		if dd, err = demo.PrepareDataDir(f.data, f.fresh); err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
 	}
-	srv, deployment, err := f.startServer()
+	srv, deployment, err := f.startServer(dd.Reset)
 	if err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
+	if err := f.settleDataDir(dd, log); err != nil {
+		srv.Shutdown()
 		_ = failLine(stderr, "serve", err)
 		return 1
 	}
@@ -161,7 +176,7 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "ready", srv.URL())
 	if f.demo {
-		if err := f.runDemo(nc, op, w, srv.URL(), stdout); err != nil {
+		if err := f.runDemo(nc, op, w, srv.URL(), dd, stdout); err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve --demo:", err)
 			return 1
 		}
@@ -173,8 +188,8 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 
 // startServer starts the embedded nats-server, with NATS-level auth unless
 // --insecure (its deployment is returned, else nil).
-func (f serveFlags) startServer() (*embedded.Server, *auth.Deployment, error) {
-	eopts := embedded.Options{DataDir: f.data, Listen: f.listen, Sync: f.sync, TLS: f.tls}
+func (f serveFlags) startServer(resetStore bool) (*embedded.Server, *auth.Deployment, error) {
+	eopts := embedded.Options{DataDir: f.data, Listen: f.listen, Sync: f.sync, TLS: f.tls, ResetStore: resetStore}
 	if f.auth {
 		var err error
 		if eopts.Auth, err = loadDeployment(f.data); err != nil {
@@ -206,10 +221,10 @@ func startGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, log *slog
 }
 
 // runDemo runs the --demo scenario against the tools.
-func (f serveFlags) runDemo(nc *nats.Conn, op *bus.Operator, w *handlers.Worker, url string, stdout io.Writer) error {
+func (f serveFlags) runDemo(nc *nats.Conn, op *bus.Operator, w *handlers.Worker, url string, dd demo.DataDir, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return demo.Run(ctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: f.data, URL: url, Out: stdout, Auth: f.auth})
+	return demo.Run(ctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: f.data, URL: url, Out: stdout, Auth: f.auth, Start: dd, Cmd: selfCommand()})
 }
 
 func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {

@@ -16,17 +16,19 @@ import (
 // the operator credentials. delete and reset archive the transcript first,
 // then remove; goal sets or clears the session's goal (docs/ops.md).
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	usage := func() {
-		fmt.Fprintln(stderr, "usage: sessionbus session delete|reset [flags] SESSIONKEY")
-		fmt.Fprintln(stderr, "       sessionbus session goal [flags] SESSIONKEY \"text\"")
-		fmt.Fprintln(stderr, "       sessionbus session goal --clear [flags] SESSIONKEY")
-		fmt.Fprintln(stderr, "delete and reset archive the transcript (zstd JSONL, `sessionbus archive ls`) before anything is removed.")
+	op := ""
+	if len(args) > 0 {
+		op = args[0]
 	}
-	if len(args) == 0 || (args[0] != "delete" && args[0] != "reset" && args[0] != "goal") {
-		usage()
+	switch op {
+	case "delete", "reset", "goal":
+	case "-h", "--help", "-help", "help":
+		writeHelp(stdout, "session", nil)
+		return 0
+	default:
+		writeHelp(stderr, "session", nil)
 		return 2
 	}
-	op := args[0]
 	fs := newFlags("session "+op, stderr)
 	server := newServerFlags(fs)
 	creds := fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve writes the admin's as operator.creds)")
@@ -38,7 +40,6 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		clear = fs.Bool("clear", false, "clear the goal instead of setting it")
 		actor = fs.String("actor", envOr("USER", "ops"), "who changes the goal, as the goal and the signal log record it")
 	}
-	fs.Usage = func() { usage(); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// docFiles are the README and docs/*.md.
+func docFiles(t *testing.T) map[string]string {
+	t.Helper()
+	paths, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]string{}
+	for _, p := range append(paths, "../../README.md") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[strings.TrimPrefix(p, "../../")] = string(b)
+	}
+	return docs
+}
+
+// natsCLIVersion is the stock nats CLI's version go.mod pins (go tool nats).
+func natsCLIVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+github\.com/nats-io/natscli (v\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("go.mod does not require github.com/nats-io/natscli")
+	}
+	return string(m[1])
+}
+
+// TestDocsCommandsRunWithTheInstalledBinary: the README's and docs' code
+// blocks write sessionbus commands for the installed binary (go install
+// ./cmd/sessionbus), never `go run ./cmd/sessionbus`, which works only
+// from the clone's root;
+// every sessionbus command line in their code blocks names a command and
+// flags the binary has; and the stock nats CLI is installed at the version
+// go.mod pins (go tool nats runs the same one).
+func TestDocsCommandsRunWithTheInstalledBinary(t *testing.T) {
+	flagsOf := map[string][]string{}
+	for _, c := range shellCommands() {
+		flagsOf[c.name] = flagWords(c)
+	}
+	natsAt := regexp.MustCompile(`natscli/nats@(\S+?)[` + "`" + `)\s]`)
+	want := natsCLIVersion(t)
+	goRun := regexp.MustCompile(`go run \S*cmd/sessionbus`)
+	cmdLine := regexp.MustCompile(`^(?:\$ )?sessionbus ([a-z]+)(.*)$`)
+	for name, text := range docFiles(t) {
+		for _, m := range natsAt.FindAllStringSubmatch(text, -1) {
+			if m[1] != want {
+				t.Errorf("%s installs natscli/nats@%s: use @%s, the version go.mod pins (go tool nats)", name, m[1], want)
+			}
+		}
+		in := false
+		for line := range strings.SplitSeq(text, "\n") {
+			if strings.HasPrefix(line, "```") {
+				in = !in && (line == "```sh" || line == "```console" || line == "```")
+				continue
+			}
+			if in && goRun.MatchString(line) {
+				t.Errorf("%s: %q: write `sessionbus` (installed with go install ./cmd/sessionbus): go run works only from the clone's root", name, line)
+			}
+			m := cmdLine.FindStringSubmatch(strings.TrimSpace(line))
+			if !in || m == nil {
+				continue
+			}
+			flags, ok := flagsOf[m[1]]
+			if !ok {
+				t.Errorf("%s: %q runs sessionbus %s, which is no command", name, line, m[1])
+				continue
+			}
+			rest, _, _ := strings.Cut(m[2], "#")
+			for _, w := range strings.Fields(rest) {
+				w, _, _ = strings.Cut(w, "=")
+				if strings.HasPrefix(w, "--") && len(w) > 2 && !slices.Contains(flags, w) {
+					t.Errorf("%s: %q passes %s, which sessionbus %s does not have", name, line, w, m[1])
+				}
+			}
+		}
+	}
+}
