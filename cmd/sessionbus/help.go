@@ -96,7 +96,6 @@ var helps = map[string]cmdHelp{
 		notes:   "delete and reset archive the transcript (zstd JSONL, `sessionbus archive ls`) before anything is removed.",
 		examples: []string{
 			"sessionbus session reset agent:main:main",
-			"sessionbus session delete agent:main:cron:nightly",
 			`sessionbus session goal agent:main:main "Ship the release notes by Friday"`,
 			"sessionbus session goal --clear agent:main:main",
 		},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -23,26 +24,18 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	switch op {
 	case "delete", "reset", "goal":
 	case "-h", "--help", "-help", "help":
-		writeHelp(stdout, "session", nil)
+		// every subcommand's flags, goal's included: the help lists them all
+		sessionFlags(newFlags("session", stdout), "goal").fs.Usage()
 		return 0
 	default:
 		writeHelp(stderr, "session", nil)
 		return 2
 	}
-	fs := newFlags("session "+op, stderr)
-	server := newServerFlags(fs)
-	creds := fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve writes the admin's as operator.creds)")
-	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
-	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the worker (a long transcript takes a while to archive)")
-	var clear *bool
-	var actor *string
-	if op == "goal" {
-		clear = fs.Bool("clear", false, "clear the goal instead of setting it")
-		actor = fs.String("actor", envOr("USER", "ops"), "who changes the goal, as the goal and the signal log record it")
-	}
-	if err := fs.Parse(args[1:]); err != nil {
+	f := sessionFlags(newFlags("session "+op, stderr), op)
+	if err := f.fs.Parse(args[1:]); err != nil {
 		return 2
 	}
+	fs, server, creds, prefix, timeout, clear, actor := f.fs, f.server, f.creds, f.prefix, f.timeout, f.clear, f.actor
 	body, ok := sessionOpBody(op, fs.Args(), clear, actor)
 	if !ok {
 		fs.Usage()
@@ -119,4 +112,30 @@ func printGoalResult(reply []byte, stdout, stderr io.Writer) int {
 	_ = json.Unmarshal(reply, &v)
 	printJSON(stdout, v)
 	return 0
+}
+
+// sessionCmdFlags are the flags of session delete, reset and goal (clear
+// and actor only for goal).
+type sessionCmdFlags struct {
+	fs            *flag.FlagSet
+	server        serverFlags
+	creds, prefix *string
+	timeout       *time.Duration
+	clear         *bool
+	actor         *string
+}
+
+func sessionFlags(fs *flag.FlagSet, op string) sessionCmdFlags {
+	f := sessionCmdFlags{
+		fs:      fs,
+		server:  newServerFlags(fs),
+		creds:   fs.String("creds", defaultCreds(), "operator credentials: mint the ops token and, with NATS auth, carry the NATS user (serve writes the admin's as operator.creds)"),
+		prefix:  fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)"),
+		timeout: fs.Duration("timeout", 10*time.Minute, "how long to wait for the worker (a long transcript takes a while to archive)"),
+	}
+	if op == "goal" {
+		f.clear = fs.Bool("clear", false, "goal: clear the goal instead of setting it")
+		f.actor = fs.String("actor", envOr("USER", "ops"), "goal: who changes the goal, as the goal and the signal log record it")
+	}
+	return f
 }
