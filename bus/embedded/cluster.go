@@ -360,23 +360,43 @@ func (c *Cluster) Account() string { return c.account }
 
 // StartLoopbackCluster starts n nodes on free loopback ports (client and
 // route), each storing under dir/n<i+1>: the cluster tests and the load
-// bench start. A port found free can be taken before the node binds it, a
-// small race that only such throwaway clusters accept. d, when not nil,
-// runs them with auth (ClusterOptions.Auth).
+// bench start. A port found free can be taken by another process before
+// the node binds it (on a busy machine running tests in parallel, it is):
+// a start that fails is tried again on fresh ports, twice, in a fresh
+// subdirectory so no half-started node's store is reused. d, when not
+// nil, runs them with auth (ClusterOptions.Auth).
 func StartLoopbackCluster(dir, name string, n int, sync Sync, d *auth.Deployment) (*Cluster, error) {
-	o := ClusterOptions{DataDir: dir, Name: name, NoLock: true, Sync: sync, Auth: d}
+	var err error
+	for attempt := range 3 {
+		o := ClusterOptions{DataDir: dir, Name: name, NoLock: true, Sync: sync, Auth: d}
+		if attempt > 0 {
+			o.DataDir = filepath.Join(dir, fmt.Sprintf("retry%d", attempt))
+		}
+		if o.ClientPorts, o.RoutePorts, err = freeLoopbackPorts(n); err != nil {
+			return nil, err
+		}
+		var c *Cluster
+		if c, err = StartCluster(o); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
+// freeLoopbackPorts finds n client and n route ports free on loopback now.
+func freeLoopbackPorts(n int) (clients, routes []int, err error) {
 	for range 2 * n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("no free loopback port for a cluster node: %v", err)
+			return nil, nil, fmt.Errorf("no free loopback port for a cluster node: %v", err)
 		}
 		p := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		if len(o.ClientPorts) < n {
-			o.ClientPorts = append(o.ClientPorts, p)
+		if len(clients) < n {
+			clients = append(clients, p)
 		} else {
-			o.RoutePorts = append(o.RoutePorts, p)
+			routes = append(routes, p)
 		}
 	}
-	return StartCluster(o)
+	return clients, routes, nil
 }
