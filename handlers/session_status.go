@@ -322,21 +322,33 @@ func (d *Deps) resolveModelParam(agentID string, e *sessions.Entry, raw string) 
 	if raw == "" || strings.EqualFold(raw, "default") {
 		return "", "", nil
 	}
-	ref, ok := d.Config.ModelAlias(raw)
-	if !ok {
-		ref, ok = config.ParseModelRef(raw, d.defaultProvider(agentID, e))
-	}
-	if !ok {
-		return "", "", badRequest(fmt.Sprintf("Unrecognized model %q.", raw))
-	}
-	if !d.Config.ModelAllowed(agentID, ref) {
-		return "", "", badRequest(fmt.Sprintf("Model %q is not allowed.", ref.String()))
+	ref, refusal := d.modelRef(agentID, d.defaultProvider(agentID, e), raw)
+	if refusal != "" {
+		return "", "", badRequest(refusal)
 	}
 	return ref.Provider, ref.Model, nil
 }
 
+// modelRef resolves a model argument (an alias, or a ref whose provider
+// defaults to defProvider) for agentID, or says in OpenClaw's words why
+// it cannot: unrecognized, or outside the allowed model set. session_status
+// and sessions_spawn both take a model through it.
+func (d *Deps) modelRef(agentID, defProvider, raw string) (config.ModelRef, string) {
+	ref, ok := d.Config.ModelAlias(raw)
+	if !ok {
+		ref, ok = config.ParseModelRef(raw, defProvider)
+	}
+	if !ok {
+		return ref, fmt.Sprintf("Unrecognized model %q.", raw)
+	}
+	if !d.Config.ModelAllowed(agentID, ref) {
+		return ref, fmt.Sprintf("Model %q is not allowed.", ref.String())
+	}
+	return ref, ""
+}
+
 func (d *Deps) defaultProvider(agentID string, e *sessions.Entry) string {
-	if e.Rares().ProviderOverride != "" {
+	if e != nil && e.Rares().ProviderOverride != "" { // nil: a session not created yet
 		return e.Rares().ProviderOverride
 	}
 	if ref, ok := config.ParseModelRef(d.Config.AgentModel(agentID), config.DefaultModelProvider); ok {

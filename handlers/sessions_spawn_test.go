@@ -139,6 +139,10 @@ func TestSpawnReturnedErrors(t *testing.T) {
 		{name: "sandbox inherit", params: `{"task":"x"}`, sandboxed: true, status: "forbidden", err: "Sandboxed sessions cannot spawn unsandboxed subagents. Set a sandboxed target agent or use the same agent runtime."},
 		{name: "sandbox require", params: `{"task":"x","sandbox":"require"}`, status: "forbidden", err: `sessions_spawn sandbox="require" needs a sandboxed target runtime. Pick a sandboxed agentId or use sandbox="inherit".`},
 		{name: "thinking", params: `{"task":"x","thinking":"deep"}`, status: "error", err: `Invalid thinking level "deep". Use one of: off, minimal, low, medium, high, xhigh.`},
+		{name: "model not allowed", params: `{"task":"x","model":"openai/gpt-5"}`, edit: allowModels, status: "error", err: `Model "openai/gpt-5" is not allowed.`},
+		{name: "model from config not allowed", params: `{"task":"x"}`, edit: func(c *config.Config) { allowModels(c); c.Agents.Defaults.Subagents.Model = "anthropic/claude-opus-4-6" },
+			status: "error", err: `Model "anthropic/claude-opus-4-6" is not allowed.`},
+		{name: "model unrecognized", params: `{"task":"x","model":"openai/"}`, status: "error", err: `Unrecognized model "openai/".`},
 		{name: "thinking from config", params: `{"task":"x"}`, edit: func(c *config.Config) { c.Agents.Defaults.Subagents.Thinking = "max" }, status: "error", err: `Invalid thinking level "max". Use one of: off, minimal, low, medium, high, xhigh.`},
 		{name: "fork cross agent", params: `{"task":"x","agentId":"ops","context":"fork"}`, edit: func(c *config.Config) { c.Agents.Defaults.Subagents.AllowAgents = []string{"*"} },
 			status: "error", err: `context="fork" needs the requester's own agent (main); got agentId=ops. Use context="isolated" to spawn another agent.`},
@@ -168,6 +172,13 @@ func TestSpawnReturnedErrors(t *testing.T) {
 			sameCounts(t, before, writeCounts(t, s), "a refused spawn")
 		})
 	}
+}
+
+// allowModels configures an allowed model set (agents.defaults.models)
+// that holds gpt-4.1 and the default model only.
+func allowModels(c *config.Config) {
+	c.Agents.Defaults.Model = "openai/gpt-4o-mini"
+	c.Agents.Defaults.Models = map[string]config.ModelEntry{"openai/gpt-4.1": {Alias: "Big"}}
 }
 
 func callerOr(caller string) string {

@@ -142,6 +142,13 @@ func (s *spawn) checkModel() *spawnResult {
 	s.reqEntry = s.d.Index.Get(s.r.key)
 	tgtSettings := s.d.Config.SubagentsFor(s.target)
 	s.model = rules.FirstNonEmpty(sp.model, tgtSettings.Model)
+	if s.model != "" && !strings.EqualFold(s.model, "default") {
+		// the child's entry takes the model as session_status would patch
+		// it: an unknown or disallowed one refuses the spawn before any write
+		if _, refusal := s.d.modelRef(s.target, s.d.defaultProvider(s.target, nil), s.model); refusal != "" {
+			return spawnFail("error", refusal)
+		}
+	}
 	thinkingRaw := rules.FirstNonEmpty(sp.thinking, tgtSettings.Thinking)
 	if e := s.reqEntry; e != nil {
 		s.model = rules.FirstNonEmpty(s.model, e.Rares().ModelOverride, e.Model)
