@@ -20,7 +20,7 @@ import (
 // cmdCreds mints credentials for an external server or cluster.
 func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("creds", stderr)
-	data := fs.String("data", defaultData, "dir holding the keys (DIR/nats-auth) and the caller-token key (DIR/operator.creds)")
+	data := fs.String("data", defaultData(), "dir holding the keys (DIR/nats-auth) and the caller-token key (DIR/operator.creds)")
 	account := fs.String("account", auth.DefaultAccount, "NATS account (one per tenant); with --server-config a comma-separated list to create")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix of the deployment (bus.prefix)")
 	name := fs.String("name", "", "user name shown in the server's connection list (default: the role)")

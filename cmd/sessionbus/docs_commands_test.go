@@ -41,6 +41,10 @@ func natsCLIVersion(t *testing.T) string {
 	return string(m[1])
 }
 
+// substitution is a shell command substitution, $(...), inside a line:
+// the flags in it are its own command's.
+var substitution = regexp.MustCompile(`\$\([^)]*\)`)
+
 // TestDocsCommandsRunWithTheInstalledBinary: the README's and docs' code
 // blocks write sessionbus commands for the installed binary (go install
 // ./cmd/sessionbus), never `go run ./cmd/sessionbus`, which works only
@@ -82,6 +86,7 @@ func TestDocsCommandsRunWithTheInstalledBinary(t *testing.T) {
 				continue
 			}
 			rest, _, _ := strings.Cut(m[2], "#")
+			rest = substitution.ReplaceAllString(rest, "") // $(sessionbus home ...) is another command's
 			for _, w := range strings.Fields(rest) {
 				w, _, _ = strings.Cut(w, "=")
 				if strings.HasPrefix(w, "--") && len(w) > 2 && !slices.Contains(flags, w) {

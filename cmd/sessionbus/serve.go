@@ -44,7 +44,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // stderr).
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	fs := newFlags("serve", stderr)
-	data := fs.String("data", defaultData, "data dir (JetStream store, operator credentials)")
+	data := fs.String("data", defaultData(), "data dir (JetStream store, operator credentials)")
 	listen := fs.String("listen", "127.0.0.1:4222", "client listen address host:port")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
 	noGateway := fs.Bool("no-gateway", false, "run no gateway in this process (replicas run elsewhere)")
@@ -144,6 +144,10 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
+	if err := writeClientConfig(f.data, srv.URL(), "serve", f.auth); err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
 	pm, err := startMetrics(f.metricsAddr, nc, cfg, log)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
@@ -224,7 +228,8 @@ func startGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, log *slog
 func (f serveFlags) runDemo(nc *nats.Conn, op *bus.Operator, w *handlers.Worker, url string, dd demo.DataDir, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return demo.Run(ctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: f.data, URL: url, Out: stdout, Auth: f.auth, Start: dd, Cmd: selfCommand()})
+	return demo.Run(ctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: f.data, URL: url, Out: stdout, Auth: f.auth, Start: dd, Cmd: selfCommand(),
+		Home: sameDir(f.data, defaultData())})
 }
 
 func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {

@@ -100,6 +100,10 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
+	if err := writeClientConfig(o.data, c.URLs(), "serve --cluster", o.auth); err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
 	runCreds, err := runCredentials(c.UpdateAccount, co.Auth, cfg.Bus.Prefix)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
