@@ -22,7 +22,7 @@ import (
 type serveFlags struct {
 	data, listen, cfgPath, logLevel, metricsAddr string
 	noGateway, demo, auth, fresh                 bool
-	nodes                                        int
+	nodes, node                                  int
 	sync                                         embedded.Sync
 	grace                                        time.Duration
 	tls                                          *embedded.TLS // nil: no TLS
@@ -58,7 +58,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	grace := shutdownGraceFlag(fs)
 	tlsFlags := serveTLSFlags(fs)
 	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
+	node := fs.Int("node", 0, "with --cluster N: run only node I (1..N) of the cluster, and no worker or gateway; the other nodes, workers and gateways are processes of their own (sessionbus up, deploy/): see docs/ops.md#up")
 	if err := fs.Parse(args); err != nil {
+		return serveFlags{}, 2
+	}
+	if *node != 0 && *nodes == 0 {
+		fmt.Fprintln(stderr, "sessionbus serve: --node goes with --cluster N (it runs one node of that cluster)")
 		return serveFlags{}, 2
 	}
 	if !checkShutdownGrace("serve", *grace, stderr) {
@@ -83,7 +88,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	}
 	return serveFlags{
 		data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, metricsAddr: *metricsAddr,
-		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, fresh: *fresh, nodes: *nodes, sync: syncMode, grace: *grace,
+		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, fresh: *fresh, nodes: *nodes, node: *node, sync: syncMode, grace: *grace,
 		tls: tlsOpts,
 	}, 0
 }
@@ -94,7 +99,7 @@ func (f serveFlags) cluster(stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 2
 	}
-	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, auth: f.auth, sync: f.sync, grace: f.grace, tls: f.tls}, stdout, stderr)
+	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, auth: f.auth, node: f.node, sync: f.sync, grace: f.grace, tls: f.tls}, stdout, stderr)
 }
 
 // serve runs one embedded server with the tool workers and, unless
