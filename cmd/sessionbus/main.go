@@ -30,6 +30,7 @@ commands:
   audit     check a deployment and its config for open settings (exit 1 on a high finding)
   init      write an example sessionbus.yaml: every config key with its default
   completion  print a shell completion script (bash, zsh or fish)
+  up        run a cluster, its workers and gateways on this machine, each a process of its own
   home      print the data dir commands use by default, a role's credentials file, or the server URL
 
 Run 'sessionbus <command> -h' for its purpose, examples and flags.
@@ -65,6 +66,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"init":       cmdInit,
 		"completion": cmdCompletion,
 		"home":       cmdHome,
+		"up":         cmdUp,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
