@@ -43,7 +43,7 @@ func opsSection(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	// the page's stock-CLI reads run as ops, which the test gives them
-	if !strings.Contains(string(b), "\nexport NATS_CREDS=sessionbus-data/creds/ops.creds\n") {
+	if !strings.Contains(string(b), "\nexport NATS_CREDS=\"$(sessionbus home --role ops)\"\n") {
 		t.Fatal("docs/ops.md does not say which credentials its nats commands read with")
 	}
 	_, sec, ok := strings.Cut(string(b), "\n## Inspect, replay and metrics\n")
