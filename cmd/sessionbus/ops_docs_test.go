@@ -31,7 +31,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(bustest.CheckLeaks(m.Run()))
+	// the defaults of every command read the home: this machine's user's
+	// state dir is none of the tests' business
+	dir, err := os.MkdirTemp("", "sessionbus-home")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("SESSIONBUS_HOME", dir)
+	code := bustest.CheckLeaks(m.Run())
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // opsSection is the commands of docs/ops.md's own section: every line of
