@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDeployUnitsUseFlagsTheCLIHas: every ExecStart line of the systemd
@@ -60,5 +64,42 @@ func TestDeployUnitsUseFlagsTheCLIHas(t *testing.T) {
 		if !ran[role] {
 			t.Errorf("no unit in deploy/ runs sessionbus %s", role)
 		}
+	}
+}
+
+// TestDeployUnitsVerify runs systemd-analyze verify on deploy/'s units,
+// where it is installed: every line parses and names a known setting. The
+// binary they run is this machine's true, since none is installed.
+func TestDeployUnitsVerify(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("no systemd-analyze here")
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true binary to stand in for sessionbus")
+	}
+	units, err := filepath.Glob("../../deploy/*")
+	if err != nil || len(units) == 0 {
+		t.Fatalf("no units in deploy/: %v", err)
+	}
+	dir := t.TempDir()
+	var names []string
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Join(dir, filepath.Base(u))
+		if err := os.WriteFile(name, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/sessionbus", truePath)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, analyze, append([]string{"verify", "--man=no"}, names...)...).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
