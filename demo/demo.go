@@ -33,6 +33,10 @@ type Options struct {
 	// Start is what PrepareDataDir found in DataDir (the zero value:
 	// nothing said about it).
 	Start DataDir
+	// Home: DataDir is the home every command finds by default (its
+	// client config names the URL and the credentials), so the sessionbus
+	// commands shown need neither --server nor --creds.
+	Home bool
 	// Cmd runs this sessionbus in the commands shown ("sessionbus", or
 	// "go run ./cmd/sessionbus" under go run); default "sessionbus".
 	Cmd string
@@ -123,15 +127,20 @@ func importSamples(ctx context.Context, o Options) error {
 // printTry prints commands to run against this server; child is one of the
 // sub-agents the scenario spawned.
 func printTry(w io.Writer, o Options, child string) {
-	flags := serverFlag(o.URL) + credsFlag(o.DataDir)
+	flags, importFlags := "", ""
+	if !o.Home {
+		flags = serverFlag(o.URL) + " --creds " + filepath.Join(o.DataDir, bus.CredsFile)
+		importFlags = serverFlag(o.URL)
+		if o.Auth {
+			importFlags += " --creds " + filepath.Join(o.DataDir, bus.CredsFile)
+		}
+	}
 	srv := ""
 	if o.URL != defaultURL {
 		srv = " -s " + o.URL
 	}
-	importFlags := serverFlag(o.URL)
 	if o.Auth {
 		srv += " --creds " + filepath.Join(o.DataDir, bus.CredsFile)
-		importFlags += credsFlag(o.DataDir)
 	}
 	fmt.Fprintf(w, `
 == try it yourself (in another terminal; Ctrl-C here stops the server)
@@ -149,7 +158,7 @@ func printTry(w io.Writer, o Options, child string) {
   nats%[2]s micro ls
   nats%[2]s stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main
   nats%[2]s sub sb.session.agent.main.main.notice   # the parent's notices, live
-`, flags, srv, importFlags, credsFlag(o.DataDir), child, o.Cmd)
+`, flags, srv, importFlags, tokenFlags(o), child, o.Cmd)
 	if o.Start.state != "" {
 		fmt.Fprintf(w, "\n== %s\n", o.Start.resetHint(o.Cmd))
 	}
@@ -164,9 +173,11 @@ func serverFlag(url string) string {
 	return " --server " + url
 }
 
-func credsFlag(dir string) string {
-	if filepath.Clean(dir) == "sessionbus-data" {
+// tokenFlags are the flags of the token command shown: token reads only
+// the token key, from the home's operator file unless told another.
+func tokenFlags(o Options) string {
+	if o.Home {
 		return ""
 	}
-	return " --creds " + filepath.Join(dir, bus.CredsFile)
+	return " --creds " + filepath.Join(o.DataDir, bus.CredsFile)
 }

@@ -37,6 +37,13 @@ type ClusterOptions struct {
 	// TLS, when set, requires TLS on every node's client port and on the
 	// routes between the nodes.
 	TLS *TLS
+	// Node, when > 0, runs only that node (1-based) in this process: the
+	// others are processes of their own with the same ports and data dir
+	// (sessionbus up, one service unit per node). The lock is then the
+	// node's own store dir's, and StartCluster returns once the node takes
+	// connections, without waiting for a meta leader: the first node up
+	// has no peer to elect one with.
+	Node int
 }
 
 // Cluster is a set of clustered nats-servers in this process.
@@ -90,8 +97,18 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 		}
 		routeUser = url.UserPassword(routeUserName, secret)
 	}
+	if o.Node < 0 || o.Node > n {
+		return nil, fmt.Errorf("node %d of a %d-node cluster: pick 1 to %d", o.Node, n, n)
+	}
 	if !o.NoLock {
-		l, err := lockDataDir(o.DataDir)
+		lockDir := o.DataDir
+		if o.Node > 0 {
+			lockDir = filepath.Join(o.DataDir, fmt.Sprintf("n%d", o.Node))
+			if err := os.MkdirAll(lockDir, 0o700); err != nil {
+				return nil, fmt.Errorf("node dir %s is not usable: %v (pass a writable --data DIR)", lockDir, err)
+			}
+		}
+		l, err := lockDataDir(lockDir)
 		if err != nil {
 			return nil, err
 		}
@@ -107,6 +124,9 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 	}
 	for i := range n {
 		for _, p := range []int{o.ClientPorts[i], o.RoutePorts[i]} {
+			if o.Node > 0 && i != o.Node-1 {
+				break // another process's ports
+			}
 			l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
 			if err != nil {
 				c.Shutdown()
@@ -136,6 +156,13 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 			nd.opts.Cluster.Password, _ = routeUser.Password()
 		}
 		c.nodes = append(c.nodes, nd)
+	}
+	if o.Node > 0 {
+		if err := c.Start(o.Node - 1); err != nil {
+			c.Shutdown()
+			return nil, err
+		}
+		return c, nil
 	}
 	for i := range c.nodes {
 		if err := c.Start(i); err != nil {

@@ -9,10 +9,10 @@ import (
 
 func cmdAudit(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("audit", stderr)
-	server := fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL")
+	server := fs.String("server", defaultServer(), "NATS server URL")
 	creds := fs.String("creds", defaultCreds(), "credentials file to connect with (its NATS user, if it has one); any role will do")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
-	data := fs.String("data", defaultData, "serve's data dir: the credentials, NATS keys and store whose permissions are checked")
+	data := fs.String("data", defaultData(), "serve's data dir: the credentials, NATS keys and store whose permissions are checked")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2

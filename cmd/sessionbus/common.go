@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -19,22 +18,11 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 )
 
-const (
-	defaultServer = "nats://127.0.0.1:4222"
-	defaultData   = "./sessionbus-data"
-)
-
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}
 	return def
-}
-
-// defaultCreds is --creds, else SESSIONBUS_CREDS, else the file `serve`
-// writes into its default data dir.
-func defaultCreds() string {
-	return envOr("SESSIONBUS_CREDS", filepath.Join(defaultData, bus.CredsFile))
 }
 
 // newFlags is every command's flag set: its -h (and a usage error) prints

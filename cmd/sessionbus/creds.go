@@ -20,7 +20,7 @@ import (
 // cmdCreds mints credentials for an external server or cluster.
 func cmdCreds(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("creds", stderr)
-	data := fs.String("data", defaultData, "dir holding the keys (DIR/nats-auth) and the caller-token key (DIR/operator.creds)")
+	data := fs.String("data", defaultData(), "dir holding the keys (DIR/nats-auth) and the caller-token key (DIR/operator.creds)")
 	account := fs.String("account", auth.DefaultAccount, "NATS account (one per tenant); with --server-config a comma-separated list to create")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix of the deployment (bus.prefix)")
 	name := fs.String("name", "", "user name shown in the server's connection list (default: the role)")
@@ -162,36 +162,45 @@ func writeSecret(path string, b []byte) error {
 // default) and the token key after it, and the options serve's own
 // connection uses.
 func serveAuth(d *auth.Deployment, dataDir, prefix string, op *bus.Operator, log *slog.Logger) ([]nats.Option, error) {
-	dir := filepath.Join(dataDir, "creds")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creds dir %s: %v", dir, err)
-	}
-	for _, d := range []string{dir, filepath.Join(dataDir, auth.Dir)} {
-		if err := checkPrivateDir(d); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range auth.Roles {
-		b, _, err := roleCreds(d, op, auth.DefaultAccount, r, string(r), prefix, 0)
-		if err != nil {
-			return nil, err
-		}
-		if err := writeSecret(filepath.Join(dir, string(r)+".creds"), b); err != nil {
-			return nil, err
-		}
-		if r == auth.RoleAdmin {
-			if err := writeSecret(filepath.Join(dataDir, bus.CredsFile), b); err != nil {
-				return nil, err
-			}
-		}
+	if err := writeRoleCreds(d, dataDir, prefix, op); err != nil {
+		return nil, err
 	}
 	self, err := d.Mint(auth.DefaultAccount, auth.RoleAdmin, "sessionbus serve", prefix, 0)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("NATS auth on: each role's credentials file is in the creds dir; operator.creds is the admin's",
-		"dir", dir, "roles", fmt.Sprint(auth.Roles), "account", auth.DefaultAccount)
+		"dir", filepath.Join(dataDir, "creds"), "roles", fmt.Sprint(auth.Roles), "account", auth.DefaultAccount)
 	return self.Options(), nil
+}
+
+// writeRoleCreds writes one credentials file per role into DIR/creds, and
+// the admin's again as DIR/operator.creds.
+func writeRoleCreds(d *auth.Deployment, dataDir, prefix string, op *bus.Operator) error {
+	dir := filepath.Join(dataDir, "creds")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creds dir %s: %v", dir, err)
+	}
+	for _, d := range []string{dir, filepath.Join(dataDir, auth.Dir)} {
+		if err := checkPrivateDir(d); err != nil {
+			return err
+		}
+	}
+	for _, r := range auth.Roles {
+		b, _, err := roleCreds(d, op, auth.DefaultAccount, r, string(r), prefix, 0)
+		if err != nil {
+			return err
+		}
+		if err := writeSecret(filepath.Join(dir, string(r)+".creds"), b); err != nil {
+			return err
+		}
+		if r == auth.RoleAdmin {
+			if err := writeSecret(filepath.Join(dataDir, bus.CredsFile), b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // loadDeployment loads (or first creates) the NATS identities of the

@@ -41,6 +41,10 @@ func natsCLIVersion(t *testing.T) string {
 	return string(m[1])
 }
 
+// substitution is a shell command substitution, $(...), inside a line:
+// the flags in it are its own command's.
+var substitution = regexp.MustCompile(`\$\([^)]*\)`)
+
 // TestDocsCommandsRunWithTheInstalledBinary: the README's and docs' code
 // blocks write sessionbus commands for the installed binary (go install
 // ./cmd/sessionbus), never `go run ./cmd/sessionbus`, which works only
@@ -72,22 +76,39 @@ func TestDocsCommandsRunWithTheInstalledBinary(t *testing.T) {
 			if in && goRun.MatchString(line) {
 				t.Errorf("%s: %q: write `sessionbus` (installed with go install ./cmd/sessionbus): go run works only from the clone's root", name, line)
 			}
-			m := cmdLine.FindStringSubmatch(strings.TrimSpace(line))
-			if !in || m == nil {
+			if !in {
 				continue
 			}
-			flags, ok := flagsOf[m[1]]
-			if !ok {
-				t.Errorf("%s: %q runs sessionbus %s, which is no command", name, line, m[1])
+			// a sessionbus command inside $(...) runs as written too
+			for _, sub := range inner.FindAllStringSubmatch(line, -1) {
+				checkDocCommand(t, name, line, flagsOf, sub[1], sub[2])
+			}
+			m := cmdLine.FindStringSubmatch(strings.TrimSpace(line))
+			if m == nil {
 				continue
 			}
 			rest, _, _ := strings.Cut(m[2], "#")
-			for _, w := range strings.Fields(rest) {
-				w, _, _ = strings.Cut(w, "=")
-				if strings.HasPrefix(w, "--") && len(w) > 2 && !slices.Contains(flags, w) {
-					t.Errorf("%s: %q passes %s, which sessionbus %s does not have", name, line, w, m[1])
-				}
-			}
+			checkDocCommand(t, name, line, flagsOf, m[1], substitution.ReplaceAllString(rest, ""))
+		}
+	}
+}
+
+// inner is a sessionbus command inside $(...).
+var inner = regexp.MustCompile(`\$\(sessionbus ([a-z]+)([^)$]*)\)`)
+
+// checkDocCommand checks one documented sessionbus command: cmd is a
+// command, and each --flag in rest is one of its flags.
+func checkDocCommand(t *testing.T, doc, line string, flagsOf map[string][]string, cmd, rest string) {
+	t.Helper()
+	flags, ok := flagsOf[cmd]
+	if !ok {
+		t.Errorf("%s: %q runs sessionbus %s, which is no command", doc, line, cmd)
+		return
+	}
+	for _, w := range strings.Fields(rest) {
+		w, _, _ = strings.Cut(w, "=")
+		if strings.HasPrefix(w, "--") && len(w) > 2 && !slices.Contains(flags, w) {
+			t.Errorf("%s: %q passes %s, which sessionbus %s does not have", doc, line, w, cmd)
 		}
 	}
 }

@@ -24,7 +24,10 @@ var helps = map[string]cmdHelp{
 		usage:   "serve [flags]",
 		purpose: "Run an embedded NATS server with JetStream, the tool workers and a gateway, until Ctrl-C.",
 		notes: "--demo adds sample sessions and a scripted scenario. A data dir the demo created starts over\n" +
-			"on each serve --demo; --fresh empties any sessionbus data dir before the demo runs.",
+			"on each serve --demo; --fresh empties any sessionbus data dir before the demo runs. The data dir\n" +
+			"defaults to the home (sessionbus home): $SESSIONBUS_HOME, else ./sessionbus-data if it exists\n" +
+			"here, else ~/.local/state/sessionbus; serve writes client.json there, so client commands run\n" +
+			"from any folder find the server and their credentials with no flags.",
 		examples: []string{
 			"sessionbus serve --demo",
 			"sessionbus serve --data /var/lib/sessionbus --config sessionbus.yaml",
@@ -35,7 +38,8 @@ var helps = map[string]cmdHelp{
 		usage:   "worker [flags]",
 		purpose: "Run tool workers against an existing NATS server (add as many as you like, on any host).",
 		examples: []string{
-			"sessionbus worker --server nats://127.0.0.1:4222 --creds ./sessionbus-data/operator.creds",
+			"sessionbus worker",
+			`sessionbus worker --server nats://127.0.0.1:4222 --creds "$(sessionbus home --role worker)"`,
 		},
 	},
 	"gateway": {
@@ -43,7 +47,7 @@ var helps = map[string]cmdHelp{
 		purpose: "Run a gateway replica: it takes agent runs from the shared queue and executes their turns.",
 		examples: []string{
 			"sessionbus gateway --id gw2",
-			"sessionbus gateway --server nats://127.0.0.1:4222 --creds ./sessionbus-data/operator.creds --concurrency 16",
+			`sessionbus gateway --server nats://127.0.0.1:4222 --creds "$(sessionbus home --role gateway)" --concurrency 16`,
 		},
 	},
 	"call": {
@@ -127,7 +131,7 @@ The store is the JetStream object store "archives": ` + "`nats obj ls archives`"
 		examples: []string{
 			"sessionbus creds --name bot1 --out bot1.creds agent",
 			"sessionbus creds --server-config > sessionbus-auth.conf",
-			"sessionbus creds --inbox-of ./sessionbus-data/creds/agent.creds",
+			`sessionbus creds --inbox-of "$(sessionbus home --role agent)"`,
 		},
 	},
 	"inspect": {
@@ -184,6 +188,30 @@ The store is the JetStream object store "archives": ` + "`nats obj ls archives`"
 			"source <(sessionbus completion bash)",
 			`sessionbus completion zsh > "${fpath[1]}/_sessionbus"`,
 			"sessionbus completion fish > ~/.config/fish/completions/sessionbus.fish",
+		},
+	},
+	"up": {
+		usage:   "up [--nodes 3] [--workers 2] [--gateways 2] [--data DIR] [--listen HOST:PORT] [--config FILE]",
+		purpose: "Run a loopback cluster, its workers and its gateways, each a process of its own, until Ctrl-C.",
+		notes: "The processes start in order (nodes, then workers, then gateways), each waited for until it is\n" +
+			"ready; their output comes on stderr, each line prefixed with its process (n1, worker1, gw1).\n" +
+			"Ctrl-C or SIGTERM stops them last first; up exits 0 when every one stopped cleanly.",
+		examples: []string{
+			"sessionbus up",
+			"sessionbus up --nodes 3 --workers 2 --gateways 2",
+			"sessionbus up --data /tmp/sb-up --listen 127.0.0.1:5222",
+		},
+	},
+	"home": {
+		usage:   "home [--role ROLE | --url]",
+		purpose: "Print the data dir commands use by default, a role's credentials file in it, or the server URL clients connect to.",
+		notes: "The home is $SESSIONBUS_HOME, else ./sessionbus-data when it exists in this folder (older\n" +
+			"versions kept it there), else the state dir: $XDG_STATE_HOME/sessionbus or ~/.local/state/sessionbus\n" +
+			"(macOS: ~/Library/Application Support/sessionbus; Windows: %LocalAppData%\\sessionbus).",
+		examples: []string{
+			"sessionbus home",
+			`nats --creds "$(sessionbus home --role ops)" stream ls`,
+			"sessionbus home --url",
 		},
 	},
 	"init": {

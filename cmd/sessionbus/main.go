@@ -30,6 +30,8 @@ commands:
   audit     check a deployment and its config for open settings (exit 1 on a high finding)
   init      write an example sessionbus.yaml: every config key with its default
   completion  print a shell completion script (bash, zsh or fish)
+  up        run a cluster, its workers and gateways on this machine, each a process of its own
+  home      print the data dir commands use by default, a role's credentials file, or the server URL
 
 Run 'sessionbus <command> -h' for its purpose, examples and flags.
 `
@@ -63,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"audit":      cmdAudit,
 		"init":       cmdInit,
 		"completion": cmdCompletion,
+		"home":       cmdHome,
+		"up":         cmdUp,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
@@ -73,5 +77,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sessionbus: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
+	noteHome(args[0], args[1:], stderr)
 	return c(args[1:], stdin, stdout, stderr)
 }

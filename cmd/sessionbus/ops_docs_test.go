@@ -31,7 +31,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(bustest.CheckLeaks(m.Run()))
+	// the defaults of every command read the home: this machine's user's
+	// state dir is none of the tests' business
+	dir, err := os.MkdirTemp("", "sessionbus-home")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("SESSIONBUS_HOME", dir)
+	code := bustest.CheckLeaks(m.Run())
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // opsSection is the commands of docs/ops.md's own section: every line of
@@ -43,7 +52,7 @@ func opsSection(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	// the page's stock-CLI reads run as ops, which the test gives them
-	if !strings.Contains(string(b), "\nexport NATS_CREDS=sessionbus-data/creds/ops.creds\n") {
+	if !strings.Contains(string(b), "\nexport NATS_CREDS=\"$(sessionbus home --role ops)\"\n") {
 		t.Fatal("docs/ops.md does not say which credentials its nats commands read with")
 	}
 	_, sec, ok := strings.Cut(string(b), "\n## Inspect, replay and metrics\n")

@@ -22,7 +22,7 @@ import (
 type serveFlags struct {
 	data, listen, cfgPath, logLevel, metricsAddr string
 	noGateway, demo, auth, fresh                 bool
-	nodes                                        int
+	nodes, node                                  int
 	sync                                         embedded.Sync
 	grace                                        time.Duration
 	tls                                          *embedded.TLS // nil: no TLS
@@ -44,7 +44,7 @@ func cmdServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // stderr).
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	fs := newFlags("serve", stderr)
-	data := fs.String("data", defaultData, "data dir (JetStream store, operator credentials)")
+	data := fs.String("data", defaultData(), "data dir (JetStream store, operator credentials)")
 	listen := fs.String("listen", "127.0.0.1:4222", "client listen address host:port")
 	cfgPath := fs.String("config", "", "config file (default: ./sessionbus.yaml or .json if present)")
 	noGateway := fs.Bool("no-gateway", false, "run no gateway in this process (replicas run elsewhere)")
@@ -58,7 +58,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	grace := shutdownGraceFlag(fs)
 	tlsFlags := serveTLSFlags(fs)
 	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
+	node := fs.Int("node", 0, "with --cluster N: run only node I (1..N) of the cluster, and no worker or gateway; the other nodes, workers and gateways are processes of their own (sessionbus up, deploy/): see docs/ops.md#up")
 	if err := fs.Parse(args); err != nil {
+		return serveFlags{}, 2
+	}
+	if *node != 0 && *nodes == 0 {
+		fmt.Fprintln(stderr, "sessionbus serve: --node goes with --cluster N (it runs one node of that cluster)")
 		return serveFlags{}, 2
 	}
 	if !checkShutdownGrace("serve", *grace, stderr) {
@@ -83,7 +88,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	}
 	return serveFlags{
 		data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, metricsAddr: *metricsAddr,
-		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, fresh: *fresh, nodes: *nodes, sync: syncMode, grace: *grace,
+		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, fresh: *fresh, nodes: *nodes, node: *node, sync: syncMode, grace: *grace,
 		tls: tlsOpts,
 	}, 0
 }
@@ -94,7 +99,7 @@ func (f serveFlags) cluster(stdout, stderr io.Writer) int {
 		_ = failLine(stderr, "serve", err)
 		return 2
 	}
-	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, auth: f.auth, sync: f.sync, grace: f.grace, tls: f.tls}, stdout, stderr)
+	return serveCluster(clusterServe{nodes: f.nodes, data: f.data, listen: f.listen, cfgPath: f.cfgPath, logLevel: f.logLevel, noGateway: f.noGateway, demo: f.demo, auth: f.auth, node: f.node, sync: f.sync, grace: f.grace, tls: f.tls}, stdout, stderr)
 }
 
 // serve runs one embedded server with the tool workers and, unless
@@ -144,6 +149,10 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
+	if err := writeClientConfig(f.data, srv.URL(), "serve", f.auth); err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
 	pm, err := startMetrics(f.metricsAddr, nc, cfg, log)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
@@ -224,7 +233,8 @@ func startGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, log *slog
 func (f serveFlags) runDemo(nc *nats.Conn, op *bus.Operator, w *handlers.Worker, url string, dd demo.DataDir, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return demo.Run(ctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: f.data, URL: url, Out: stdout, Auth: f.auth, Start: dd, Cmd: selfCommand()})
+	return demo.Run(ctx, demo.Options{Conn: nc, Operator: op, Deps: w.Deps, DataDir: f.data, URL: url, Out: stdout, Auth: f.auth, Start: dd, Cmd: selfCommand(),
+		Home: sameDir(f.data, defaultData())})
 }
 
 func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {

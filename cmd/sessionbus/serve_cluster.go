@@ -20,6 +20,7 @@ type clusterServe struct {
 	data, listen, cfgPath string
 	logLevel              string
 	noGateway, demo, auth bool
+	node                  int // > 0: run only this node (serve --node)
 	sync                  embedded.Sync
 	grace                 time.Duration
 	tls                   *embedded.TLS // nil: no TLS
@@ -36,19 +37,13 @@ const clusterRouteOffset = 2000
 // otherwise: a local cluster for trying replication and killing nodes, not
 // a production layout (one process, one disk).
 func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
-	if o.nodes < 3 || o.nodes%2 == 0 {
-		_ = failLine(stderr, "serve", fmt.Errorf("--cluster %d: use an odd number of nodes, 3 or more (a quorum must survive one node)", o.nodes))
+	host, port, err := o.check()
+	if err != nil {
+		_ = failLine(stderr, "serve", err)
 		return 2
 	}
-	if o.demo {
-		_ = failLine(stderr, "serve", fmt.Errorf("--demo runs on a single node: drop --cluster or --demo"))
-		return 2
-	}
-	host, ps, err := net.SplitHostPort(o.listen)
-	port, perr := strconv.Atoi(ps)
-	if err != nil || perr != nil || port < 1 || port+o.nodes-1+clusterRouteOffset > 65535 {
-		_ = failLine(stderr, "serve", fmt.Errorf("--listen %q: with --cluster give host:port with a port from 1 to %d (node i listens on port+i-1, its route on that +%d)", o.listen, 65535-o.nodes+1-clusterRouteOffset, clusterRouteOffset))
-		return 2
+	if o.node > 0 {
+		return serveNode(o, host, port, stdout, stderr)
 	}
 	sigs, release := catchStop()
 	defer release()
@@ -70,10 +65,7 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	for i := range o.nodes {
-		co.ClientPorts = append(co.ClientPorts, port+i)
-		co.RoutePorts = append(co.RoutePorts, port+i+clusterRouteOffset)
-	}
+	co.ClientPorts, co.RoutePorts = clusterPorts(port, o.nodes)
 	c, err := embedded.StartCluster(co)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
@@ -100,6 +92,10 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
+	if err := writeClientConfig(o.data, c.URLs(), "serve --cluster", o.auth); err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	}
 	runCreds, err := runCredentials(c.UpdateAccount, co.Auth, cfg.Bus.Prefix)
 	if err != nil {
 		_ = failLine(stderr, "serve", err)
@@ -140,4 +136,34 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 	<-sigs
 	log.Info("shutting down", "grace", o.grace)
 	return 0
+}
+
+// check refuses a --cluster command line that cannot work, and gives the
+// listen host and the first node's client port.
+func (o clusterServe) check() (host string, port int, err error) {
+	if o.nodes < 3 || o.nodes%2 == 0 {
+		return "", 0, fmt.Errorf("--cluster %d: use an odd number of nodes, 3 or more (a quorum must survive one node)", o.nodes)
+	}
+	if o.demo {
+		return "", 0, fmt.Errorf("--demo runs on a single node: drop --cluster or --demo")
+	}
+	if o.node < 0 || o.node > o.nodes {
+		return "", 0, fmt.Errorf("--node %d: pick a node from 1 to %d (--cluster %d)", o.node, o.nodes, o.nodes)
+	}
+	host, ps, err := net.SplitHostPort(o.listen)
+	port, perr := strconv.Atoi(ps)
+	if err != nil || perr != nil || port < 1 || port+o.nodes-1+clusterRouteOffset > 65535 {
+		return "", 0, fmt.Errorf("--listen %q: with --cluster give host:port with a port from 1 to %d (node i listens on port+i-1, its route on that +%d)", o.listen, 65535-o.nodes+1-clusterRouteOffset, clusterRouteOffset)
+	}
+	return host, port, nil
+}
+
+// clusterPorts are the client and route ports of n nodes whose first
+// client port is port.
+func clusterPorts(port, n int) (client, route []int) {
+	for i := range n {
+		client = append(client, port+i)
+		route = append(route, port+i+clusterRouteOffset)
+	}
+	return client, route
 }

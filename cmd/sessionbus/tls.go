@@ -24,7 +24,7 @@ type serverFlags struct {
 }
 
 func newServerFlags(fs *flag.FlagSet) serverFlags {
-	return serverFlags{url: fs.String("server", envOr("SESSIONBUS_SERVER", defaultServer), "NATS server URL"), tls: addClientTLS(fs)}
+	return serverFlags{url: fs.String("server", defaultServer(), "NATS server URL"), tls: addClientTLS(fs)}
 }
 
 // connect connects to --server with the TLS files and opts.

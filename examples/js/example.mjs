@@ -2,7 +2,7 @@
 // packages: connect, discover the service, list sessions, read a history,
 // send and wait for the reply, spawn a sub-agent and receive its announce.
 //
-//   SESSIONBUS_CREDS=sessionbus-data/creds/admin.creds \
+//   SESSIONBUS_CREDS="$(sessionbus home --role admin)" \
 //   SESSIONBUS_TOKEN=$(sessionbus token --as agent:main:main) node example.mjs
 //
 // Environment:

@@ -29,7 +29,7 @@ func TestDocsCommands(t *testing.T) {
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s)
 	ops := bustest.RoleCreds(t, s.Deployment(), auth.RoleOps) // as docs/signals.md exports
-	if doc, err := os.ReadFile("../../docs/signals.md"); err != nil || !strings.Contains(string(doc), "\nexport NATS_CREDS=sessionbus-data/creds/ops.creds\n") {
+	if doc, err := os.ReadFile("../../docs/signals.md"); err != nil || !strings.Contains(string(doc), "\nexport NATS_CREDS=\"$(sessionbus home --role ops)\"\n") {
 		t.Fatalf("docs/signals.md does not say which credentials its nats commands read with (%v)", err)
 	}
 	ctx := bustest.Context(t)
