@@ -59,7 +59,9 @@ func (r *Router) pickAgent(m Message, account, chatType, peerID string) (agent, 
 		name string
 		ok   func(b binding) bool
 	}{
-		{"binding.peer", func(b binding) bool { return b.peerID != "" && b.peerID != "*" && kindMatches(b.peerKind, chatType) && b.peerID == peerID }},
+		{"binding.peer", func(b binding) bool {
+			return b.peerID != "" && b.peerID != "*" && kindMatches(b.peerKind, chatType) && b.peerID == peerID
+		}},
 		{"binding.peer.wildcard", func(b binding) bool { return b.peerID == "*" && kindMatches(b.peerKind, chatType) }},
 		{"binding.account", func(b binding) bool { return b.peerKind == "" && b.accountTier }},
 		{"binding.channel", func(b binding) bool { return b.peerKind == "" && !b.accountTier }},

@@ -198,7 +198,9 @@ func TestConfigRefuses(t *testing.T) {
 	}{
 		{scope("per-sender"), `session.dmScope "per-sender" must be main, per-peer, per-channel-peer or per-account-channel-peer`},
 		{func(c *config.Config) { c.Session.IdentityLinks = map[string][]string{"bob": {" "}} }, "session.identityLinks.bob has an empty id"},
-		{func(c *config.Config) { c.Bindings = []config.Binding{{AgentID: "x!", Match: config.BindingMatch{Channel: "slack"}}} }, `bindings[0].agentId "x!" must match`},
+		{func(c *config.Config) {
+			c.Bindings = []config.Binding{{AgentID: "x!", Match: config.BindingMatch{Channel: "slack"}}}
+		}, `bindings[0].agentId "x!" must match`},
 		{func(c *config.Config) { c.Bindings = []config.Binding{{AgentID: "main"}} }, "bindings[0].match.channel is required"},
 		{func(c *config.Config) {
 			c.Bindings = []config.Binding{{AgentID: "main", Match: config.BindingMatch{Channel: "slack", Peer: &config.BindingPeer{Kind: "room", ID: "1"}}}}
