@@ -209,15 +209,19 @@ func checkInboundID(name, v string) error {
 
 func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, error) {
 	route := &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID}
-	created, err := d.createRouted(ctx, ip)
-	if err != nil {
-		return nil, err
+	entry, err := d.createRouted(ctx, ip, true)
+	created := entry != nil
+	if err == nil && !created {
+		// The route update is the first write, and reads the entry: an
+		// unknown session is refused here, before anything is written.
+		entry, _, err = d.Store.Update(ctx, ip.sessionKey, func(e *sessions.Entry) error {
+			return setRoute(e, route)
+		})
+		if errors.Is(err, sessions.ErrNotFound) && ip.route != nil {
+			entry, err = d.createRouted(ctx, ip, false) // the index still held a deleted session
+			created = entry != nil
+		}
 	}
-	// The route update is the first write, and reads the entry: an unknown
-	// session is refused here, before anything is written.
-	entry, _, err := d.Store.Update(ctx, ip.sessionKey, func(e *sessions.Entry) error {
-		return setRoute(e, route)
-	})
 	if errors.Is(err, sessions.ErrNotFound) {
 		return nil, bus.Errorf(bus.CodeNotFound,
 			"unknown session %s: the ingress brings human turns into existing sessions only; check the key (sessions_list shows them) or create the session first",

@@ -59,19 +59,17 @@ func (d *Deps) routes() *routing.Router {
 }
 
 // createRouted creates the session of a routed message unless its key
-// exists: a KV create, so when the same first message reaches two workers
-// (an adapter's retry, a redelivery) exactly one creates it and the other
-// finds it. The entry carries where the session came from (origin) and
-// where its replies go (deliveryContext and the last route), so the route
-// update that follows writes nothing.
-func (d *Deps) createRouted(ctx context.Context, ip inboundParams) (bool, error) {
-	if ip.route == nil {
-		return false, nil
-	}
-	if _, _, err := d.Store.Get(ctx, ip.sessionKey); err == nil {
-		return false, nil
-	} else if !errors.Is(err, sessions.ErrNotFound) {
-		return false, fmt.Errorf("read session %s: %w", ip.sessionKey, err)
+// exists, and returns the entry it created (nil when it created none): a KV
+// create, so when the same first message reaches two workers (an adapter's
+// retry, a redelivery) exactly one creates it and the other finds it. The
+// worker's index answers "exists" without a read for every later message;
+// an index behind the bucket only costs a refused create, and one still
+// holding a deleted session a second try without it (useIndex false). The entry carries
+// where the session came from (origin) and where its replies go
+// (deliveryContext and the last route), so it needs no route update.
+func (d *Deps) createRouted(ctx context.Context, ip inboundParams, useIndex bool) (*sessions.Entry, error) {
+	if ip.route == nil || (useIndex && d.Index != nil && d.Index.Get(ip.sessionKey) != nil) {
+		return nil, nil
 	}
 	now := d.Now().UnixMilli()
 	dc := sessions.DeliveryContext{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID}
@@ -87,10 +85,10 @@ func (d *Deps) createRouted(ctx context.Context, ip inboundParams) (bool, error)
 	}
 	switch _, err := d.Store.Create(ctx, e); {
 	case err == nil:
-		return true, nil
+		return e, nil
 	case errors.Is(err, sessions.ErrExists):
-		return false, nil
+		return nil, nil
 	default:
-		return false, fmt.Errorf("create session %s: %w", ip.sessionKey, err)
+		return nil, fmt.Errorf("create session %s: %w", ip.sessionKey, err)
 	}
 }
