@@ -150,6 +150,9 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	// the benchmarks call in tight loops with one token: quotas that are
 	// checked but never reached
 	e.cfg.Quotas = benchQuotas()
+	// inbound_routed gives each peer a session of its own (the other
+	// benchmarks name their sessions)
+	e.cfg.Session.DMScope = "per-channel-peer"
 	e.names = bus.NewNames(e.cfg.Bus.Prefix)
 	if e.op, err = bus.NewOperator(); err != nil {
 		return nil, err

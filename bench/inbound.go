@@ -83,3 +83,41 @@ func runInboundTurn(ctx context.Context, e *env) (Result, error) {
 	r.ReplyBytes = replyBytes
 	return r, err
 }
+
+// inbound_routed: a routed first message, each from a new peer, so each
+// request routes (session.dmScope per-channel-peer), creates the session
+// (a KV create) and queues its turn (run record and SB_RUNS): measured from
+// the request on sb.inbound to its "accepted" reply. No gateway runs: the
+// row prices the ingress, not the turn (inbound_turn does).
+func runInboundRouted(ctx context.Context, e *env) (Result, error) {
+	cctx, cancel := opCtx(ctx)
+	defer cancel()
+	token, err := e.op.Mint(bus.Caller{Adapter: inboundChannel}, 24*time.Hour)
+	if err != nil {
+		return Result{}, err
+	}
+	n := 0
+	var replyBytes int
+	r, err := measure(ctx, e.sz.send, func() error {
+		n++
+		from := fmt.Sprintf("peer-%d-%d", time.Now().UnixNano(), n)
+		body, _ := json.Marshal(map[string]any{"channel": inboundChannel, "from": from, "text": "ping"})
+		out, err := bus.Inbound(cctx, e.nc, e.names, token, body)
+		if err != nil {
+			return err
+		}
+		var acc struct {
+			Status, SessionKey string
+			Created            bool
+		}
+		if err := json.Unmarshal(out, &acc); err != nil || acc.Status != "accepted" || !acc.Created ||
+			acc.SessionKey != "agent:main:"+inboundChannel+":direct:"+from {
+			return fmt.Errorf("inbound reply %.300s (%v), want accepted into a new session", out, err)
+		}
+		replyBytes = len(out)
+		return nil
+	})
+	r.Dataset = "a routed first message from a new peer (dmScope per-channel-peer) on sb.inbound to its accepted reply: route, session created, turn queued; no gateway"
+	r.ReplyBytes = replyBytes
+	return r, err
+}

@@ -165,6 +165,9 @@ var registry = []spec{
 	{name: "spawn_accept", baseline: "raw_js_publish", run: runSpawnAccept},
 	{name: "archive_10k", baseline: "raw_direct_get_50", run: runArchive10k},
 	{name: "archive_read_10k", baseline: "raw_direct_get_50", run: runArchiveRead10k},
+	// after every benchmark that runs gateways: the turns it queues stay
+	// queued, and no later gateway must pick them up
+	{name: "inbound_routed", baseline: "raw_js_publish", run: runInboundRouted},
 	{name: "sanitize_80k", run: runSanitize80k},
 }
 

@@ -13,6 +13,33 @@ type Config struct {
 	Agents  Agents  `mapstructure:"agents"`
 	Logging Logging `mapstructure:"logging"`
 	Quotas  Quotas  `mapstructure:"quotas"`
+	// Bindings route inbound messages to agents (OpenClaw's top-level
+	// `bindings`); the ingress reads them (package routing).
+	Bindings []Binding `mapstructure:"bindings"`
+}
+
+// Binding is one `bindings[]` item: messages matching Match go to AgentID.
+type Binding struct {
+	AgentID string       `mapstructure:"agentId"`
+	Match   BindingMatch `mapstructure:"match"`
+}
+
+// BindingMatch selects the messages of a binding. GuildID, TeamID and
+// Roles are read so a Discord or Slack binding that names them never
+// matches a message without them (inbound messages carry none).
+type BindingMatch struct {
+	Channel   string       `mapstructure:"channel"`
+	AccountID string       `mapstructure:"accountId"`
+	Peer      *BindingPeer `mapstructure:"peer"`
+	GuildID   string       `mapstructure:"guildId"`
+	TeamID    string       `mapstructure:"teamId"`
+	Roles     []string     `mapstructure:"roles"`
+}
+
+// BindingPeer is `bindings[].match.peer`: a chat by kind and id ("*": any).
+type BindingPeer struct {
+	Kind string `mapstructure:"kind"`
+	ID   string `mapstructure:"id"`
 }
 
 // Bus holds sessionbus's own keys (OpenClaw has no equivalent).
@@ -87,12 +114,18 @@ type AgentToAgent struct {
 
 // Session is OpenClaw's `session` section.
 type Session struct {
-	MainKey      string              `mapstructure:"mainKey"`
-	Scope        string              `mapstructure:"scope"`
-	SendPolicy   *SendPolicy         `mapstructure:"sendPolicy"`
-	AgentToAgent SessionAgentToAgent `mapstructure:"agentToAgent"`
-	Maintenance  Maintenance         `mapstructure:"maintenance"`
-	Notices      SessionNotices      `mapstructure:"notices"`
+	MainKey string `mapstructure:"mainKey"`
+	Scope   string `mapstructure:"scope"`
+	// DMScope groups direct messages the ingress routes: main,
+	// per-peer, per-channel-peer or per-account-channel-peer.
+	DMScope string `mapstructure:"dmScope"`
+	// IdentityLinks maps a canonical name to the peer ids (bare or
+	// "<channel>:<id>") of one person, who then shares one DM session.
+	IdentityLinks map[string][]string `mapstructure:"identityLinks"`
+	SendPolicy    *SendPolicy         `mapstructure:"sendPolicy"`
+	AgentToAgent  SessionAgentToAgent `mapstructure:"agentToAgent"`
+	Maintenance   Maintenance         `mapstructure:"maintenance"`
+	Notices       SessionNotices      `mapstructure:"notices"`
 }
 
 // SessionNotices is `session.notices`, sessionbus's own: how parent
@@ -179,8 +212,11 @@ type Sandbox struct {
 
 // Agent is one `agents.list[]` item.
 type Agent struct {
-	ID        string         `mapstructure:"id"`
-	Name      string         `mapstructure:"name"`
+	ID   string `mapstructure:"id"`
+	Name string `mapstructure:"name"`
+	// Default marks the agent unbound inbound messages go to (else the
+	// first listed).
+	Default   bool           `mapstructure:"default"`
 	Runtime   string         `mapstructure:"runtime"`
 	Model     string         `mapstructure:"model"`
 	Subagents *Subagents     `mapstructure:"subagents"`

@@ -38,6 +38,7 @@ var defaults = map[string]any{
 	"tools.deny":                                     []string{},
 	"session.mainKey":                                "main",
 	"session.scope":                                  "per-sender",
+	"session.dmScope":                                "main",
 	"session.agentToAgent.maxPingPongTurns":          DefaultMaxPingPongTurns,
 	"session.maintenance.maxDiskBytes":               DefaultMaxDiskBytes,
 	"session.notices.wakeSubagents":                  false,

@@ -53,7 +53,7 @@ func deriveFields(alias rules.Alias, e *sessions.Entry) *derivedFields {
 		agentID:   agentID,
 		kind:      kind,
 		channel:   rules.DeriveChannel(kind, e.Channel, origin, last, e.Key),
-		malformed: rules.ClassifyKeyShape(e.Key) == rules.ShapeMalformedAgent,
+		malformed: rules.IsMalformedAgentKey(e.Key),
 		cronRun:   rules.IsCronRunKey(e.Key),
 		subagent:  rules.IsSubagentKey(e.Key),
 	}

@@ -7,6 +7,7 @@ package handlers
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -22,6 +23,7 @@ import (
 	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/notices"
 	"github.com/sessionbus/sessionbus/quota"
+	"github.com/sessionbus/sessionbus/routing"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/sanitize"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
@@ -67,6 +69,9 @@ type Deps struct {
 	// tests that build Deps by hand); StartWorker makes them from the config.
 	Quotas    *quota.Limits
 	quotaOpts []quota.Option // WithQuotaOptions
+
+	routerOnce sync.Once
+	router     *routing.Router // the ingress's, built on first use (routes)
 
 	views     *viewCache                      // sessions_history's entry views, set by Tools
 	usageSeen *lru.Cache[usageKey, usageSeen] // session_status's usage parse per entry, set by Tools

@@ -12,13 +12,16 @@ import (
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/routing"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 // The ingress (docs/inbound.md): a channel adapter brings a human's message
 // into a session with a request on <prefix>.inbound, under an adapter token.
-// The session must exist; the turn runs like any other, its user message
+// An explicit session key must exist; a message that names where it came
+// from instead is routed to OpenClaw's key, and creates that session when
+// it is new (inbound_route.go). The turn runs like any other, its user message
 // marked with external_user provenance, and its reply is published to
 // <prefix>.deliver.<channel> for the route the message came from.
 
@@ -72,11 +75,17 @@ type inboundResult struct {
 	Error      string `json:"error,omitempty"`
 	// Repeat: the idempotency key was seen before; no second run started.
 	Repeat bool `json:"repeat,omitempty"`
+	// Created: the message was routed to a session that did not exist,
+	// and this request created it.
+	Created bool `json:"created,omitempty"`
 }
 
 type inboundParams struct {
 	sessionKey, channel, from, to, text, accountID, threadID, idempotencyKey string
 	timeoutSeconds                                                           int
+	// a routed message (no sessionKey): what it names, and where it went
+	chatType, groupID, agentID string
+	route                      *routing.Route
 }
 
 // Inbound is the handler of <prefix>.inbound (bus.ServiceOptions.Inbound).
@@ -94,6 +103,9 @@ func (d *Deps) Inbound() bus.Handler {
 			return nil, bus.Errorf(bus.CodeForbidden,
 				"this adapter token is for channel %q, not %q: mint one with `sessionbus token --adapter %s` (or --adapter '*' for every channel)",
 				req.Caller.Adapter, ip.channel, ip.channel)
+		}
+		if err := d.routeInbound(&ip); err != nil {
+			return nil, bus.Thrown(err)
 		}
 		// `/goal ...` changes the session's goal and queues no run
 		if cmd, ok := parseGoalCommand(ip.text); ok {
@@ -113,11 +125,14 @@ func (d *Deps) Inbound() bus.Handler {
 func readInboundParams(p rules.Params) (inboundParams, error) {
 	var ip inboundParams
 	var err error
-	if ip.sessionKey, err = p.RequiredString("sessionKey"); err != nil {
+	// without a sessionKey the message is routed (routeInbound)
+	if ip.sessionKey, _, err = p.String("sessionKey"); err != nil {
 		return ip, err
 	}
-	if err := rules.ValidateSessionKeyInput(ip.sessionKey); err != nil {
-		return ip, err
+	if ip.sessionKey != "" {
+		if err := rules.ValidateSessionKeyInput(ip.sessionKey); err != nil {
+			return ip, err
+		}
 	}
 	ch, err := p.RequiredString("channel")
 	if err != nil {
@@ -148,8 +163,12 @@ func readInboundParams(p rules.Params) (inboundParams, error) {
 			return ip, err
 		}
 	}
+	if err := readRouteParams(p, &ip); err != nil {
+		return ip, err
+	}
 	if ip.to == "" {
-		ip.to = ip.from // a direct message is answered to its sender
+		// a direct message is answered to its sender, a group's in the group
+		ip.to = rules.FirstNonEmpty(ip.groupID, ip.from)
 	}
 	wait, hasWait, err := p.Bool("wait")
 	if err != nil {
@@ -190,11 +209,19 @@ func checkInboundID(name, v string) error {
 
 func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, error) {
 	route := &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID}
-	// The route update is the first write, and reads the entry: an unknown
-	// session is refused here, before anything is written.
-	entry, _, err := d.Store.Update(ctx, ip.sessionKey, func(e *sessions.Entry) error {
-		return setRoute(e, route)
-	})
+	entry, err := d.createRouted(ctx, ip, true)
+	created := entry != nil
+	if err == nil && !created {
+		// The route update is the first write, and reads the entry: an
+		// unknown session is refused here, before anything is written.
+		entry, _, err = d.Store.Update(ctx, ip.sessionKey, func(e *sessions.Entry) error {
+			return setRoute(e, route)
+		})
+		if errors.Is(err, sessions.ErrNotFound) && ip.route != nil {
+			entry, err = d.createRouted(ctx, ip, false) // the index still held a deleted session
+			created = entry != nil
+		}
+	}
 	if errors.Is(err, sessions.ErrNotFound) {
 		return nil, bus.Errorf(bus.CodeNotFound,
 			"unknown session %s: the ingress brings human turns into existing sessions only; check the key (sessions_list shows them) or create the session first",
@@ -239,7 +266,7 @@ func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, e
 			RunID: runID, OccurredAt: now, DedupeKey: "human-message:" + runID,
 		})
 	}
-	out := &inboundResult{Status: "accepted", RunID: runID, SessionKey: ip.sessionKey, Repeat: q.Repeat}
+	out := &inboundResult{Status: "accepted", RunID: runID, SessionKey: ip.sessionKey, Repeat: q.Repeat, Created: created}
 	if ip.timeoutSeconds == 0 {
 		return out, nil
 	}

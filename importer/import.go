@@ -326,7 +326,7 @@ func transcriptLine(raw []byte, n int) (msg []byte, skip bool, err error) {
 // the same import again appends only what the source gained since. Lines
 // OpenClaw's reader would pass over are skipped (ImportResult.Skipped).
 func ImportEntry(ctx context.Context, store *sessions.Store, tr *transcripts.Store, e *sessions.Entry, importID string, transcript io.Reader) (*ImportResult, error) {
-	if err := rules.ValidateSessionKeyInput(e.Key); err != nil {
+	if err := rules.ValidateStoredKey(e.Key); err != nil {
 		return nil, bus.Thrown(err)
 	}
 	msgs, skipped, err := readTranscript(transcript, true)

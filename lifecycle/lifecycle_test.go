@@ -221,7 +221,7 @@ func TestReset(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	e := newEnv(t)
 	e.session("agent:main:x", 2, 1)
-	for key, code := range map[string]int{"": bus.CodeBadRequest, "agent:main:a b": bus.CodeBadRequest, "agent:main:*": bus.CodeBadRequest, "agent:main:nobody": bus.CodeNotFound} {
+	for key, code := range map[string]int{"": bus.CodeBadRequest, "agent:main:a b": bus.CodeBadRequest, "agent:main:..": bus.CodeBadRequest, "agent:main:nobody": bus.CodeNotFound, "agent:main:googlechat:group:spaces/none": bus.CodeNotFound} {
 		for _, op := range []func() error{
 			func() error { _, err := e.ops.Delete(e.ctx, key, archives.ReasonDeleted, nil); return err },
 			func() error { _, err := e.ops.Reset(e.ctx, key, nil); return err },

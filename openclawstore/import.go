@@ -107,7 +107,7 @@ func Import(ctx context.Context, st *Store, store *sessions.Store, tr *transcrip
 		agents[s.AgentID] = true
 		e, err := s.SessionEntry()
 		if err == nil {
-			err = rules.ValidateSessionKeyInput(e.Key)
+			err = rules.ValidateStoredKey(e.Key)
 		}
 		if err != nil {
 			sum.Invalid = append(sum.Invalid, Problem{AgentID: s.AgentID, Key: s.Key, Source: s.Source, Error: err.Error()})

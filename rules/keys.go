@@ -64,6 +64,28 @@ func ClassifyKeyShape(k string) string {
 	}
 }
 
+// IsMalformedAgentKey reports a key that starts "agent:" but names no agent
+// or nothing after it: upstream's parser (newer than ParseAgentSessionKey's
+// rule, which skips empty segments) refuses an empty agent id, so
+// agent::main:main is malformed too, and sessions_list leaves every such row
+// out.
+func IsMalformedAgentKey(k string) bool {
+	raw := lowerTrim(k)
+	if !strings.HasPrefix(raw, "agent:") {
+		return false
+	}
+	if ClassifyKeyShape(k) == ShapeMalformedAgent {
+		return true
+	}
+	agentEnd := strings.IndexByte(raw[len("agent:"):], ':')
+	if agentEnd < 0 {
+		return true
+	}
+	agentID := trim(raw[len("agent:") : len("agent:")+agentEnd])
+	rest := raw[len("agent:")+agentEnd+1:]
+	return agentID == "" || rest == "" || strings.HasPrefix(rest, ":")
+}
+
 func isAgentKey(k string) bool {
 	_, _, ok := ParseAgentSessionKey(k)
 	return ok

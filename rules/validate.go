@@ -19,12 +19,31 @@ const (
 )
 
 // ValidateSessionKeyInput refuses, at the edge, keys that could not be stored
-// or addressed safely: the store encodes keys into subjects and KV keys, so
-// wildcards, leading/trailing ":" and path-like segments must never reach it. It
-// does not trim: callers pass what they will use (Params.String already
-// trims). Errors are *InputError and say what is wrong and what a valid key
-// looks like.
+// or addressed safely. Every other character OpenClaw puts in a key is
+// accepted: peer and group ids carry "/" (Google Chat's spaces/AAAA, Signal's
+// base64 group ids), "+", "=", "@", "!" and more, and bus.EncodeKey escapes
+// whatever is not a subject character (a "*" or ">" becomes =2A, =3E, never
+// a wildcard). Refused are whitespace, control and format characters (they
+// corrupt logs and make distinct keys look alike), a "." or ".." path
+// segment, an empty segment where OpenClaw has none, and more than
+// MaxSessionKeyBytes. It does not trim: callers pass what they will use
+// (Params.String already trims). Errors are *InputError and say what is
+// wrong and what a valid key looks like.
 func ValidateSessionKeyInput(k string) error {
+	return validateKey(k, false)
+}
+
+// ValidateStoredKey is ValidateSessionKeyInput for a key another store
+// already holds (an OpenClaw state directory being imported): empty
+// segments are kept, so a row OpenClaw itself treats as malformed
+// (agent::orphan) imports with the rest, and sessions_list leaves it out as
+// OpenClaw does (IsMalformedAgentKey). What could not be stored or shown
+// safely is refused as at the edge.
+func ValidateStoredKey(k string) error {
+	return validateKey(k, true)
+}
+
+func validateKey(k string, emptySegments bool) error {
 	if k == "" {
 		return inputError("sessionKey is invalid: it is empty; " + sessionKeyHint)
 	}
@@ -47,10 +66,6 @@ func ValidateSessionKeyInput(k string) error {
 		// identical in logs and UIs.
 		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
 			return bad(fmt.Sprintf("it contains a control character (%U)", r))
-		case r == '/' || r == '\\':
-			return bad("it contains " + strconv.Quote(string(r)))
-		case r == '*' || r == '>':
-			return bad("it contains " + strconv.Quote(string(r)) + ", a NATS wildcard")
 		}
 	}
 	// A doubled ":" inside a key is OpenClaw's: an IPv6 literal in a Matrix
@@ -60,11 +75,14 @@ func ValidateSessionKeyInput(k string) error {
 	// has a subject and a KV key of its own. Refused are what is not a key
 	// in OpenClaw either: a leading or trailing ":", and an agent key whose
 	// agent id or rest is empty (agent::broken, "malformed_agent").
-	if strings.HasPrefix(k, ":") || strings.HasSuffix(k, ":") ||
-		(strings.Contains(k, "::") && ClassifyKeyShape(k) == ShapeMalformedAgent) {
+	if !emptySegments && (strings.HasPrefix(k, ":") || strings.HasSuffix(k, ":") ||
+		(strings.Contains(k, "::") && ClassifyKeyShape(k) == ShapeMalformedAgent)) {
 		return bad(`it has an empty segment (a leading, trailing or doubled ":")`)
 	}
-	for _, seg := range strings.Split(k, ":") {
+	// "." and ".." are refused between any separators, "/" and "\\"
+	// included, so no key reads as a relative path where one is shown or
+	// copied into a file name.
+	for _, seg := range strings.FieldsFunc(k, func(r rune) bool { return r == ':' || r == '/' || r == '\\' }) {
 		switch seg {
 		case ".", "..":
 			return bad("it has a " + strconv.Quote(seg) + " segment")

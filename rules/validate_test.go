@@ -26,6 +26,17 @@ func TestValidateSessionKeyInputAccepts(t *testing.T) {
 		"matrix:channel:!room:[fe80::1]",
 		"agent::main:main",
 		strings.Repeat("a", MaxSessionKeyBytes),
+		// every character OpenClaw allows in peer and group ids:
+		// Google Chat spaces, Signal base64 group ids, WhatsApp JIDs,
+		// phone numbers, Matrix rooms, IRC channels
+		"agent:main:googlechat:group:spaces/AAAAx1b2c3",
+		"agent:main:googlechat:group:spaces/AAAA:thread:spaces/AAAA/threads/xyz",
+		"agent:main:signal:group:q1W2e3R4t5Y6+/u7I8o9P0aSdFgHjKlZxCvBnM=",
+		"agent:main:whatsapp:group:120363-1@g.us",
+		"agent:main:per-peer:direct:+15551234567",
+		"agent:main:irc:channel:#ops*>",
+		`agent:main:x:direct:a\b`,
+		"agent:main/x",
 	} {
 		if err := ValidateSessionKeyInput(k); err != nil {
 			t.Errorf("ValidateSessionKeyInput(%q) = %v, want nil", k, err)
@@ -40,11 +51,9 @@ func TestValidateSessionKeyInputRejects(t *testing.T) {
 		in, want string
 	}{
 		{"", "sessionKey is invalid: it is empty" + hint},
-		{"agent:main/x", `sessionKey "agent:main/x" is invalid: it contains "/"` + hint},
-		{"../../etc", `sessionKey "../../etc" is invalid: it contains "/"` + hint},
-		{`agent:main\x`, `sessionKey "agent:main\\x" is invalid: it contains "\\"` + hint},
-		{"agent:main:*", `sessionKey "agent:main:*" is invalid: it contains "*", a NATS wildcard` + hint},
-		{"agent:>", `sessionKey "agent:>" is invalid: it contains ">", a NATS wildcard` + hint},
+		{"../../etc", `sessionKey "../../etc" is invalid: it has a ".." segment` + hint},
+		{"agent:main:spaces/../x", `sessionKey "agent:main:spaces/../x" is invalid: it has a ".." segment` + hint},
+		{`agent:main:a\.\b`, `sessionKey "agent:main:a\\.\\b" is invalid: it has a "." segment` + hint},
 		{"agent:main:..", `sessionKey "agent:main:.." is invalid: it has a ".." segment` + hint},
 		{".:agent", `sessionKey ".:agent" is invalid: it has a "." segment` + hint},
 		{"agent::broken", `sessionKey "agent::broken" is invalid: it has an empty segment (a leading, trailing or doubled ":")` + hint},
@@ -69,6 +78,29 @@ func TestValidateSessionKeyInputRejects(t *testing.T) {
 		}
 		if ie.Msg != tt.want {
 			t.Errorf("ValidateSessionKeyInput(%q)\n got %s\nwant %s", tt.in, ie.Msg, tt.want)
+		}
+	}
+}
+
+// A key another store holds keeps its empty segments (OpenClaw's malformed
+// rows import), and the malformed ones are the keys sessions_list drops.
+func TestValidateStoredKeyAndMalformedAgentKeys(t *testing.T) {
+	for _, k := range []string{"agent::orphan", "agent::main:main", "agent:main::x", "agent:main:googlechat:group:spaces/AAAA"} {
+		if err := ValidateStoredKey(k); err != nil {
+			t.Errorf("ValidateStoredKey(%q) = %v, want nil", k, err)
+		}
+	}
+	for _, k := range []string{"agent:main:a b", "agent:main:..", strings.Repeat("k", MaxSessionKeyBytes+1)} {
+		if err := ValidateStoredKey(k); err == nil {
+			t.Errorf("ValidateStoredKey(%q) = nil, want an error", k)
+		}
+	}
+	for k, want := range map[string]bool{
+		"agent::orphan": true, "agent::main:main": true, "AGENT: :x": true, "agent:main:": true, "agent:main::x": true, "agent:main": true,
+		"agent:main:main": false, "agent:main:signal:group:AbC=": false, "main": false, "global": false, "agentx:y:z": false,
+	} {
+		if got := IsMalformedAgentKey(k); got != want {
+			t.Errorf("IsMalformedAgentKey(%q) = %v, want %v", k, got, want)
 		}
 	}
 }

@@ -37,11 +37,23 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	timeout := fs.Int("timeout", 60, "seconds to wait for the reply; 0 returns once the turn is accepted")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	stream := fs.Bool("stream", false, "print the reply as the turn produces it (its live output on sb.live.<key>), then a newline")
+	route := fs.Bool("route", false, "name no session: the worker routes the message to its session as OpenClaw does (session.dmScope, bindings), creating it when new")
+	group := fs.String("group", "", "with --route: the group or channel id the message was posted in")
+	chatType := fs.String("chat-type", "", "with --route: direct, group or channel (default: group with --group, else direct)")
+	agent := fs.String("agent", "", "with --route: the agent to route to, instead of the bindings")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != 2 || *timeout < 0 {
+	if wantArgs := map[bool]int{true: 1, false: 2}[*route]; fs.NArg() != wantArgs || *timeout < 0 {
 		fs.Usage()
+		return 2
+	}
+	if !*route && (*group != "" || *chatType != "" || *agent != "") {
+		fmt.Fprintln(stderr, "sessionbus chat: --group, --chat-type and --agent describe a routed message: add --route (and drop the session key)")
+		return 2
+	}
+	if *route && *stream {
+		fmt.Fprintln(stderr, "sessionbus chat: --stream follows a session named up front, and --route lets the worker choose it: drop one of them")
 		return 2
 	}
 	if *stream && *timeout == 0 {
@@ -69,9 +81,14 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}
 	fields := map[string]any{
-		"sessionKey": fs.Arg(0), "channel": ch, "from": *from, "text": fs.Arg(1),
+		"channel": ch, "from": *from, "text": fs.Arg(fs.NArg() - 1),
 		"accountId": *account, "threadId": *thread, "idempotencyKey": *idem,
 		"timeoutSeconds": *timeout,
+	}
+	if *route {
+		fields["groupId"], fields["chatType"], fields["agentId"] = *group, *chatType, *agent
+	} else {
+		fields["sessionKey"] = fs.Arg(0)
 	}
 	body, _ := json.Marshal(fields)
 	nc, err := server.connect("sessionbus chat", credsOptions(*creds)...)
@@ -92,6 +109,10 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
+	}
+	if *route {
+		// stdout is the reply only; where the message went is news for the person
+		fmt.Fprintf(stderr, "routed to %s%s\n", res.SessionKey, map[bool]string{true: " (new session)"}[res.Created])
 	}
 	switch {
 	case res.Status == "ok" && (strings.TrimSpace(res.Reply) == "" || completion.Silent(res.Reply)):

@@ -15,6 +15,7 @@ import (
 // inboundReply is the ingress's answer.
 type inboundReply struct {
 	Status, RunID, SessionKey, Reply, Error string
+	Created                                 bool // a routed message made its session
 }
 
 // inbound sends one request to the ingress and decodes its answer.

@@ -68,12 +68,12 @@ var helps = map[string]cmdHelp{
 		},
 	},
 	"chat": {
-		usage:   `chat [flags] [--stream] SESSIONKEY "text"`,
+		usage:   "chat [flags] [--stream] SESSIONKEY \"text\"\nsessionbus chat --route --channel C --from PEER [--account A] [--group G] [--chat-type T] [--thread T] [--agent ID] \"text\"",
 		purpose: "Play a human on a channel: send one message into a session and print the agent's reply.",
 		examples: []string{
-			`sessionbus chat agent:main:main "Summarize the children"`,
 			`sessionbus chat --channel telegram --from 4242 agent:main:main "hello there"`,
 			`sessionbus chat --stream agent:main:main "Write a haiku about queues"`,
+			`sessionbus chat --route --channel telegram --from 4242 "hello there"`,
 		},
 	},
 	"import": {

@@ -132,6 +132,9 @@ func startOpsEnv(t *testing.T) *opsEnv {
 	t.Cleanup(gw.Stop)
 	e := &opsEnv{url: s.URL(), creds: bustest.AdminCreds(t, s.Deployment(), op), opsCreds: bustest.RoleCreds(t, s.Deployment(), auth.RoleOps), queue: gw.Queue(), runs: gw.Runs()}
 	e.run(t, "r1", "hello ops")
+	// sessions whose keys hold "/", "+" and "=" (Google Chat, Signal)
+	e.runIn(t, "agent:main:signal:group:q1W2+/e3=", "r-signal", "hello signal")
+	e.runIn(t, "agent:main:googlechat:group:spaces/AAAA", "r-gchat", "hello space")
 	sl, err := signals.Open(ctx, js, bus.NewNames(""))
 	if err != nil {
 		t.Fatal(err)
@@ -165,8 +168,14 @@ func startOpsEnv(t *testing.T) *opsEnv {
 // run queues a run of agent:main:main (echo) and waits for its outcome.
 func (e *opsEnv) run(t *testing.T, id, msg string) {
 	t.Helper()
+	e.runIn(t, "agent:main:main", id, msg)
+}
+
+// runIn queues a run of session key (echo) and waits for its outcome.
+func (e *opsEnv) runIn(t *testing.T, key, id, msg string) {
+	t.Helper()
 	ctx := bustest.Context(t)
-	req := &runqueue.Request{RunID: id, SessionKey: "agent:main:main", AgentID: "main", Message: msg, Prompt: msg, ChainID: id, CreatedAt: time.Now().UnixMilli()}
+	req := &runqueue.Request{RunID: id, SessionKey: key, AgentID: "main", Message: msg, Prompt: msg, ChainID: id, CreatedAt: time.Now().UnixMilli()}
 	if err := submit.Run(ctx, e.queue, e.runs, req, &runs.Record{RunID: id, SessionKey: req.SessionKey, AgentID: "main", Status: runs.Pending, CreatedAt: req.CreatedAt}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,13 +212,15 @@ func TestOpsDocsCommands(t *testing.T) {
 		"nats kv get runs r1 --raw":                {`"runId":"r1"`, `"status":"ok"`},
 		"nats kv ls subagents":                     {bus.EncodeKey("agent:main:subagent:late")},
 		"nats kv ls watchers":                      {".=w."},
-		"nats sub sb.tr.agent.main.main --stream SB_TRANSCRIPTS --all -T --raw": {`"role":"user"`, `"hello ops"`},
-		"nats sub sb.sig.agent.main.main --stream SB_SIGNALS --all -T --raw":    {`"kind":"human_direct_message"`},
-		"nats stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main":       {`"role":"assistant"`},
-		"curl -s http://127.0.0.1:9464/metrics":                                 {"sessionbus_run_queue_up 1", "sessionbus_tool_requests_total"},
-		"curl -s http://127.0.0.1:9464/healthz":                                 {"ok"},
-		"curl -s http://127.0.0.1:9464/readyz":                                  {"ready"},
-		"nats micro stats sessionbus":                                           {"sessions_list"},
+		"nats sub sb.tr.agent.main.main --stream SB_TRANSCRIPTS --all -T --raw":                       {`"role":"user"`, `"hello ops"`},
+		"nats sub sb.sig.agent.main.main --stream SB_SIGNALS --all -T --raw":                          {`"kind":"human_direct_message"`},
+		"nats stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.main":                             {`"role":"assistant"`},
+		"nats sub sb.tr.agent.main.signal.group.q1W2=2B/e3=3D --stream SB_TRANSCRIPTS --all -T --raw": {`"hello signal"`},
+		"nats stream get SB_TRANSCRIPTS --last-for sb.tr.agent.main.googlechat.group.spaces/AAAA":     {`"role":"assistant"`, "hello space"},
+		"curl -s http://127.0.0.1:9464/metrics":                                                       {"sessionbus_run_queue_up 1", "sessionbus_tool_requests_total"},
+		"curl -s http://127.0.0.1:9464/healthz":                                                       {"ok"},
+		"curl -s http://127.0.0.1:9464/readyz":                                                        {"ready"},
+		"nats micro stats sessionbus":                                                                 {"sessions_list"},
 	}
 	special := map[string]bool{"sessionbus replay --follow agent:main:main": true, "sessionbus worker --metrics 127.0.0.1:9464": true}
 	for _, c := range cmds {

@@ -11,6 +11,10 @@ type Origin struct {
 	AccountID string `json:"accountId,omitempty"`
 	ThreadID  string `json:"threadId,omitempty"`
 	ChatType  string `json:"chatType,omitempty"`
+	// From and To are the sender and the chat of the message that
+	// created the session (OpenClaw's origin.from and origin.to).
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
 }
 
 // DeliveryContext is the persisted delivery route of a session.
