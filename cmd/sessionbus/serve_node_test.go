@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestServeNodeRefusals: --node needs --cluster and a node of it; up
@@ -23,8 +23,17 @@ func TestServeNodeRefusals(t *testing.T) {
 		{[]string{"up", "--data", data, "--workers", "0"}, "run 1 or more workers"},
 		{[]string{"up", "--data", data, "extra"}, "up takes flags only"},
 	} {
-		var out, errb bytes.Buffer
-		if code := run(c.args, strings.NewReader(""), &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) || strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
+		var out, errb syncBuffer
+		done := make(chan int, 1)
+		go func() { done <- run(c.args, strings.NewReader(""), &out, &errb) }()
+		var code int
+		select {
+		case code = <-done:
+		case <-time.After(time.Minute):
+			// a command line that should be refused started something
+			t.Fatalf("%v: not refused within a minute: it runs\n%s", c.args, errb.String())
+		}
+		if code != 2 || !strings.Contains(errb.String(), c.want) || strings.Count(strings.TrimSpace(errb.String()), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q, want 2 and one line with %q", c.args, code, errb.String(), c.want)
 		}
 	}
