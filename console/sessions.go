@@ -50,11 +50,12 @@ type Page struct {
 	Rows   []Row `json:"rows"`
 	Offset int   `json:"offset"`
 	Limit  int   `json:"limit"`
-	// Total is the number of matching sessions; More says a next page
-	// exists when the total was not counted (no filter: every session
-	// matches, and Total is the index's size).
-	Total int  `json:"total"`
-	More  bool `json:"more"`
+	// Total is the number of matching sessions, or with Estimated the
+	// number of sessions (no narrowing filter: the walk stopped at the
+	// page's end). More says a next page exists.
+	Total     int  `json:"total"`
+	Estimated bool `json:"estimated,omitempty"`
+	More      bool `json:"more"`
 }
 
 // Filter is the sessions_list filters the page offers.
@@ -67,8 +68,11 @@ type Filter struct {
 	Archived      string // "false" (default), "true", "all"
 }
 
-func (f Filter) empty() bool {
-	return len(f.Kinds) == 0 && f.AgentID == "" && f.Label == "" && f.Search == "" && f.ActiveMinutes == 0 && f.Archived == "all"
+// narrow reports a filter that leaves out more than archived sessions:
+// the list then counts its matches. Otherwise nearly every session matches
+// and the walk stops at the page's end.
+func (f Filter) narrow() bool {
+	return len(f.Kinds) > 0 || f.AgentID != "" || f.Label != "" || f.Search != "" || f.ActiveMinutes > 0 || f.Archived == "true"
 }
 
 var alias = rules.ResolveAlias("main", "")
@@ -158,7 +162,7 @@ func (s *Server) List(f Filter, offset, limit int) Page {
 	for _, e := range first {
 		take(e)
 	}
-	counting := !f.empty() || f.Archived != "all"
+	counting := f.narrow()
 	s.index.Each(func(e *sessions.Entry) bool {
 		if active[e.Key] || !f.match(e, now) {
 			return true
@@ -171,9 +175,9 @@ func (s *Server) List(f Filter, offset, limit int) Page {
 	if counting {
 		p.Total = n
 	} else {
-		p.Total = s.index.Len()
+		p.Total, p.Estimated = s.index.Len(), true
 	}
-	p.More = n > offset+limit || p.Total > offset+limit
+	p.More = n > offset+limit
 	return p
 }
 

@@ -91,7 +91,14 @@ function follow(session, onChange, onLive) {
   const url = '/api/events' + (session ? '?session=' + encodeURIComponent(session) : '');
   const es = new EventSource(url);
   state.events = es;
-  es.addEventListener('hello', (e) => { setBus(JSON.parse(e.data).connected); banner(''); });
+  es.addEventListener('hello', (e) => {
+    setBus(JSON.parse(e.data).connected);
+    banner('');
+    // the live output is followed from here on: sending before would miss
+    // the start of the reply
+    const send = $('chat-send');
+    if (send) send.disabled = false;
+  });
   es.addEventListener('bus', (e) => setBus(JSON.parse(e.data).connected));
   es.addEventListener('change', (e) => onChange(JSON.parse(e.data)));
   if (onLive) es.addEventListener('live', (e) => onLive(JSON.parse(e.data)));
@@ -202,7 +209,7 @@ function showSessions() {
     if (state.view !== 'sessions') return;
     body.replaceChildren(...page.rows.map(sessionRow));
     if (!page.rows.length) body.append(el('tr', {}, el('td', { class: 'muted' }, 'no sessions match')));
-    info.textContent = (page.offset + 1) + '–' + (page.offset + page.rows.length) + ' of ' + page.total;
+    info.textContent = (page.offset + 1) + '–' + (page.offset + page.rows.length) + ' of ' + (page.estimated ? 'about ' : '') + page.total;
     prev.disabled = page.offset === 0;
     next.disabled = !page.more;
   });
@@ -252,14 +259,14 @@ function showSession(key) {
     const text = el('textarea', { id: 'chat-text', rows: 2, placeholder: 'write into this session as the webchat channel' });
     chat = el('form', { id: 'chat', onsubmit: async (ev) => {
       ev.preventDefault();
+      // the turn may stream (even end) before this request returns: clear
+      // the live box first, never after
+      state.liveRun = ''; state.liveText = ''; live.textContent = '';
       try {
-        const r = await api('/api/chat', { body: { key, text: text.value } });
+        await api('/api/chat', { body: { key, text: text.value } });
         text.value = '';
-        state.liveRun = r.runId || ''; state.liveText = '';
-        live.textContent = '';
-        live.setAttribute('data-run', state.liveRun);
       } catch (e) { errors.textContent = e.message; }
-    } }, text, el('button', { id: 'chat-send', type: 'submit' }, 'Send'));
+    } }, text, el('button', { id: 'chat-send', type: 'submit', disabled: true }, 'Send'));
   }
   render(el('h2', {}, 'Session ', el('code', {}, key)), head, errors,
     el('div', { class: 'cards' },
