@@ -298,8 +298,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "event: hello\ndata: {\"connected\":%t}\n\n", s.o.Conn.IsConnected())
 	fl.Flush()
-	ping := time.NewTicker(15 * time.Second)
-	defer ping.Stop()
+	// the bus connection's state is looked at every second and sent when
+	// it changes (the page then says the bus is down), and every 15 s
+	// anyway, which also keeps proxies from closing an idle stream
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	connected, quiet := s.o.Conn.IsConnected(), 0
 	for {
 		select {
 		case <-r.Context().Done():
@@ -309,8 +313,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "event: change\ndata: %s\n\n", b)
 		case m := <-live:
 			fmt.Fprintf(w, "event: live\ndata: %s\n\n", liveLine(m.Data))
-		case <-ping.C:
-			fmt.Fprintf(w, "event: bus\ndata: {\"connected\":%t}\n\n", s.o.Conn.IsConnected())
+		case <-check.C:
+			now := s.o.Conn.IsConnected()
+			if quiet++; now == connected && quiet < 15 {
+				continue
+			}
+			connected, quiet = now, 0
+			fmt.Fprintf(w, "event: bus\ndata: {\"connected\":%t}\n\n", now)
 		}
 		fl.Flush()
 	}
