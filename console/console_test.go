@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,47 @@ func TestSessionsPaged(t *testing.T) {
 		t.Fatalf("last page: %+v", p)
 	}
 	f.finish("busy")
+}
+
+// A token login sees what its session may see, through the tools, and
+// acts on nothing.
+func TestTokenLogin(t *testing.T) {
+	f := newFixture(t)
+	child := f.spawn("kid", "kid")
+	other := "agent:main:group:elsewhere"
+	f.stack.Put(&sessions.Entry{Key: other, AgentID: "main", SessionID: sessions.NewID(), UpdatedAt: time.Now().UnixMilli()})
+	tok := f.stack.Token(bus.Caller{SessionKey: mainKey})
+	hc := f.client("")
+	if code, body := f.do(hc, "POST", "/api/login", map[string]any{"token": tok}, false); code != 200 || !strings.Contains(body, `"role":"viewer"`) {
+		t.Fatalf("token login: %d %s", code, body)
+	}
+	_, body := f.do(hc, "GET", "/api/sessions", nil, false)
+	var p console.Page
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, r := range p.Rows {
+		keys[r.Key] = true
+	}
+	// the default visibility (tree): itself, not another session of its
+	// agent outside its tree (and its child of another agent only with
+	// agent-to-agent access, off by default)
+	if !keys[mainKey] || keys[other] {
+		t.Fatalf("a token login lists %v", keys)
+	}
+	if code, _ := f.do(hc, "GET", "/api/board?key="+url.QueryEscape(child), nil, false); code != 403 {
+		t.Fatalf("another session's board: %d, want 403", code)
+	}
+	if code, _ := f.do(hc, "GET", "/api/ops", nil, false); code != 403 {
+		t.Fatalf("ops page for a token login: %d, want 403", code)
+	}
+	if code, _ := f.do(hc, "POST", "/api/kill", map[string]any{"target": child}, true); code != 403 {
+		t.Fatalf("kill from a token login: %d, want 403", code)
+	}
+	adapter := f.stack.Token(bus.Caller{Adapter: "webchat"})
+	if code, _ := f.do(f.client(""), "POST", "/api/login", map[string]any{"token": adapter}, false); code != 401 {
+		t.Fatalf("adapter token login: %d, want 401", code)
+	}
+	f.finish("kid")
 }

@@ -177,12 +177,32 @@ type runTable struct {
 	mu        sync.RWMutex
 	byRun     map[string]*runs.Record
 	bySession map[string][]string // run ids, oldest first, at most keepRuns
+	// inFlight holds the runs pending or running, by session, so listing
+	// the sessions with a run in flight never walks every run
+	inFlight map[string]map[string]bool
 }
 
 const keepRuns = 20
 
 func newRunTable() *runTable {
-	return &runTable{byRun: map[string]*runs.Record{}, bySession: map[string][]string{}}
+	return &runTable{byRun: map[string]*runs.Record{}, bySession: map[string][]string{}, inFlight: map[string]map[string]bool{}}
+}
+
+// track notes whether run r is in flight (mu held).
+func (t *runTable) track(r *runs.Record, live bool) {
+	set := t.inFlight[r.SessionKey]
+	if live {
+		if set == nil {
+			set = map[string]bool{}
+			t.inFlight[r.SessionKey] = set
+		}
+		set[r.RunID] = true
+		return
+	}
+	delete(set, r.RunID)
+	if len(set) == 0 {
+		delete(t.inFlight, r.SessionKey)
+	}
 }
 
 // apply takes one watch entry and returns the session it concerns.
@@ -192,6 +212,7 @@ func (t *runTable) apply(e jetstream.KeyValueEntry) string {
 		defer t.mu.Unlock()
 		if r := t.byRun[e.Key()]; r != nil {
 			delete(t.byRun, e.Key())
+			t.track(r, false)
 			return r.SessionKey
 		}
 		return ""
@@ -206,12 +227,16 @@ func (t *runTable) apply(e jetstream.KeyValueEntry) string {
 	if _, known := t.byRun[r.RunID]; !known {
 		ids := append(t.bySession[r.SessionKey], r.RunID)
 		if len(ids) > keepRuns {
+			if old := t.byRun[ids[0]]; old != nil {
+				t.track(old, false)
+			}
 			delete(t.byRun, ids[0])
 			ids = ids[1:]
 		}
 		t.bySession[r.SessionKey] = ids
 	}
 	t.byRun[r.RunID] = &r
+	t.track(&r, !r.Terminal())
 	return r.SessionKey
 }
 
@@ -233,35 +258,30 @@ func (t *runTable) recent(key string) []runs.Record {
 func (t *runTable) active(key string) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	for _, id := range t.bySession[key] {
-		if r := t.byRun[id]; r != nil && !r.Terminal() {
-			return true
-		}
-	}
-	return false
+	return len(t.inFlight[key]) > 0
 }
 
 // activeKeys lists the sessions with a run in flight.
 func (t *runTable) activeKeys() map[string]bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	out := map[string]bool{}
-	for _, r := range t.byRun {
-		if !r.Terminal() {
-			out[r.SessionKey] = true
-		}
+	out := make(map[string]bool, len(t.inFlight))
+	for k := range t.inFlight {
+		out[k] = true
 	}
 	return out
 }
 
-// inFlight is every run pending or running.
-func (t *runTable) inFlight() []runs.Record {
+// running is every run pending or running.
+func (t *runTable) running() []runs.Record {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var out []runs.Record
-	for _, r := range t.byRun {
-		if !r.Terminal() {
-			out = append(out, *r)
+	for _, set := range t.inFlight {
+		for id := range set {
+			if r := t.byRun[id]; r != nil {
+				out = append(out, *r)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b runs.Record) int { return int(a.CreatedAt - b.CreatedAt) })

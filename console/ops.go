@@ -35,7 +35,7 @@ func (s *Server) handleOps(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "read the deployment: "+err.Error())
 		return
 	}
-	o := Ops{Report: rep, InFlight: s.runs.inFlight(), Archives: []*archives.Meta{}, Connected: s.o.Conn.IsConnected(), At: time.Now().UnixMilli()}
+	o := Ops{Report: rep, InFlight: s.runs.running(), Archives: []*archives.Meta{}, Connected: s.o.Conn.IsConnected(), At: time.Now().UnixMilli()}
 	if o.InFlight == nil {
 		o.InFlight = []runs.Record{}
 	}
