@@ -223,6 +223,11 @@ func TestBrowserBoardLiveAndKill(t *testing.T) {
 		t.Fatalf("registry record after the kill: outcome %q, ended %d", rec.Outcome, rec.EndedAt)
 	}
 	waitSignal(t, f, mainKey, "console:admin-test")
+	// the kill's announce reaches the parent and says so
+	do(t, ctx, "the kill's announce in the parent's transcript",
+		chromedp.Evaluate[chromedp.Void](hash("session", mainKey)+"; 1"),
+		waitFor(`() => [...document.querySelectorAll('#transcript .msg .text')].some(e => e.textContent.includes('victim') && e.textContent.includes('killed'))`))
+	shot(t, ctx, "parent-after-kill")
 }
 
 // A message from the page goes into the session as webchat, and the reply

@@ -328,6 +328,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-s.done:
+			return
 		case c := <-changes:
 			b, _ := json.Marshal(c)
 			fmt.Fprintf(w, "event: change\ndata: %s\n\n", b)

@@ -75,8 +75,11 @@ type Server struct {
 	logins   *logins
 	verifier *bus.Verifier
 
-	ln     net.Listener
-	http   *http.Server
+	ln   net.Listener
+	http *http.Server
+	// done ends the event streams on Close, which would otherwise keep
+	// the HTTP server's shutdown waiting for open pages
+	done   chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -106,7 +109,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{o: o, log: o.Log, js: js, hub: newHub(), logins: newLogins(), verifier: bus.NewVerifier(o.Operator.PublicKey())}
+	s := &Server{o: o, log: o.Log, js: js, hub: newHub(), logins: newLogins(), verifier: bus.NewVerifier(o.Operator.PublicKey()), done: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
 		s.stopStores()
 		return nil, err
@@ -162,6 +165,7 @@ func (s *Server) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.hub.close()
+	close(s.done)
 	_ = s.http.Shutdown(ctx)
 	_ = s.http.Close()
 	s.stopStores()
