@@ -182,6 +182,12 @@ func TestTokenLogin(t *testing.T) {
 	if !keys[mainKey] || keys[other] {
 		t.Fatalf("a token login lists %v", keys)
 	}
+	if code, body := f.do(hc, "GET", "/api/session?key="+url.QueryEscape(other), nil, false); code != 403 {
+		t.Fatalf("a session outside the token's visibility: %d %s, want 403", code, body)
+	}
+	if code, body := f.do(hc, "GET", "/api/session?key="+url.QueryEscape(mainKey), nil, false); code != 200 || !strings.Contains(body, "pong: ping hello") {
+		t.Fatalf("the token's own session: %d %.300s", code, body)
+	}
 	if code, _ := f.do(hc, "GET", "/api/board?key="+url.QueryEscape(child), nil, false); code != 403 {
 		t.Fatalf("another session's board: %d, want 403", code)
 	}

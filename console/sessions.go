@@ -303,6 +303,12 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	if err := s.call(r.Context(), tok, "session_status", map[string]any{"sessionKey": key, "changesSince": 0}, &d.Status); err != nil {
 		d.Errors = append(d.Errors, "session_status: "+err.Error())
 	}
+	if u.Token != "" && (len(d.Errors) > 0 || refused(d.Status)) {
+		// a token login sees a session only if its tools may: say no
+		// more than the tool did
+		writeError(w, http.StatusForbidden, "this login's session may not see "+strconv.Quote(key)+": "+strings.Join(append(d.Errors, refusal(d.Status)), " "))
+		return
+	}
 	if err := s.call(r.Context(), tok, "sessions_history", map[string]any{"sessionKey": key, "limit": min(limit, 1000), "includeTools": true}, &d.History); err != nil {
 		d.Errors = append(d.Errors, "sessions_history: "+err.Error())
 	}
@@ -310,4 +316,17 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		d.Runs = nil // runs are read from the bucket, not through the tools' visibility
 	}
 	writeJSON(w, http.StatusOK, d)
+}
+
+// refused reports a tool reply that refused (status forbidden or error).
+func refused(raw json.RawMessage) bool {
+	var v struct{ Status string }
+	return json.Unmarshal(raw, &v) == nil && (v.Status == "forbidden" || v.Status == "error")
+}
+
+// refusal is a refused reply's error text.
+func refusal(raw json.RawMessage) string {
+	var v struct{ Error string }
+	_ = json.Unmarshal(raw, &v)
+	return v.Error
 }
