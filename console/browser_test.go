@@ -263,8 +263,8 @@ func TestBrowserOpsViewer(t *testing.T) {
 	do(t, ctx, "open the session",
 		chromedp.Evaluate[chromedp.Void](hash("session", mainKey)+"; 1"),
 		waitFor(`() => document.querySelectorAll('#transcript .msg').length > 0`))
-	if n := eval[int](t, ctx, `document.querySelectorAll('#chat, #chat-text, #chat-send').length`); n != 0 {
-		t.Fatalf("an ops login sees the chat form")
+	if n := eval[int](t, ctx, `document.querySelectorAll('#chat, #chat-text, #chat-send, button.session-delete, button.session-reset').length`); n != 0 {
+		t.Fatalf("an ops login sees the chat form or the reset and delete buttons")
 	}
 	status := eval[int](t, ctx, `fetch('/api/kill', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-Sessionbus-Console': '1'}, body: JSON.stringify({target: `+jsString(child)+`})}).then(r => r.status)`)
 	if status != 403 {

@@ -203,3 +203,38 @@ func TestTokenLogin(t *testing.T) {
 	}
 	f.finish("kid")
 }
+
+// An admin deletes a session from the console: its transcript is archived
+// first, the operations page lists the archive, and both roles may
+// download it; an ops login may not delete.
+func TestDeleteAndArchive(t *testing.T) {
+	f := newFixture(t)
+	const key = "agent:main:group:doomed"
+	f.stack.Put(&sessions.Entry{Key: key, AgentID: "main", SessionID: sessions.NewID(), UpdatedAt: time.Now().UnixMilli()})
+	f.chatAs(key, "ping last words")
+	ops := f.client(f.credsText(auth.RoleOps))
+	if code, _ := f.do(ops, "POST", "/api/session/delete", map[string]any{"key": key}, true); code != 403 {
+		t.Fatalf("delete from an ops login: %d, want 403", code)
+	}
+	admin := f.client(f.credsText(auth.RoleAdmin))
+	if code, body := f.do(admin, "POST", "/api/session/delete", map[string]any{"key": key}, true); code != 200 {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	var o console.Ops
+	bustest.WaitFor(t, 30*time.Second, "the archive on the operations page", func() bool {
+		code, body := f.do(ops, "GET", "/api/ops", nil, false)
+		return code == 200 && json.Unmarshal([]byte(body), &o) == nil && len(o.Archives) == 1 && o.Archives[0].Key == key
+	})
+	code, body := f.do(ops, "GET", "/api/archive?id="+url.QueryEscape(o.Archives[0].ID), nil, false)
+	if code != 200 || !strings.Contains(body, "pong: ping last words") {
+		t.Fatalf("archive download: %d %.300s", code, body)
+	}
+	if code, _ := f.do(ops, "GET", "/api/archive?id=nope", nil, false); code != 404 {
+		t.Fatalf("unknown archive: %d, want 404", code)
+	}
+	bustest.WaitFor(t, 30*time.Second, "the session gone from the list", func() bool {
+		code, _ := f.do(admin, "GET", "/api/session?key="+url.QueryEscape(key), nil, false)
+		return code == 404
+	})
+	waitSignal(t, f, key, "console:admin-test")
+}

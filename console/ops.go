@@ -2,9 +2,15 @@ package console
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/inspect"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/objects/archives"
@@ -51,4 +57,91 @@ func (s *Server) handleOps(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, o)
+}
+
+// handleArchive downloads one archive: the session's transcript as JSONL,
+// as `sessionbus archive get` writes it.
+func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
+	if userOf(r).Token != "" {
+		writeError(w, http.StatusForbidden, "archives need a credentials login (admin or ops)")
+		return
+	}
+	id := r.URL.Query().Get("id")
+	st, err := archives.Open(r.Context(), s.js, s.o.Names)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "open the archives: "+err.Error())
+		return
+	}
+	m, err := st.Info(r.Context(), id)
+	if errors.Is(err, archives.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no archive %q", id))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/jsonl; charset=utf-8")
+	w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(safeName(m.ID)+".jsonl"))
+	if _, err := st.Read(r.Context(), id, w); err != nil {
+		// the status is sent: the truncated body and this log are all
+		// that can say so
+		s.log.Warn("console: archive download failed", "id", id, "err", err)
+	}
+}
+
+// safeName keeps a file name to letters, digits and -_.
+func safeName(s string) string {
+	return strings.Map(func(c rune) rune {
+		if c == '-' || c == '_' || c == '.' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') {
+			return c
+		}
+		return '_'
+	}, s)
+}
+
+// handleSessionOp deletes or resets a session (its transcript archived
+// first) through the workers' session operation, as `sessionbus session
+// delete|reset` does.
+func (s *Server) handleSessionOp(w http.ResponseWriter, r *http.Request) {
+	op := r.PathValue("op")
+	if op != "delete" && op != "reset" {
+		writeError(w, http.StatusNotFound, "unknown session operation "+strconv.Quote(op)+": delete or reset")
+		return
+	}
+	u := userOf(r)
+	var req struct {
+		Key string `json:"key"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil || req.Key == "" {
+		writeError(w, http.StatusBadRequest, "send a JSON body: {\"key\": SESSION KEY}")
+		return
+	}
+	if s.index.Get(req.Key) == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %q", req.Key))
+		return
+	}
+	tok, err := s.o.Operator.Mint(bus.Caller{Adapter: bus.AnyChannel}, 11*time.Minute)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"sessionKey": req.Key})
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
+	defer cancel()
+	reply, err := bus.SessionOp(ctx, s.o.Conn, s.o.Names, op, tok, body)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error: " + err.Error()
+	}
+	// after a delete this starts the key's log anew: the record of who
+	// deleted the session outlives it
+	s.record(r, u, req.Key, fmt.Sprintf("console %s: session %s: %s", u.Name, op, outcome), map[string]any{"action": op})
+	s.log.Info("console: session operation", "op", op, "sessionKey", req.Key, "user", u.Name, "outcome", outcome)
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_, _ = w.Write(reply)
 }

@@ -211,6 +211,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/board", s.viewer(s.handleBoard))
 	mux.Handle("GET /api/ops", s.viewer(s.handleOps))
 	mux.Handle("GET /api/events", s.viewer(s.handleEvents))
+	mux.Handle("GET /api/archive", s.viewer(s.handleArchive))
+	mux.Handle("POST /api/session/{op}", s.actor(s.handleSessionOp))
 	mux.Handle("POST /api/kill", s.actor(s.handleKill))
 	mux.Handle("POST /api/steer", s.actor(s.handleSteer))
 	mux.Handle("POST /api/chat", s.actor(s.handleChat))

@@ -290,7 +290,8 @@ function showSession(key) {
       r.spawnedBy ? el('span', {}, ' · spawned by ', sessionLink(r.spawnedBy)) : '',
       r.goal ? ' · goal: ' + r.goal : '',
       d.route ? ' · route ' + [d.route.channel, d.route.to].filter(Boolean).join(' → ') : '',
-      ' · ', el('a', { href: '#/board/' + encodeURIComponent(key), id: 'board-link' }, 'mission board')));
+      ' · ', el('a', { href: '#/board/' + encodeURIComponent(key), id: 'board-link' }, 'mission board'),
+      state.me.canAct ? el('span', {}, ' · ', sessionOp('reset', key), ' ', sessionOp('delete', key)) : null));
     errors.textContent = (d.errors || []).join('\n');
     const msgs = (d.history && d.history.messages) || [];
     transcript.replaceChildren(...msgs.map((m) => el('div', { class: 'msg', 'data-role': m.role },
@@ -320,6 +321,17 @@ function showSession(key) {
     if (ev.type === 'done' || ev.type === 'error') load();
   });
   load();
+}
+
+// sessionOp is a Reset or Delete button: the transcript is archived first.
+function sessionOp(op, key) {
+  return el('button', { class: 'session-' + op, onclick: async () => {
+    if (!confirmed(op + ' ' + key + '? Its transcript is archived first (Operations lists the archive).')) return;
+    try {
+      await api('/api/session/' + op, { body: { key } });
+      if (op === 'delete') location.hash = '#/sessions';
+    } catch (e) { $('session-errors').textContent = op + ': ' + e.message; }
+  } }, op === 'reset' ? 'Reset' : 'Delete');
 }
 
 // ---- mission board
@@ -389,7 +401,7 @@ function showOps() {
   render(el('h2', {}, 'Operations'), box);
   const table = (title, cols, rows, cells) => el('div', { class: 'card' }, el('h3', {}, title + ' (' + rows.length + ')'),
     el('table', {}, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
-      el('tbody', {}, rows.map((r) => el('tr', {}, cells(r).map((c) => el('td', {}, c == null ? '' : String(c))))))));
+      el('tbody', {}, rows.map((r) => el('tr', {}, cells(r).map((c) => el('td', {}, c == null ? '' : (c instanceof Node ? c : String(c)))))))));
   const size = (b) => b < 1024 ? b + ' B' : b < 1 << 20 ? (b / 1024).toFixed(1) + ' KiB' : (b / (1 << 20)).toFixed(1) + ' MiB';
   const load = debounce(async () => {
     const o = await api('/api/ops');
@@ -404,7 +416,8 @@ function showOps() {
         table('Stuck runs', ['run', 'session', 'status', 'age s'], r.stuckRuns || [], (x) => [x.runId.slice(0, 8), x.sessionKey, x.status, x.ageSeconds]),
         table('Pending announces', ['child', 'requester', 'state', 'attempts'], r.pendingAnnounces || [], (x) => [x.childSessionKey, x.requesterSessionKey, x.state, x.attempts]),
         table('Pending notices', ['watcher', 'target'], r.pendingNotices || [], (x) => [x.watcher, x.target]),
-        table('Archives', ['session', 'reason', 'state', 'entries', 'size', 'at'], o.archives || [], (x) => [x.key, x.reason, x.state, x.entries, size(x.compressed), when(x.at)])));
+        table('Archives', ['session', 'reason', 'state', 'entries', 'size', 'at', ''], o.archives || [], (x) => [x.key, x.reason, x.state, x.entries, size(x.compressed), when(x.at),
+          el('a', { href: '/api/archive?id=' + encodeURIComponent(x.id), class: 'archive-download' }, 'download')])));
   });
   follow('', () => { /* the ops page reads on its own schedule */ });
   load();

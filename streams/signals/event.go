@@ -21,7 +21,8 @@ const (
 	KindCompacted          = "compacted"
 	KindUpstreamMissing    = "upstream_missing"
 	// KindConsoleAction is sessionbus's own: a person acted on the session
-	// from the web console (kill, steer, chat); the actor id names them.
+	// from the web console (kill, steer, chat, reset, delete); the actor id
+	// names them.
 	KindConsoleAction = "console_action"
 )
 
