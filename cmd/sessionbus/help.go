@@ -171,6 +171,16 @@ The store is the JetStream object store "archives": ` + "`nats obj ls archives`"
 			"sessionbus mcp --as agent:main:main --http 127.0.0.1:8765",
 		},
 	},
+	"console": {
+		usage:   "console [--server URL] [--creds FILE] [--listen HOST:PORT]",
+		purpose: "Serve the web console: live sessions, sub-agent mission boards, transcripts, webchat and the bus's health.",
+		notes: "It runs as the admin (DATA/operator.creds). On a bus with auth people log in with a credentials\n" +
+			"file (admin acts, ops only looks) or a session's token; see docs/console.md.",
+		examples: []string{
+			"sessionbus console",
+			"sessionbus console --listen 127.0.0.1:4281 --creds ./sessionbus-data/operator.creds",
+		},
+	},
 	"audit": {
 		usage:   "audit [--server URL] [--creds FILE] [--config FILE] [--data DIR] [--json]",
 		purpose: "Check a running deployment, its data dir and its config for settings that leave it open.",

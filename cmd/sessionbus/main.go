@@ -27,6 +27,7 @@ commands:
   version   print the version, commit and nats-server version
   schema    print the tools' JSON Schemas (parameters and results)
   mcp       serve the session tools to an MCP host (stdio, or --http on loopback)
+  console   the web console: sessions, mission board, transcripts, chat, ops
   audit     check a deployment and its config for open settings (exit 1 on a high finding)
   init      write an example sessionbus.yaml: every config key with its default
   completion  print a shell completion script (bash, zsh or fish)
@@ -63,6 +64,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"schema":     cmdSchema,
 		"mcp":        cmdMCP,
 		"audit":      cmdAudit,
+		"console":    cmdConsole,
 		"init":       cmdInit,
 		"completion": cmdCompletion,
 		"home":       cmdHome,

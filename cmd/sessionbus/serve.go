@@ -13,6 +13,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/console"
 	"github.com/sessionbus/sessionbus/demo"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
@@ -21,6 +22,7 @@ import (
 // serveFlags is serve's command line.
 type serveFlags struct {
 	data, listen, cfgPath, logLevel, metricsAddr string
+	console                                      string // web console address, "" none
 	noGateway, demo, auth, fresh                 bool
 	nodes, node                                  int
 	sync                                         embedded.Sync
@@ -57,6 +59,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	metricsAddr := metricsFlag(fs)
 	grace := shutdownGraceFlag(fs)
 	tlsFlags := serveTLSFlags(fs)
+	consoleAddr := fs.String("console", "", "also serve the web console on this address (host:port, e.g. 127.0.0.1:4280); --demo turns it on at "+console.DefaultListen)
 	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
 	node := fs.Int("node", 0, "with --cluster N: run only node I (1..N) of the cluster, and no worker or gateway; the other nodes, workers and gateways are processes of their own (sessionbus up, deploy/): see docs/ops.md#up")
 	if err := fs.Parse(args); err != nil {
@@ -71,6 +74,14 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	}
 	if *fresh && !*runDemo {
 		fmt.Fprintln(stderr, "sessionbus serve: --fresh goes with --demo (it starts the demo from empty); a serve without --demo never removes sessions")
+		return serveFlags{}, 2
+	}
+	if *consoleAddr != "" && *nodes > 0 {
+		fmt.Fprintln(stderr, "sessionbus serve: --console runs with one node: start `sessionbus console --server URL` beside the cluster instead")
+		return serveFlags{}, 2
+	}
+	if *consoleAddr != "" && *insecure && !console.IsLoopback(*consoleAddr) {
+		fmt.Fprintln(stderr, "sessionbus serve:", console.ErrNotLoopback)
 		return serveFlags{}, 2
 	}
 	syncMode, err := syncFlag()
@@ -89,7 +100,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	return serveFlags{
 		data: *data, listen: *listen, cfgPath: *cfgPath, logLevel: *logLevel, metricsAddr: *metricsAddr,
 		noGateway: *noGateway, demo: *runDemo, auth: !*insecure, fresh: *fresh, nodes: *nodes, node: *node, sync: syncMode, grace: *grace,
-		tls: tlsOpts,
+		tls: tlsOpts, console: *consoleAddr,
 	}, 0
 }
 
@@ -184,6 +195,12 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintln(stdout, "ready", srv.URL())
+	if c, err := f.startConsole(nc, op, deployment, cfg.Bus.Prefix, log, stderr); err != nil {
+		_ = failLine(stderr, "serve", err)
+		return 1
+	} else if c != nil {
+		defer c.Close()
+	}
 	if f.demo {
 		if err := f.runDemo(nc, op, w, srv.URL(), dd, stdout); err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve --demo:", err)
@@ -193,6 +210,36 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 	<-sigs
 	log.Info("shutting down", "grace", f.grace)
 	return 0
+}
+
+// startConsole starts the web console when --console or --demo asks for
+// it. The demo's is a convenience: a taken port is a warning, not a stop.
+func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deployment, prefix string, log *slog.Logger, stderr io.Writer) (*console.Server, error) {
+	addr := f.console
+	if addr == "" && f.demo {
+		addr = console.DefaultListen
+	}
+	if addr == "" {
+		return nil, nil
+	}
+	account := ""
+	if d != nil {
+		account = d.AccountKey(auth.DefaultAccount)
+	}
+	c, err := startConsole(nc, op, addr, prefix, f.auth, account, 0, log)
+	if err != nil && f.console == "" {
+		log.Warn("the demo's web console did not start; start it on another port with `sessionbus console --listen ADDR`", "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	how := "log in with the admin's credentials: paste " + f.data + "/creds/admin.creds (or ops.creds to look only)"
+	if !f.auth {
+		how = "no login: the bus runs without auth, so the console is loopback only"
+	}
+	fmt.Fprintf(stderr, "console: %s (%s)\n", c.URL(), how)
+	return c, nil
 }
 
 // startServer starts the embedded nats-server, with NATS-level auth unless

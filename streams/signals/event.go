@@ -20,6 +20,10 @@ const (
 	KindRunFailed          = "run_failed"
 	KindCompacted          = "compacted"
 	KindUpstreamMissing    = "upstream_missing"
+	// KindConsoleAction is sessionbus's own: a person acted on the session
+	// from the web console (kill, steer, chat, reset, delete); the actor id
+	// names them.
+	KindConsoleAction = "console_action"
 )
 
 // Actor types of an event.
@@ -48,6 +52,7 @@ var notifyByKind = map[string]bool{
 	KindRunCompleted:       false,
 	KindRunFailed:          false,
 	KindCompacted:          false,
+	KindConsoleAction:      false,
 }
 
 // Notifies reports whether an event of kind notifies the target's watchers.

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
+	"github.com/sessionbus/sessionbus/console"
+)
+
+// cmdConsole serves the web console against a running bus.
+func cmdConsole(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("console", stderr)
+	server := newServerFlags(fs)
+	creds := fs.String("creds", defaultCreds(), "the admin's credentials with the token key (DATA/operator.creds): the console reads the buckets and mints caller tokens")
+	listen := fs.String("listen", console.DefaultListen, "HTTP address of the console (host:port); a non-loopback one needs a bus with auth")
+	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
+	stuck := fs.Duration("stuck", 0, "the ops page lists a run as stuck after this long (0: inspect's default, 15m)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "sessionbus console: unexpected argument %q (it takes flags only)\n", fs.Arg(0))
+		return 2
+	}
+	sigs, release := catchStop()
+	defer release()
+	log := newLogger(stderr, *logLevel)
+	role, err := auth.RoleOf(*creds)
+	if err != nil {
+		_ = failLine(stderr, "console", err)
+		return 1
+	}
+	if role != "" && role != auth.RoleAdmin {
+		_ = failLine(stderr, "console", fmt.Errorf("credentials %s are the %s role's: the console needs the admin role's with the token key (DATA/operator.creds); people log in to it with ops or admin credentials of their own", *creds, role))
+		return 1
+	}
+	authOn := role != ""
+	if !authOn && !console.IsLoopback(*listen) {
+		_ = failLine(stderr, "console", console.ErrNotLoopback)
+		return 2
+	}
+	op, err := bus.LoadOperator(*creds)
+	if err != nil {
+		_ = failLine(stderr, "console", fmt.Errorf("%v (the console needs the admin role's credentials with the token key)", err))
+		return 1
+	}
+	data, _ := os.ReadFile(*creds)
+	nc, err := server.connect("sessionbus console", credsOptions(*creds)...)
+	if err != nil {
+		_ = failLine(stderr, "console", err)
+		return 1
+	}
+	defer closeConn(nc)
+	c, err := startConsole(nc, op, *listen, *prefix, authOn, console.AccountOf(data), *stuck, log)
+	if err != nil {
+		_ = failLine(stderr, "console", err)
+		return 1
+	}
+	defer c.Close()
+	fmt.Fprintln(stdout, "console", c.URL())
+	<-sigs
+	return 0
+}
+
+// startConsole gives the console's start (its indexes' first load) a
+// bounded time.
+func startConsole(nc *nats.Conn, op *bus.Operator, listen, prefix string, authOn bool, account string, stuck time.Duration, log *slog.Logger) (*console.Server, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return console.Start(ctx, console.Options{Conn: nc, Operator: op, Names: bus.NewNames(prefix), Listen: listen, Auth: authOn, Account: account, StuckAfter: stuck, Log: log})
+}

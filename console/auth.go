@@ -1,0 +1,291 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/auth"
+)
+
+// Roles a console user has. An admin may act (kill, steer, chat); a viewer
+// only looks.
+const (
+	RoleAdmin  = "admin"
+	RoleViewer = "viewer"
+)
+
+const (
+	cookieName = "sb_console"
+	// actionHeader must be on every request that changes something: a
+	// browser sends a custom header cross-site only after a CORS preflight,
+	// which the console never answers, so another site cannot make a
+	// logged-in browser act.
+	actionHeader = "X-Sessionbus-Console"
+	loginTTL     = 12 * time.Hour
+	maxLogin     = 64 << 10
+)
+
+// User is one logged-in console user.
+type User struct {
+	Name string `json:"user"`
+	Role string `json:"role"`
+	// Token is set for a login with a caller token: the user sees what
+	// that session may see, through the tools.
+	Token   string `json:"-"`
+	Session string `json:"session,omitempty"`
+	expires time.Time
+}
+
+// CanAct reports whether the user may kill, steer and chat.
+func (u *User) CanAct() bool { return u.Role == RoleAdmin }
+
+type logins struct {
+	mu sync.Mutex
+	m  map[string]*User
+}
+
+func newLogins() *logins { return &logins{m: map[string]*User{}} }
+
+func (l *logins) add(u *User) string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	id := base64.RawURLEncoding.EncodeToString(b)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for k, v := range l.m {
+		if now.After(v.expires) {
+			delete(l.m, k)
+		}
+	}
+	l.m[id] = u
+	return id
+}
+
+func (l *logins) get(id string) *User {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := l.m[id]
+	if u == nil || time.Now().After(u.expires) {
+		delete(l.m, id)
+		return nil
+	}
+	return u
+}
+
+func (l *logins) remove(id string) {
+	l.mu.Lock()
+	delete(l.m, id)
+	l.mu.Unlock()
+}
+
+// localUser is everyone's user when the bus runs without auth (the console
+// then listens on loopback only).
+var localUser = &User{Name: "local", Role: RoleAdmin}
+
+type ctxKey struct{}
+
+func userOf(r *http.Request) *User { u, _ := r.Context().Value(ctxKey{}).(*User); return u }
+
+// current is the request's user, nil when it has not logged in.
+func (s *Server) current(r *http.Request) *User {
+	if !s.o.Auth {
+		return localUser
+	}
+	c, err := r.Cookie(cookieName)
+	if err != nil {
+		return nil
+	}
+	return s.logins.get(c.Value)
+}
+
+// viewer lets in any logged-in user.
+func (s *Server) viewer(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := s.current(r)
+		if u == nil {
+			writeError(w, http.StatusUnauthorized, "log in first")
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, u)))
+	})
+}
+
+// actor lets in users who may act, on requests that carry the action
+// header; the page hides the controls from the others, and this refuses
+// them whatever the page does.
+func (s *Server) actor(h http.HandlerFunc) http.Handler {
+	return s.viewer(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(actionHeader) == "" {
+			writeError(w, http.StatusForbidden, "missing the "+actionHeader+" header: actions come from the console's page")
+			return
+		}
+		if u := userOf(r); !u.CanAct() {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s logged in read-only (%s): kill, steer and chat need an admin login", u.Name, u.Role))
+			return
+		}
+		h(w, r)
+	})
+}
+
+type loginRequest struct {
+	Creds string `json:"creds"`
+	Token string `json:"token"`
+}
+
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	if !s.o.Auth {
+		writeJSON(w, http.StatusOK, map[string]any{"user": localUser.Name, "role": localUser.Role, "auth": false})
+		return
+	}
+	var req loginRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLogin)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "send {\"creds\": FILE TEXT} or {\"token\": TOKEN}")
+		return
+	}
+	var u *User
+	var err error
+	switch {
+	case strings.TrimSpace(req.Creds) != "":
+		u, err = s.credsUser([]byte(req.Creds))
+	case strings.TrimSpace(req.Token) != "":
+		u, err = s.tokenUser(strings.TrimSpace(req.Token))
+	default:
+		err = errors.New("paste a credentials file (sessionbus creds admin|ops) or a token (sessionbus token --as KEY)")
+	}
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	u.expires = time.Now().Add(loginTTL)
+	id := s.logins.add(u)
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(loginTTL.Seconds())})
+	writeJSON(w, http.StatusOK, map[string]any{"user": u.Name, "role": u.Role, "session": u.Session, "auth": true})
+}
+
+// credsUser checks a credentials file: a NATS user of the console's own
+// account (its JWT signed by the account key), holding the seed of that
+// user, not expired, minted for the admin or ops role.
+func (s *Server) credsUser(data []byte) (*User, error) {
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err != nil || !strings.HasPrefix(tok, "eyJ") {
+		return nil, errors.New("that is not a credentials file: mint one with `sessionbus creds admin` or `sessionbus creds ops`")
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		return nil, fmt.Errorf("the credentials' user JWT does not decode: %v", err)
+	}
+	issuer := uc.Issuer
+	if uc.IssuerAccount != "" {
+		issuer = uc.IssuerAccount
+	}
+	if s.o.Account == "" || issuer != s.o.Account {
+		return nil, errors.New("these credentials belong to another deployment or account")
+	}
+	kp, err := nkeys.ParseDecoratedNKey(data)
+	if err != nil {
+		return nil, errors.New("the credentials file holds no user seed")
+	}
+	if pub, _ := kp.PublicKey(); pub != uc.Subject {
+		return nil, errors.New("the credentials' seed is not the user's")
+	}
+	if uc.Expires > 0 && time.Unix(uc.Expires, 0).Before(time.Now()) {
+		return nil, errors.New("these credentials expired: mint new ones with `sessionbus creds ROLE`")
+	}
+	var role auth.Role
+	for _, t := range uc.Tags {
+		if v, ok := strings.CutPrefix(t, "role:"); ok {
+			role = auth.Role(v)
+		}
+	}
+	name := uc.Name
+	if name == "" {
+		name = uc.Subject[:12]
+	}
+	switch role {
+	case auth.RoleAdmin:
+		return &User{Name: name, Role: RoleAdmin}, nil
+	case auth.RoleOps:
+		return &User{Name: name, Role: RoleViewer}, nil
+	}
+	return nil, fmt.Errorf("credentials of the %q role cannot log in: use the admin role's (to act) or the ops role's (to look)", role)
+}
+
+// tokenUser checks a caller token: the user sees and reads as that
+// session, through the tools, and acts on nothing.
+func (s *Server) tokenUser(tok string) (*User, error) {
+	c, err := s.verifier.Verify(tok)
+	if err != nil {
+		return nil, fmt.Errorf("the token is not valid here: %v", err)
+	}
+	if c.Adapter != "" || c.SessionKey == "" {
+		return nil, errors.New("an adapter's token cannot log in: use a session's (sessionbus token --as KEY)")
+	}
+	return &User{Name: "token:" + c.SessionKey, Role: RoleViewer, Token: tok, Session: c.SessionKey}, nil
+}
+
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName); err == nil {
+		s.logins.remove(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+func (s *Server) handleMe(w http.ResponseWriter, r *http.Request) {
+	u := s.current(r)
+	if u == nil {
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "log in first", "auth": s.o.Auth})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"user": u.Name, "role": u.Role, "session": u.Session, "auth": s.o.Auth, "canAct": u.CanAct()})
+}
+
+// callerToken is the token the console calls a tool with for u, as
+// session key: the user's own token, or one minted for the session.
+func (s *Server) callerToken(u *User, key string) (string, error) {
+	if u.Token != "" {
+		return u.Token, nil
+	}
+	return s.o.Operator.Mint(bus.Caller{SessionKey: key}, 2*time.Minute)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]any{"error": msg})
+}
+
+// AccountOf is the account of the NATS user in a credentials file (the
+// key that signed it), "" when the file holds none (a bus without auth).
+func AccountOf(data []byte) string {
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err != nil || !strings.HasPrefix(tok, "eyJ") {
+		return ""
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		return ""
+	}
+	if uc.IssuerAccount != "" {
+		return uc.IssuerAccount
+	}
+	return uc.Issuer
+}

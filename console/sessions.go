@@ -1,0 +1,332 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
+)
+
+// The sessions page: one page of rows from the console's index of the
+// sessions bucket (kept by a KV watch), filtered as sessions_list filters,
+// sessions with a run in flight first, then the most recently updated.
+// Only the page asked for is encoded: a browser never holds the whole list.
+
+const (
+	pageDefault = 50
+	pageMax     = 200
+)
+
+// Row is one session as the sessions page shows it.
+type Row struct {
+	Key          string `json:"key"`
+	Kind         string `json:"kind"`
+	AgentID      string `json:"agentId"`
+	Label        string `json:"label,omitempty"`
+	DisplayName  string `json:"displayName,omitempty"`
+	Channel      string `json:"channel,omitempty"`
+	Model        string `json:"model,omitempty"`
+	SpawnedBy    string `json:"spawnedBy,omitempty"`
+	UpdatedAt    int64  `json:"updatedAt"`
+	TotalTokens  int64  `json:"totalTokens"`
+	InputTokens  int64  `json:"inputTokens"`
+	OutputTokens int64  `json:"outputTokens"`
+	Status       string `json:"status,omitempty"`
+	Active       bool   `json:"active"`
+	Archived     bool   `json:"archived,omitempty"`
+	Goal         string `json:"goal,omitempty"`
+	Children     int    `json:"children,omitempty"`
+}
+
+// Page is one page of the list.
+type Page struct {
+	Rows   []Row `json:"rows"`
+	Offset int   `json:"offset"`
+	Limit  int   `json:"limit"`
+	// Total is the number of matching sessions, or with Estimated the
+	// number of sessions (no narrowing filter: the walk stopped at the
+	// page's end). More says a next page exists.
+	Total     int  `json:"total"`
+	Estimated bool `json:"estimated,omitempty"`
+	More      bool `json:"more"`
+}
+
+// Filter is the sessions_list filters the page offers.
+type Filter struct {
+	Kinds         map[string]bool
+	AgentID       string
+	Label         string
+	Search        string
+	ActiveMinutes int
+	Archived      string // "false" (default), "true", "all"
+}
+
+// narrow reports a filter that leaves out more than archived sessions:
+// the list then counts its matches. Otherwise nearly every session matches
+// and the walk stops at the page's end.
+func (f Filter) narrow() bool {
+	return len(f.Kinds) > 0 || f.AgentID != "" || f.Label != "" || f.Search != "" || f.ActiveMinutes > 0 || f.Archived == "true"
+}
+
+var alias = rules.ResolveAlias("main", "")
+
+func (f Filter) match(e *sessions.Entry, now int64) bool {
+	if f.AgentID != "" && agentOf(e) != f.AgentID {
+		return false
+	}
+	if f.Label != "" && e.Label != f.Label {
+		return false
+	}
+	switch f.Archived {
+	case "true":
+		if !e.Archived {
+			return false
+		}
+	case "all":
+	default:
+		if e.Archived {
+			return false
+		}
+	}
+	if f.ActiveMinutes > 0 && e.UpdatedAt < now-int64(f.ActiveMinutes)*60_000 {
+		return false
+	}
+	if len(f.Kinds) > 0 && !f.Kinds[rules.Kind(e.Key, alias, e.ChatType)] {
+		return false
+	}
+	return f.Search == "" || e.MatchesSearch(f.Search)
+}
+
+func agentOf(e *sessions.Entry) string {
+	if e.AgentID != "" {
+		return e.AgentID
+	}
+	return rules.AgentIDFromKey(e.Key)
+}
+
+// ParseFilter reads the filters from a query string.
+func ParseFilter(q map[string][]string) Filter {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return strings.TrimSpace(v[0])
+		}
+		return ""
+	}
+	f := Filter{AgentID: get("agent"), Label: get("label"), Search: sessions.SearchNeedle(get("search")), Archived: get("archived")}
+	if f.Archived != "true" && f.Archived != "all" {
+		f.Archived = "false"
+	}
+	for _, k := range strings.Split(get("kinds"), ",") {
+		if k = strings.ToLower(strings.TrimSpace(k)); k != "" {
+			if f.Kinds == nil {
+				f.Kinds = map[string]bool{}
+			}
+			f.Kinds[k] = true
+		}
+	}
+	f.ActiveMinutes, _ = strconv.Atoi(get("activeMinutes"))
+	return f
+}
+
+// List is one page of the sessions matching f: those with a run in flight
+// first (newest first), then the rest, newest first. Without a filter
+// the walk stops at the page's end, so the first page costs the same at
+// any number of sessions.
+func (s *Server) List(f Filter, offset, limit int) Page {
+	limit = min(max(limit, 1), pageMax)
+	offset = max(offset, 0)
+	now := time.Now().UnixMilli()
+	active := s.runs.activeKeys()
+	p := Page{Offset: offset, Limit: limit, Rows: []Row{}}
+	var first []*sessions.Entry
+	for k := range active {
+		if e := s.index.Get(k); e != nil && f.match(e, now) {
+			first = append(first, e)
+		}
+	}
+	sortNewest(first)
+	n := 0
+	take := func(e *sessions.Entry) {
+		if n >= offset && len(p.Rows) < limit {
+			p.Rows = append(p.Rows, s.row(e, active[e.Key]))
+		}
+		n++
+	}
+	for _, e := range first {
+		take(e)
+	}
+	counting := f.narrow()
+	s.index.Each(func(e *sessions.Entry) bool {
+		if active[e.Key] || !f.match(e, now) {
+			return true
+		}
+		take(e)
+		// without a filter to count, stop one past the page: that row
+		// only says a next page exists
+		return counting || n <= offset+limit
+	})
+	if counting {
+		p.Total = n
+	} else {
+		p.Total, p.Estimated = s.index.Len(), true
+	}
+	p.More = n > offset+limit
+	return p
+}
+
+func sortNewest(es []*sessions.Entry) {
+	for i := 1; i < len(es); i++ {
+		for j := i; j > 0 && (es[j].UpdatedAt > es[j-1].UpdatedAt || (es[j].UpdatedAt == es[j-1].UpdatedAt && es[j].Key < es[j-1].Key)); j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+}
+
+func (s *Server) row(e *sessions.Entry, active bool) Row {
+	r := Row{
+		Key: e.Key, Kind: rules.Kind(e.Key, alias, e.ChatType), AgentID: agentOf(e), Label: e.Label,
+		DisplayName: e.DisplayName, Channel: rules.FirstNonEmpty(e.Channel, e.LastChannel), Model: e.Model,
+		SpawnedBy: e.Parent(), UpdatedAt: e.UpdatedAt, TotalTokens: e.TotalTokens, InputTokens: e.InputTokens,
+		OutputTokens: e.OutputTokens, Status: e.Status, Active: active, Archived: e.Archived,
+		Children: len(s.index.Children(e.Key)),
+	}
+	if g := e.Rares().Goal; g.Active() {
+		r.Goal = g.Objective
+	}
+	return r
+}
+
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	offset, _ := strconv.Atoi(q.Get("offset"))
+	limit, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || limit <= 0 {
+		limit = pageDefault
+	}
+	if u := userOf(r); u.Token != "" {
+		s.listByTool(w, r, u, offset, limit)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.List(ParseFilter(q), offset, limit))
+}
+
+// listByTool is the list of a token login: sessions_list called with the
+// user's token, so its visibility decides what the user sees.
+func (s *Server) listByTool(w http.ResponseWriter, r *http.Request, u *User, offset, limit int) {
+	q := r.URL.Query()
+	params := map[string]any{"offset": offset, "limit": min(limit, pageMax)}
+	for _, k := range []string{"label", "search"} {
+		if v := q.Get(k); v != "" {
+			params[k] = v
+		}
+	}
+	if v := q.Get("agent"); v != "" {
+		params["agentId"] = v
+	}
+	var res struct {
+		Count    int              `json:"count"`
+		Sessions []map[string]any `json:"sessions"`
+	}
+	if err := s.call(r.Context(), u.Token, "sessions_list", params, &res); err != nil {
+		writeToolError(w, err)
+		return
+	}
+	p := Page{Offset: offset, Limit: limit, Rows: []Row{}, Total: offset + res.Count, More: res.Count >= limit}
+	for _, m := range res.Sessions {
+		key, _ := m["key"].(string)
+		if e := s.index.Get(key); e != nil {
+			p.Rows = append(p.Rows, s.row(e, s.runs.active(key)))
+		}
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// call calls a tool through the bus with token and decodes its reply.
+func (s *Server) call(ctx context.Context, token, tool string, params any, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return bus.CallJSON(ctx, s.o.Conn, s.o.Names, token, tool, params, out)
+}
+
+func writeToolError(w http.ResponseWriter, err error) {
+	if e, ok := bus.AsError(err); ok {
+		code := e.Code
+		if code < 400 || code > 599 {
+			code = http.StatusBadGateway
+		}
+		writeError(w, code, e.Message)
+		return
+	}
+	writeError(w, http.StatusBadGateway, "the bus: "+err.Error())
+}
+
+// Detail is the session page: the row, the status card and signal log
+// (session_status with changesSince 0), the transcript (sessions_history),
+// and recent runs.
+type Detail struct {
+	Row     Row             `json:"row"`
+	Route   any             `json:"route,omitempty"`
+	Status  json.RawMessage `json:"status,omitempty"`
+	History json.RawMessage `json:"history,omitempty"`
+	Runs    []runs.Record   `json:"runs"`
+	Errors  []string        `json:"errors,omitempty"`
+}
+
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
+	u := userOf(r)
+	key := r.URL.Query().Get("key")
+	e := s.index.Get(key)
+	if e == nil {
+		writeError(w, http.StatusNotFound, "no session "+strconv.Quote(key)+" (it may have been deleted or never existed)")
+		return
+	}
+	tok, err := s.callerToken(u, key)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	d := Detail{Row: s.row(e, s.runs.active(key)), Runs: s.runs.recent(key)}
+	if e.DeliveryContext != nil {
+		d.Route = e.DeliveryContext
+	}
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	if limit <= 0 {
+		limit = 200
+	}
+	if err := s.call(r.Context(), tok, "session_status", map[string]any{"sessionKey": key, "changesSince": 0}, &d.Status); err != nil {
+		d.Errors = append(d.Errors, "session_status: "+err.Error())
+	}
+	if u.Token != "" && (len(d.Errors) > 0 || refused(d.Status)) {
+		// a token login sees a session only if its tools may: say no
+		// more than the tool did
+		writeError(w, http.StatusForbidden, "this login's session may not see "+strconv.Quote(key)+": "+strings.Join(append(d.Errors, refusal(d.Status)), " "))
+		return
+	}
+	if err := s.call(r.Context(), tok, "sessions_history", map[string]any{"sessionKey": key, "limit": min(limit, 1000), "includeTools": true}, &d.History); err != nil {
+		d.Errors = append(d.Errors, "sessions_history: "+err.Error())
+	}
+	if u.Token != "" {
+		d.Runs = nil // runs are read from the bucket, not through the tools' visibility
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// refused reports a tool reply that refused (status forbidden or error).
+func refused(raw json.RawMessage) bool {
+	var v struct{ Status string }
+	return json.Unmarshal(raw, &v) == nil && (v.Status == "forbidden" || v.Status == "error")
+}
+
+// refusal is a refused reply's error text.
+func refusal(raw json.RawMessage) string {
+	var v struct{ Error string }
+	_ = json.Unmarshal(raw, &v)
+	return v.Error
+}

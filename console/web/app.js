@@ -1,0 +1,427 @@
+// The console's page. Everything it shows from the bus is put in the page
+// as text nodes (el() below never parses HTML), so a transcript holding
+// markup shows the markup and runs nothing.
+'use strict';
+
+const state = { me: null, events: null, view: null, refresh: null, liveRun: '', liveText: '' };
+
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'onclick') e.addEventListener('click', v);
+    else if (k === 'onsubmit') e.addEventListener('submit', v);
+    else if (k === 'onchange') e.addEventListener('change', v);
+    else if (k.startsWith('data-')) e.setAttribute(k, String(v));
+    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected'].includes(k)) e[k] = v;
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+const $ = (id) => document.getElementById(id);
+
+async function api(path, opts) {
+  const o = Object.assign({ credentials: 'same-origin' }, opts || {});
+  if (o.body !== undefined) {
+    o.method = o.method || 'POST';
+    o.headers = { 'Content-Type': 'application/json', 'X-Sessionbus-Console': '1' };
+    o.body = JSON.stringify(o.body);
+  }
+  const res = await fetch(path, o);
+  let data = {};
+  try { data = await res.json(); } catch (_) { /* not JSON */ }
+  if (!res.ok) {
+    const err = new Error(data.error || (res.status + ' ' + res.statusText));
+    err.status = res.status;
+    throw err;
+  }
+  return data;
+}
+
+function when(ms) {
+  if (!ms) return '';
+  const d = new Date(ms);
+  return d.toLocaleString();
+}
+
+function ago(ms) {
+  if (!ms) return '';
+  const s = Math.round((Date.now() - ms) / 1000);
+  if (s < 60) return s + 's ago';
+  if (s < 3600) return Math.round(s / 60) + 'm ago';
+  if (s < 86400) return Math.round(s / 3600) + 'h ago';
+  return Math.round(s / 86400) + 'd ago';
+}
+
+function dur(ms) {
+  if (!ms) return '';
+  if (ms < 1000) return ms + 'ms';
+  const s = ms / 1000;
+  return s < 60 ? s.toFixed(1) + 's' : Math.floor(s / 60) + 'm' + Math.round(s % 60) + 's';
+}
+
+function badge(status) {
+  return el('span', { class: 'badge status-' + (status || 'none') }, status || '');
+}
+
+function sessionLink(key) {
+  return el('a', { href: '#/session/' + encodeURIComponent(key) }, key);
+}
+
+function banner(text) {
+  const b = $('banner');
+  b.hidden = !text;
+  b.textContent = text || '';
+}
+
+function render(...nodes) {
+  const m = $('main');
+  m.replaceChildren(...nodes);
+}
+
+// ---- events: one stream per view; "change" refreshes what the view shows
+
+function follow(session, onChange, onLive) {
+  if (state.events) state.events.close();
+  const url = '/api/events' + (session ? '?session=' + encodeURIComponent(session) : '');
+  const es = new EventSource(url);
+  state.events = es;
+  es.addEventListener('hello', (e) => {
+    setBus(JSON.parse(e.data).connected);
+    banner('');
+    // the live output is followed from here on: sending before would miss
+    // the start of the reply
+    const send = $('chat-send');
+    if (send) send.disabled = false;
+  });
+  es.addEventListener('bus', (e) => setBus(JSON.parse(e.data).connected));
+  es.addEventListener('change', (e) => onChange(JSON.parse(e.data)));
+  if (onLive) es.addEventListener('live', (e) => onLive(JSON.parse(e.data)));
+  es.onerror = () => { banner('Lost the console\'s event stream; reconnecting…'); };
+}
+
+function setBus(ok) {
+  $('bus').className = ok ? 'bus' : 'bus down';
+}
+
+// debounce keeps a burst of changes to one reload in flight.
+function debounce(fn) {
+  let running = false, again = false;
+  return async function run() {
+    if (running) { again = true; return; }
+    running = true;
+    try { await fn(); } catch (e) { banner(e.message); }
+    running = false;
+    if (again) { again = false; run(); }
+  };
+}
+
+// ---- login
+
+async function start() {
+  $('logout').addEventListener('click', async () => { await api('/api/logout', { body: {} }); location.hash = ''; location.reload(); });
+  try {
+    state.me = await api('/api/me');
+  } catch (e) {
+    if (e.status === 401) { showLogin(); return; }
+    render(el('p', { class: 'error' }, 'The console does not answer: ' + e.message));
+    return;
+  }
+  loggedIn();
+}
+
+function loggedIn() {
+  $('nav').hidden = false;
+  $('whoami').textContent = state.me.user + ' (' + state.me.role + ')';
+  $('whoami').setAttribute('data-role', state.me.role);
+  $('logout').hidden = !state.me.auth;
+  $('nav-ops').hidden = !!state.me.session;
+  window.addEventListener('hashchange', route);
+  route();
+}
+
+function showLogin(msg) {
+  const creds = el('textarea', { id: 'login-creds', rows: 8, placeholder: 'paste a credentials file: sessionbus creds admin (to act) or sessionbus creds ops (to look)' });
+  const token = el('input', { id: 'login-token', placeholder: 'or a caller token: sessionbus token --as KEY' });
+  const err = el('p', { class: 'error', id: 'login-error' }, msg || '');
+  const form = el('form', { class: 'login', onsubmit: async (ev) => {
+    ev.preventDefault();
+    try {
+      await api('/api/login', { body: { creds: creds.value, token: token.value } });
+      state.me = await api('/api/me');
+      loggedIn();
+    } catch (e) { err.textContent = e.message; }
+  } },
+  el('h2', {}, 'Log in'),
+  el('p', { class: 'muted' }, 'This bus runs with auth: log in with a credentials file or a token of this deployment.'),
+  creds, el('p', {}, token), el('button', { id: 'login-submit', type: 'submit' }, 'Log in'), err);
+  render(form);
+}
+
+// ---- routing
+
+function route() {
+  const h = location.hash.replace(/^#\/?/, '');
+  const [view, ...rest] = h.split('/');
+  const arg = decodeURIComponent(rest.join('/'));
+  if (view === 'session' && arg) return showSession(arg);
+  if (view === 'board' && arg) return showBoard(arg);
+  if (view === 'ops') return showOps();
+  return showSessions();
+}
+
+// ---- sessions
+
+const listState = { offset: 0, limit: 50, filters: {} };
+
+function showSessions() {
+  state.view = 'sessions';
+  const f = listState.filters;
+  const input = (name, ph) => el('input', { name, placeholder: ph, value: f[name] || '' });
+  const archived = el('select', { name: 'archived' },
+    el('option', { value: 'false' }, 'live'), el('option', { value: 'true' }, 'archived'), el('option', { value: 'all' }, 'all'));
+  archived.value = f.archived || 'false';
+  const form = el('form', { class: 'filters', id: 'filters', onsubmit: (ev) => {
+    ev.preventDefault();
+    const fd = new FormData(form);
+    listState.filters = Object.fromEntries([...fd.entries()].filter(([, v]) => v !== ''));
+    listState.offset = 0;
+    load();
+  } },
+  input('search', 'search'), input('agent', 'agent'), input('label', 'label'),
+  input('kinds', 'kinds: main,group,…'), input('activeMinutes', 'active minutes'), archived,
+  el('button', { type: 'submit' }, 'Filter'));
+  const body = el('tbody', { id: 'sessions' });
+  const info = el('span', { id: 'page-info' });
+  const prev = el('button', { id: 'prev', onclick: () => { listState.offset = Math.max(0, listState.offset - listState.limit); load(); } }, '‹ newer');
+  const next = el('button', { id: 'next', onclick: () => { listState.offset += listState.limit; load(); } }, 'older ›');
+  render(el('h2', {}, 'Sessions'), form,
+    el('table', {}, el('thead', {}, el('tr', {}, ['session', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body),
+    el('div', { class: 'pager' }, prev, info, next));
+  const load = debounce(async () => {
+    const q = new URLSearchParams(Object.assign({ offset: listState.offset, limit: listState.limit }, listState.filters));
+    const page = await api('/api/sessions?' + q);
+    if (state.view !== 'sessions') return;
+    body.replaceChildren(...page.rows.map(sessionRow));
+    if (!page.rows.length) body.append(el('tr', {}, el('td', { class: 'muted' }, 'no sessions match')));
+    info.textContent = (page.offset + 1) + '–' + (page.offset + page.rows.length) + ' of ' + (page.estimated ? 'about ' : '') + page.total;
+    prev.disabled = page.offset === 0;
+    next.disabled = !page.more;
+  });
+  follow('', () => load());
+  load();
+}
+
+function sessionRow(r) {
+  return el('tr', { class: 'session-row' + (r.active ? ' active' : ''), 'data-key': r.key },
+    el('td', {}, sessionLink(r.key), r.goal ? el('div', { class: 'muted' }, 'goal: ' + r.goal) : null),
+    el('td', {}, r.kind), el('td', {}, r.agentId), el('td', {}, r.label || r.displayName || ''),
+    el('td', {}, r.model || ''), el('td', {}, String(r.totalTokens || 0)),
+    el('td', { title: when(r.updatedAt) }, ago(r.updatedAt)),
+    el('td', {}, r.active ? badge('running') : (r.status ? badge(r.status) : '')),
+    el('td', {}, r.children ? el('a', { href: '#/board/' + encodeURIComponent(r.key), class: 'board-link' }, r.children + ' ▸ board') : ''));
+}
+
+// ---- session detail
+
+function messageText(m) {
+  const c = m.content;
+  if (typeof c === 'string') return c;
+  if (Array.isArray(c)) {
+    return c.map((p) => {
+      if (typeof p === 'string') return p;
+      if (p.type === 'text') return p.text || '';
+      if (p.type === 'toolCall' || p.type === 'tool_use' || p.type === 'toolUse') return '[tool call ' + (p.name || '') + ']';
+      if (p.type === 'thinking') return '';
+      return '[' + (p.type || 'part') + ']';
+    }).join('\n');
+  }
+  if (c === undefined || c === null) return m.text || '';
+  return JSON.stringify(c);
+}
+
+function showSession(key) {
+  state.view = 'session:' + key;
+  const live = el('div', { id: 'live' });
+  const transcript = el('div', { id: 'transcript' });
+  const statusCard = el('pre', { id: 'status-card' });
+  const signalsBody = el('tbody', { id: 'signals' });
+  const runsBody = el('tbody', { id: 'runs' });
+  const head = el('div', { id: 'session-head' });
+  const errors = el('div', { class: 'error', id: 'session-errors' });
+  let chat = null;
+  if (state.me.canAct) {
+    const text = el('textarea', { id: 'chat-text', rows: 2, placeholder: 'write into this session as the webchat channel' });
+    chat = el('form', { id: 'chat', onsubmit: async (ev) => {
+      ev.preventDefault();
+      // the turn may stream (even end) before this request returns: clear
+      // the live box first, never after
+      state.liveRun = ''; state.liveText = ''; live.textContent = '';
+      try {
+        await api('/api/chat', { body: { key, text: text.value } });
+        text.value = '';
+      } catch (e) { errors.textContent = e.message; }
+    } }, text, el('button', { id: 'chat-send', type: 'submit', disabled: true }, 'Send'));
+  }
+  render(el('h2', {}, 'Session ', el('code', {}, key)), head, errors,
+    el('div', { class: 'cards' },
+      el('div', { class: 'card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, chat),
+      el('div', { class: 'card' }, el('h3', {}, 'Status'), statusCard,
+        el('h3', {}, 'Signal log'), el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody),
+        el('h3', {}, 'Runs'), el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody))));
+  const load = debounce(async () => {
+    let d;
+    try {
+      d = await api('/api/session?key=' + encodeURIComponent(key));
+    } catch (e) {
+      if (state.view !== 'session:' + key) return;
+      render(el('h2', {}, 'Session ', el('code', {}, key)), el('p', { class: 'error', id: 'session-missing' }, e.message), el('p', {}, el('a', { href: '#/sessions' }, 'back to the sessions')));
+      return;
+    }
+    if (state.view !== 'session:' + key) return;
+    const r = d.row;
+    head.replaceChildren(el('p', {}, badge(r.active ? 'running' : (r.status || 'idle')), ' agent ', r.agentId, ' · ', r.kind,
+      r.model ? ' · model ' + r.model : '', ' · tokens ', String(r.totalTokens || 0),
+      r.spawnedBy ? el('span', {}, ' · spawned by ', sessionLink(r.spawnedBy)) : '',
+      r.goal ? ' · goal: ' + r.goal : '',
+      d.route ? ' · route ' + [d.route.channel, d.route.to].filter(Boolean).join(' → ') : '',
+      ' · ', el('a', { href: '#/board/' + encodeURIComponent(key), id: 'board-link' }, 'mission board'),
+      state.me.canAct ? el('span', {}, ' · ', sessionOp('reset', key), ' ', sessionOp('delete', key)) : null));
+    errors.textContent = (d.errors || []).join('\n');
+    const msgs = (d.history && d.history.messages) || [];
+    transcript.replaceChildren(...msgs.map((m) => el('div', { class: 'msg', 'data-role': m.role },
+      el('span', { class: 'role' }, m.role || ''), el('span', { class: 'text' }, messageText(m)))));
+    if (!msgs.length) transcript.append(el('p', { class: 'muted' }, 'no messages'));
+    const st = d.status || {};
+    statusCard.textContent = st.statusText || st.text || JSON.stringify(Object.fromEntries(Object.entries(st).filter(([k]) => k !== 'stateChanges')), null, 2);
+    const evs = (st.stateChanges && st.stateChanges.events) || [];
+    signalsBody.replaceChildren(...evs.slice().reverse().map((ev) => el('tr', { class: 'signal', 'data-kind': ev.kind },
+      el('td', {}, String(ev.sequence)), el('td', {}, ev.kind), el('td', {}, ev.actorType + (ev.actorId ? ' ' + ev.actorId : '')),
+      el('td', {}, when(ev.occurredAt)), el('td', {}, ev.summary || ''))));
+    if (st.stateVersion !== undefined) signalsBody.append(el('tr', {}, el('td', { class: 'muted' }, 'stateVersion ' + st.stateVersion)));
+    runsBody.replaceChildren(...(d.runs || []).map((x) => el('tr', { class: 'run', 'data-status': x.status },
+      el('td', {}, el('code', {}, x.runId.slice(0, 8))), el('td', {}, badge(x.status)), el('td', {}, x.gateway || ''),
+      el('td', {}, when(x.startedAt || x.createdAt)), el('td', {}, x.endedAt && x.startedAt ? dur(x.endedAt - x.startedAt) : ''),
+      el('td', {}, x.error || ''))));
+  });
+  follow(key, (c) => { if (c.many || (c.keys || []).includes(key)) load(); }, (ev) => {
+    if (ev.seq === 1 || ev.runId !== state.liveRun) { state.liveRun = ev.runId; state.liveText = ''; }
+    if (ev.type === 'text') state.liveText += ev.delta || '';
+    if (ev.type === 'tool_call') state.liveText += '\n[tool call ' + (ev.tool || '') + ']\n';
+    if (ev.type === 'done' && ev.reply !== undefined && ev.reply !== null && !state.liveText) state.liveText = ev.reply;
+    if (ev.type === 'error') state.liveText += '\n[error: ' + (ev.error || '') + ']';
+    live.textContent = state.liveText;
+    live.setAttribute('data-run', ev.runId);
+    live.setAttribute('data-state', ev.type === 'done' || ev.type === 'error' ? ev.type : 'running');
+    if (ev.type === 'done' || ev.type === 'error') load();
+  });
+  load();
+}
+
+// sessionOp is a Reset or Delete button: the transcript is archived first.
+function sessionOp(op, key) {
+  return el('button', { class: 'session-' + op, onclick: async () => {
+    if (!confirmed(op + ' ' + key + '? Its transcript is archived first (Operations lists the archive).')) return;
+    try {
+      await api('/api/session/' + op, { body: { key } });
+      if (op === 'delete') location.hash = '#/sessions';
+    } catch (e) { $('session-errors').textContent = op + ': ' + e.message; }
+  } }, op === 'reset' ? 'Reset' : 'Delete');
+}
+
+// ---- mission board
+
+function showBoard(key) {
+  state.view = 'board:' + key;
+  let history = false;
+  const body = el('tbody', { id: 'board' });
+  const summary = el('p', { id: 'board-summary' });
+  const msg = el('p', { id: 'board-message' });
+  const act = async (path, payload, what) => {
+    try {
+      const r = await api(path, { body: payload });
+      msg.textContent = what + ': ' + (r.text || r.status || 'ok') + (r.error ? ' — ' + r.error : '');
+      msg.className = r.status === 'ok' ? '' : 'error';
+    } catch (e) { msg.textContent = what + ': ' + e.message; msg.className = 'error'; }
+  };
+  const controls = [];
+  if (state.me.canAct) {
+    controls.push(el('button', { id: 'kill-all', onclick: () => { if (confirmed('Kill every running sub-agent of ' + key + '?')) act('/api/kill', { parent: key, all: true }, 'kill all'); } }, 'Kill all'));
+  }
+  const toggle = el('input', { type: 'checkbox', id: 'history', onchange: () => { history = toggle.checked; load(); } });
+  render(el('h2', {}, 'Mission board of ', sessionLink(key)), summary,
+    el('p', {}, ...controls, ' ', el('label', {}, toggle, ' show children that ended over an hour ago')), msg,
+    el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body));
+  const load = debounce(async () => {
+    let b;
+    try {
+      b = await api('/api/board?key=' + encodeURIComponent(key) + (history ? '&history=1' : ''));
+    } catch (e) { summary.textContent = e.message; summary.className = 'error'; return; }
+    if (state.view !== 'board:' + key) return;
+    summary.textContent = b.rows.length + ' sub-agents, ' + b.active + ' active' + (b.truncated ? ' (truncated)' : '');
+    body.replaceChildren(...b.rows.map((r) => boardRow(r, act)));
+    if (!b.rows.length) body.append(el('tr', {}, el('td', { class: 'muted' }, 'no sub-agents')));
+  });
+  follow('', (c) => { if (c.board || c.many || (c.keys || []).length) load(); });
+  load();
+}
+
+function confirmed(q) {
+  return window.sessionbusNoConfirm || window.confirm(q);
+}
+
+function boardRow(r, act) {
+  const name = el('td', {}, sessionLink(r.key), el('div', { class: 'muted' }, r.label || ''));
+  name.style.paddingLeft = (r.depth - 1) * 1.5 + 0.5 + 'em';
+  const buttons = el('td', {});
+  if (state.me.canAct && (r.status === 'running' || r.status === 'queued')) {
+    buttons.append(
+      el('button', { class: 'kill', onclick: () => { if (confirmed('Kill ' + r.key + ' and what runs below it?')) act('/api/kill', { target: r.key }, 'kill'); } }, 'Kill'), ' ',
+      el('button', { class: 'steer', onclick: () => {
+        const m = window.prompt('Steer ' + (r.label || r.key) + ' with:');
+        if (m) act('/api/steer', { target: r.key, message: m }, 'steer');
+      } }, 'Steer'));
+  }
+  return el('tr', { class: 'board-row' + ((r.status === 'running' || r.status === 'queued') ? ' active' : ''), 'data-key': r.key, 'data-status': r.status },
+    name, el('td', {}, r.agentId), el('td', {}, r.model || ''), el('td', {}, badge(r.status)),
+    el('td', {}, dur(r.elapsedMs)), el('td', {}, String(r.totalTokens || 0)), el('td', {}, r.announce || ''),
+    el('td', {}, r.pendingDescendants ? String(r.pendingDescendants) : ''), buttons);
+}
+
+// ---- operations
+
+function showOps() {
+  state.view = 'ops';
+  const box = el('div', { id: 'ops' });
+  render(el('h2', {}, 'Operations'), box);
+  const table = (title, cols, rows, cells) => el('div', { class: 'card' }, el('h3', {}, title + ' (' + rows.length + ')'),
+    el('table', {}, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
+      el('tbody', {}, rows.map((r) => el('tr', {}, cells(r).map((c) => el('td', {}, c == null ? '' : (c instanceof Node ? c : String(c)))))))));
+  const size = (b) => b < 1024 ? b + ' B' : b < 1 << 20 ? (b / 1024).toFixed(1) + ' KiB' : (b / (1 << 20)).toFixed(1) + ' MiB';
+  const load = debounce(async () => {
+    const o = await api('/api/ops');
+    if (state.view !== 'ops') return;
+    const r = o.report;
+    box.replaceChildren(el('p', { class: 'muted' }, 'read ' + when(o.at) + (o.connected ? '' : ' — bus disconnected')),
+      el('div', { class: 'cards' },
+        table('Streams', ['name', 'messages', 'bytes', 'consumers'], r.streams || [], (s) => [s.name, s.messages, size(s.bytes), s.consumers]),
+        table('Buckets', ['name', 'values', 'bytes', 'ttl'], r.buckets || [], (b) => [b.name, b.values, size(b.bytes), b.ttl]),
+        table('Consumers', ['stream', 'name', 'lag', 'ack pending', 'redelivered'], r.consumers || [], (c) => [c.stream, c.name, c.lag, c.ackPending, c.redelivered]),
+        table('Runs in flight', ['run', 'session', 'status', 'gateway', 'since'], o.inFlight || [], (x) => [x.runId.slice(0, 8), x.sessionKey, x.status, x.gateway, ago(x.startedAt || x.createdAt)]),
+        table('Stuck runs', ['run', 'session', 'status', 'age s'], r.stuckRuns || [], (x) => [x.runId.slice(0, 8), x.sessionKey, x.status, x.ageSeconds]),
+        table('Pending announces', ['child', 'requester', 'state', 'attempts'], r.pendingAnnounces || [], (x) => [x.childSessionKey, x.requesterSessionKey, x.state, x.attempts]),
+        table('Pending notices', ['watcher', 'target'], r.pendingNotices || [], (x) => [x.watcher, x.target]),
+        table('Archives', ['session', 'reason', 'state', 'entries', 'size', 'at', ''], o.archives || [], (x) => [x.key, x.reason, x.state, x.entries, size(x.compressed), when(x.at),
+          el('a', { href: '/api/archive?id=' + encodeURIComponent(x.id), class: 'archive-download' }, 'download')])));
+  });
+  follow('', () => { /* the ops page reads on its own schedule */ });
+  load();
+  const t = setInterval(() => { if (state.view === 'ops') load(); else clearInterval(t); }, 5000);
+}
+
+start();
