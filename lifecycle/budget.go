@@ -75,17 +75,19 @@ type Evicted struct {
 	Bytes int64  `json:"bytes"`
 }
 
-// Enforce brings the used bytes under limit: the oldest archives go first
+// Enforce brings the used bytes, once over limit, down to target
+// (highWaterBytes, at most limit): the oldest archives go first
 // (an archive whose operation is pending never goes: it is that
 // operation's record); only when no archive is left, the least recently
 // updated live sessions are deleted, each through Delete (archived, then
 // its archive evicted in turn). Every eviction is logged at WARN.
-func (o *Ops) Enforce(ctx context.Context, limit int64) ([]Evicted, error) {
+func (o *Ops) Enforce(ctx context.Context, limit, target int64) ([]Evicted, error) {
 	var out []Evicted
 	var live []*sessions.Entry // loaded when first needed
+	target = min(max(target, 0), limit)
 	for range 100_000 {
 		b, all, err := o.State(ctx, limit, true)
-		if err != nil || !b.Over {
+		if err != nil || (len(out) == 0 && !b.Over) || b.Used <= target {
 			return out, err
 		}
 		if i := slices.IndexFunc(all, func(m *archives.Meta) bool { return m.State == archives.StateDone }); i >= 0 {
