@@ -69,7 +69,9 @@ func TestStaleness(t *testing.T) {
 	at := func(d, h, m int) time.Time { return time.Date(2026, 5, d, h, m, 0, 0, zone) }
 	entry := func(started, last time.Time) *sessions.Entry {
 		e := &sessions.Entry{}
-		e.SetRare(func(r *sessions.RareFields) { r.SessionStartedAt, r.LastInteractionAt = started.UnixMilli(), last.UnixMilli() })
+		e.SetRare(func(r *sessions.RareFields) {
+			r.SessionStartedAt, r.LastInteractionAt = started.UnixMilli(), last.UnixMilli()
+		})
 		return e
 	}
 	daily := ResetPolicy{Mode: "daily", AtHour: 4}
