@@ -56,7 +56,7 @@ type Report struct {
 // PruneAfter are pruned, then the least recently updated entries over
 // MaxEntries, each through Delete (its transcript archived and verified
 // first, reason deleted); then reset and delete archives older than
-// ArchiveRetention go. Pinned and running sessions are never pruned. In
+// ArchiveRetention go. Protected sessions (protected) are never pruned. In
 // warn mode every action is logged at WARN and nothing changes.
 func (o *Ops) Maintain(ctx context.Context, p Maintenance) (*Report, error) {
 	now := o.now()
@@ -127,8 +127,9 @@ func (o *Ops) apply(ctx context.Context, a *Action) error {
 	return err
 }
 
-// protected sessions are never pruned or capped: pinned ones, and one
-// whose run is going (its transcript is being written).
+// protected sessions are never pruned or capped: pinned ones, and those an
+// OpenClaw store marks running. (A session whose turn is writing its
+// transcript fails its archive step and is left for a later pass.)
 func protected(e *sessions.Entry) bool {
 	return e.Pinned || e.Status == "running"
 }
