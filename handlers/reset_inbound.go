@@ -111,16 +111,22 @@ func (d *Deps) inboundReset(ctx context.Context, ip inboundParams, cmd resetComm
 		newID = res.NewSessionID
 		d.Log.Info("inbound: session reset by command", "session", ip.sessionKey, "command", cmd.trigger, "sessionId", res.SessionID, "newSessionId", newID, "archive", res.ArchiveID)
 	}
-	if model != "" {
-		if _, _, err := d.Store.Update(ctx, ip.sessionKey, func(x *sessions.Entry) error {
-			if x.Rares().ProviderOverride == provider && x.Rares().ModelOverride == model {
-				return record.ErrUnchanged
-			}
-			x.SetRare(func(r *sessions.RareFields) { r.ProviderOverride, r.ModelOverride = provider, model })
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("set the model of session %s: %w", ip.sessionKey, err)
+	// as OpenClaw's /new: the thinking level returns to the configured
+	// default, the model override stays unless the command names one
+	if _, _, err := d.Store.Update(ctx, ip.sessionKey, func(x *sessions.Entry) error {
+		r := x.Rares()
+		if x.SessionID != newID || (r.ThinkingLevel == "" && (model == "" || (r.ProviderOverride == provider && r.ModelOverride == model))) {
+			return record.ErrUnchanged
 		}
+		x.SetRare(func(r *sessions.RareFields) {
+			r.ThinkingLevel = ""
+			if model != "" {
+				r.ProviderOverride, r.ModelOverride = provider, model
+			}
+		})
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("set the new session of %s: %w", ip.sessionKey, err)
 	}
 	if cmd.rest != "" {
 		ip.text = cmd.rest

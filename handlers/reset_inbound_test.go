@@ -43,7 +43,7 @@ func startReset(t *testing.T, start time.Time, edit func(*config.Config)) *reset
 	s := handlerstest.Start(t, edit, handlers.WithClock(clk.Now))
 	e := &sessions.Entry{Key: resetKey, AgentID: "main", SessionID: sessions.NewID(), Label: "alice", CreatedAt: start.UnixMilli(), UpdatedAt: start.UnixMilli()}
 	e.SetRare(func(r *sessions.RareFields) {
-		r.SessionStartedAt, r.ProviderOverride, r.ModelOverride = start.UnixMilli(), "openai", "gpt-keep"
+		r.SessionStartedAt, r.ProviderOverride, r.ModelOverride, r.ThinkingLevel = start.UnixMilli(), "openai", "gpt-keep", "high"
 	})
 	s.Put(e)
 	s.Import(importer.ImportOptions{SessionKey: resetKey, AgentID: "main"},
@@ -102,7 +102,7 @@ func (rs *resetStack) resetArchives() []*archives.Meta {
 
 // checkReset: exactly one reset archive, done, holding the old incarnation
 // (read back as `sessionbus archive get` reads it); the entry has a new
-// sessionId and kept its label and model.
+// sessionId and kept its label.
 func (rs *resetStack) checkReset(oldID string) *sessions.Entry {
 	rs.T.Helper()
 	e := rs.entry()
@@ -129,8 +129,10 @@ func (rs *resetStack) checkReset(oldID string) *sessions.Entry {
 	if !strings.Contains(got.String(), "old question") || !strings.Contains(got.String(), "old answer") {
 		rs.T.Fatalf("archive holds %s", got.String())
 	}
-	if e.Label != "alice" || e.Rares().ModelOverride != "gpt-keep" {
-		rs.T.Fatalf("settings lost by the reset: label %q model %q", e.Label, e.Rares().ModelOverride)
+	// an expiry keeps the session's identity; its model and thinking
+	// overrides go, as OpenClaw carries them across /new and /reset only
+	if e.Label != "alice" || e.Rares().ModelOverride != "" || e.Rares().ProviderOverride != "" || e.Rares().ThinkingLevel != "" {
+		rs.T.Fatalf("after the reset: label %q model %q/%q thinking %q", e.Label, e.Rares().ProviderOverride, e.Rares().ModelOverride, e.Rares().ThinkingLevel)
 	}
 	return e
 }
@@ -197,8 +199,8 @@ func TestInboundNewCommand(t *testing.T) {
 	if e.SessionID == oldID || e.Rares().ModelOverride != "gpt-next" || res["status"] != "accepted" || len(rs.resetArchives()) != 1 {
 		t.Fatalf("after /new: %v, sessionId %s (was %s), model %q, %d archives", res, e.SessionID, oldID, e.Rares().ModelOverride, len(rs.resetArchives()))
 	}
-	if e.Label != "alice" {
-		t.Fatalf("label lost: %q", e.Label)
+	if e.Label != "alice" || e.Rares().ThinkingLevel != "" {
+		t.Fatalf("after /new: label %q thinking %q", e.Label, e.Rares().ThinkingLevel)
 	}
 	for i := range 2 {
 		res, err := rs.send("/RESET", "reset-once")
@@ -211,5 +213,8 @@ func TestInboundNewCommand(t *testing.T) {
 	}
 	if n := len(rs.resetArchives()); n != 2 {
 		t.Fatalf("%d reset archives after /new and a retried /reset, want 2", n)
+	}
+	if e := rs.entry(); e.Rares().ModelOverride != "gpt-next" {
+		t.Fatalf("/reset dropped the model override: %q", e.Rares().ModelOverride)
 	}
 }

@@ -3,8 +3,10 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/objects/archives"
 )
@@ -64,5 +66,23 @@ func (o *Ops) resetIf(ctx context.Context, key, staleID string) (*Result, error)
 	if e.SessionID != staleID {
 		return nil, nil // reset already, by whoever held the lock
 	}
-	return o.runLocked(ctx, key, archives.ReasonReset, "reset", nil)
+	res, err := o.runLocked(ctx, key, archives.ReasonReset, "reset", nil)
+	if err != nil {
+		return nil, err
+	}
+	// OpenClaw carries a session's model and thinking overrides across an
+	// explicit /new or /reset only: an expired session starts from the
+	// configured defaults. Done after the reset, so a crash in between
+	// keeps more, never less.
+	if _, _, err := o.Sessions.Update(ctx, key, func(x *sessions.Entry) error {
+		r := x.Rares()
+		if x.SessionID != res.NewSessionID || (r.ModelOverride == "" && r.ProviderOverride == "" && r.ThinkingLevel == "") {
+			return record.ErrUnchanged
+		}
+		x.SetRare(func(r *sessions.RareFields) { r.ModelOverride, r.ProviderOverride, r.ThinkingLevel = "", "", "" })
+		return nil
+	}); err != nil && !errors.Is(err, sessions.ErrNotFound) {
+		return res, fmt.Errorf("reset %s: clear its model override: %w", key, err)
+	}
+	return res, nil
 }
