@@ -165,7 +165,11 @@ func (d *Deps) expireStale(ctx context.Context, ip inboundParams) error {
 	}
 	res, err := d.Lifecycle.ResetStale(ctx, ip.sessionKey, e.SessionID)
 	if err != nil {
-		return fmt.Errorf("session %s expired (%s reset) and its reset failed: %w", ip.sessionKey, why, err)
+		// the reset's steps are idempotent and a gateway sweep finishes a
+		// half-done one: the adapter retries the message (same
+		// idempotencyKey) and it runs in the new session
+		d.Log.Warn("inbound: the reset of an expired session failed", "session", ip.sessionKey, "policy", why, "err", err)
+		return bus.Errorf(bus.CodeUnavailable, "session %s expired (%s reset) and its reset did not finish: retry the message; nothing of it was queued", ip.sessionKey, why)
 	}
 	if res != nil {
 		d.Log.Info("inbound: session expired; reset", "session", ip.sessionKey, "policy", why, "sessionId", res.SessionID,

@@ -3,9 +3,11 @@ package handlers_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -37,10 +40,10 @@ type resetStack struct {
 	clock *testClock
 }
 
-func startReset(t *testing.T, start time.Time, edit func(*config.Config)) *resetStack {
+func startReset(t *testing.T, start time.Time, edit func(*config.Config), opts ...handlers.WorkerOption) *resetStack {
 	t.Helper()
 	clk := &testClock{t: start}
-	s := handlerstest.Start(t, edit, handlers.WithClock(clk.Now))
+	s := handlerstest.Start(t, edit, append([]handlers.WorkerOption{handlers.WithClock(clk.Now)}, opts...)...)
 	e := &sessions.Entry{Key: resetKey, AgentID: "main", SessionID: sessions.NewID(), Label: "alice", CreatedAt: start.UnixMilli(), UpdatedAt: start.UnixMilli()}
 	e.SetRare(func(r *sessions.RareFields) {
 		r.SessionStartedAt, r.ProviderOverride, r.ModelOverride, r.ThinkingLevel = start.UnixMilli(), "openai", "gpt-keep", "high"
@@ -217,4 +220,52 @@ func TestInboundNewCommand(t *testing.T) {
 	if e := rs.entry(); e.Rares().ModelOverride != "gpt-next" {
 		t.Fatalf("/reset dropped the model override: %q", e.Rares().ModelOverride)
 	}
+}
+
+// TestInboundExpiryCrash: a reset an expired session's message starts,
+// stopped right after its archive was written and verified, leaves the old
+// incarnation whole and a pending archive, and queues nothing; the next
+// sweep finishes the reset, and the retried message runs in the new
+// session with the one archive.
+func TestInboundExpiryCrash(t *testing.T) {
+	t0 := time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC)
+	var crash atomic.Bool
+	crash.Store(true)
+	hook := func(d *handlers.Deps) {
+		d.Lifecycle.BeforeStep = func(_, step string) error {
+			if step == lifecycle.StepCursors && crash.Load() {
+				return errors.New("injected crash right after the archive")
+			}
+			return nil
+		}
+	}
+	rs := startReset(t, t0, func(c *config.Config) {
+		c.Session.Reset = config.SessionReset{Mode: config.ResetIdle, IdleMinutes: intp(30)}
+	}, hook)
+	old := rs.entry()
+	rs.clock.Set(t0.Add(31 * time.Minute))
+	if _, err := rs.send("after the break", "msg-1"); err == nil || !strings.Contains(err.Error(), "expired (idle reset) and its reset did not finish: retry the message") {
+		t.Fatalf("want the reset's failure, got %v", err)
+	}
+	if e := rs.entry(); e.SessionID != old.SessionID || e.Rares().LastInteractionAt != old.Rares().LastInteractionAt {
+		t.Fatalf("the entry moved: %+v", e)
+	}
+	if n, err := rs.Worker.Deps.Transcripts.Count(bustest.Context(t), bus.EncodeKey(resetKey)); err != nil || n != 2 {
+		t.Fatalf("old transcript has %d entries, want 2", n)
+	}
+	ms := rs.resetArchives()
+	if len(ms) != 1 || ms[0].State != archives.StatePending {
+		t.Fatalf("archives %d, want one pending", len(ms))
+	}
+	sweep := *rs.Worker.Deps.Lifecycle
+	sweep.BeforeStep = nil
+	sweep.Now = func() time.Time { return time.Now().Add(2 * lifecycle.DefaultPendingGrace) }
+	if n, err := sweep.Finish(bustest.Context(t)); err != nil || n != 1 {
+		t.Fatalf("finish: %d %v", n, err)
+	}
+	crash.Store(false)
+	if res, err := rs.send("after the break", "msg-1"); err != nil || res["status"] != "accepted" {
+		t.Fatalf("retry: %v %v", res, err)
+	}
+	rs.checkReset(old.SessionID)
 }

@@ -66,23 +66,20 @@ func (o *Ops) resetIf(ctx context.Context, key, staleID string) (*Result, error)
 	if e.SessionID != staleID {
 		return nil, nil // reset already, by whoever held the lock
 	}
-	res, err := o.runLocked(ctx, key, archives.ReasonReset, "reset", nil)
-	if err != nil {
-		return nil, err
-	}
 	// OpenClaw carries a session's model and thinking overrides across an
 	// explicit /new or /reset only: an expired session starts from the
-	// configured defaults. Done after the reset, so a crash in between
-	// keeps more, never less.
+	// configured defaults. Cleared before the reset, on the expired
+	// incarnation, so a reset a crash stopped (finished by a sweep) ends
+	// the same way.
 	if _, _, err := o.Sessions.Update(ctx, key, func(x *sessions.Entry) error {
 		r := x.Rares()
-		if x.SessionID != res.NewSessionID || (r.ModelOverride == "" && r.ProviderOverride == "" && r.ThinkingLevel == "") {
+		if x.SessionID != staleID || (r.ModelOverride == "" && r.ProviderOverride == "" && r.ThinkingLevel == "") {
 			return record.ErrUnchanged
 		}
 		x.SetRare(func(r *sessions.RareFields) { r.ModelOverride, r.ProviderOverride, r.ThinkingLevel = "", "", "" })
 		return nil
 	}); err != nil && !errors.Is(err, sessions.ErrNotFound) {
-		return res, fmt.Errorf("reset %s: clear its model override: %w", key, err)
+		return nil, fmt.Errorf("reset %s: clear its model override: %w", key, err)
 	}
-	return res, nil
+	return o.runLocked(ctx, key, archives.ReasonReset, "reset", nil)
 }
