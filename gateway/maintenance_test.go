@@ -78,7 +78,6 @@ func TestSweepRunsMaintenanceOnce(t *testing.T) {
 		t.Fatal("a fresh entry was pruned")
 	}
 	if c := counts(); c[0]+c[1] != 2 || (c[0] != 0 && c[1] != 0) {
-		counts := c
-		t.Fatalf("prune lines per gateway %v, want 2 from one gateway:\n%s\n%s", counts, logs[0], logs[1])
+		t.Fatalf("prune lines per gateway %v, want 2 from one gateway:\n%s\n%s", c, logs[0], logs[1])
 	}
 }
