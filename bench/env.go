@@ -144,6 +144,9 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	// gateways of the delay variants add a rule), and no ping-pong turns.
 	e.cfg.Agents.List = []config.Agent{{ID: "main", Runtime: "script"}}
 	e.cfg.Session.AgentToAgent.MaxPingPongTurns = 0
+	// the suites load far more sessions than maintenance's default
+	// maxEntries keeps; capping them mid-run would measure the cleanup
+	e.cfg.Session.Maintenance.MaxEntries = 1 << 30
 	// spawn_accept: its requesters keep every child active (no gateway
 	// runs them), so the fan-out limit is lifted rather than measured.
 	e.cfg.Agents.Defaults.Subagents.MaxChildrenPerAgent = 1 << 20

@@ -225,6 +225,9 @@ func startLoadTarget(ctx context.Context, o LoadOptions) (t *loadTarget, err err
 	cfg.Tools.Sessions.Visibility = "agent"
 	cfg.Agents.List = []config.Agent{{ID: "main", Runtime: "script"}}
 	cfg.Session.AgentToAgent.MaxPingPongTurns = 0
+	// the suites load far more sessions than maintenance's default
+	// maxEntries keeps; capping them mid-run would measure the cleanup
+	cfg.Session.Maintenance.MaxEntries = 1 << 30
 	cfg.Agents.Defaults.Subagents.MaxChildrenPerAgent = 1 << 20
 	var d *auth.Deployment
 	if !o.Insecure {

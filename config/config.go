@@ -126,6 +126,25 @@ type Session struct {
 	AgentToAgent  SessionAgentToAgent `mapstructure:"agentToAgent"`
 	Maintenance   Maintenance         `mapstructure:"maintenance"`
 	Notices       SessionNotices      `mapstructure:"notices"`
+	// Reset is when a session's transcript starts over under the same key
+	// (a new sessionId): OpenClaw's lifecycle, evaluated on the next human
+	// message. ResetByType overrides it per chat type (direct, its legacy
+	// alias dm, group, thread), ResetByChannel per channel (before both).
+	Reset          SessionReset            `mapstructure:"reset"`
+	ResetByType    map[string]SessionReset `mapstructure:"resetByType"`
+	ResetByChannel map[string]SessionReset `mapstructure:"resetByChannel"`
+	// ResetTriggers are the commands that reset a session from a human
+	// message (OpenClaw's default /new and /reset).
+	ResetTriggers []string `mapstructure:"resetTriggers"`
+}
+
+// SessionReset is one reset policy (`session.reset`, and each member of
+// resetByType and resetByChannel). A nil field is unset: an override
+// takes it from session.reset, session.reset from OpenClaw's defaults.
+type SessionReset struct {
+	Mode        string `mapstructure:"mode"`
+	AtHour      *int   `mapstructure:"atHour"`
+	IdleMinutes *int   `mapstructure:"idleMinutes"`
 }
 
 // SessionNotices is `session.notices`, sessionbus's own: how parent
@@ -163,7 +182,20 @@ type SessionAgentToAgent struct {
 
 // Maintenance is `session.maintenance`.
 type Maintenance struct {
-	MaxDiskBytes string `mapstructure:"maxDiskBytes"`
+	// Mode is enforce (apply) or warn (log what would be done).
+	Mode string `mapstructure:"mode"`
+	// PruneAfter is the age (since the last update) past which an entry
+	// is stale and pruned, its transcript archived first.
+	PruneAfter string `mapstructure:"pruneAfter"`
+	// MaxEntries caps the live entries; the least recently updated go.
+	MaxEntries int `mapstructure:"maxEntries"`
+	// ResetArchiveRetention is how long reset and delete archives stay
+	// (false: kept until the disk budget evicts them).
+	ResetArchiveRetention string `mapstructure:"resetArchiveRetention"`
+	MaxDiskBytes          string `mapstructure:"maxDiskBytes"`
+	// HighWaterBytes is what an over-budget cleanup brings usage down to
+	// ("": 80% of maxDiskBytes), so it does not run again at once.
+	HighWaterBytes string `mapstructure:"highWaterBytes"`
 }
 
 // Agents is OpenClaw's `agents` section.

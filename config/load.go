@@ -19,6 +19,11 @@ const (
 	DefaultMaxChildrenPerAgent = 5
 	DefaultArchiveAfterMinutes = 60
 	DefaultMaxDiskBytes        = "2gb"
+	DefaultResetMode           = "daily"
+	DefaultResetAtHour         = 4
+	DefaultMaintenanceMode     = "enforce"
+	DefaultPruneAfter          = "30d"
+	DefaultMaxEntries          = 500
 )
 
 var defaults = map[string]any{
@@ -40,7 +45,15 @@ var defaults = map[string]any{
 	"session.scope":                                  "per-sender",
 	"session.dmScope":                                "main",
 	"session.agentToAgent.maxPingPongTurns":          DefaultMaxPingPongTurns,
+	"session.maintenance.mode":                       DefaultMaintenanceMode,
+	"session.maintenance.pruneAfter":                 DefaultPruneAfter,
+	"session.maintenance.maxEntries":                 DefaultMaxEntries,
+	"session.maintenance.resetArchiveRetention":      "false",
 	"session.maintenance.maxDiskBytes":               DefaultMaxDiskBytes,
+	"session.maintenance.highWaterBytes":             "",
+	"session.reset.mode":                             DefaultResetMode,
+	"session.reset.atHour":                           DefaultResetAtHour,
+	"session.resetTriggers":                          []string{"/new", "/reset"},
 	"session.notices.wakeSubagents":                  false,
 	"agents.defaults.subagents.maxSpawnDepth":        DefaultMaxSpawnDepth,
 	"agents.defaults.subagents.maxChildrenPerAgent":  DefaultMaxChildrenPerAgent,

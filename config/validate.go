@@ -116,6 +116,9 @@ func (c *Config) Validate(log *slog.Logger) error {
 			return err
 		}
 	}
+	if err := c.Session.validateLifecycle(); err != nil {
+		return err
+	}
 	if _, ok := c.DiskBudget(); !ok {
 		// A malformed budget must not fall back on the 2gb
 		// default the user never chose (it would evict archives they

@@ -8,6 +8,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/lifecycle"
 )
 
 // LifecycleSweepInterval paces the lifecycle sweep: finishing half-done
@@ -39,8 +40,15 @@ func (g *Gateway) lifecycleSweep() {
 	if n, err := g.life.Finish(ctx); err != nil && g.ctx.Err() == nil {
 		g.log.Warn("gateway: lifecycle sweep: finishing half-done operations", "finished", n, "err", err)
 	}
+	// session.maintenance's entry and archive pass: one gateway per
+	// interval, under the lease, oldest first
+	p := lifecycle.MaintenanceFrom(g.cfg.Session.Maintenance)
+	if _, _, err := g.life.MaintainLeased(ctx, g.id, LifecycleSweepInterval, p); err != nil && g.ctx.Err() == nil {
+		g.log.Warn("gateway: session maintenance", "err", err)
+	}
 	if limit, ok := g.cfg.DiskBudget(); ok {
-		if _, err := g.life.Enforce(ctx, limit); err != nil && g.ctx.Err() == nil {
+		target := g.cfg.Session.Maintenance.HighWater(limit)
+		if _, err := g.life.Enforce(ctx, limit, target); err != nil && g.ctx.Err() == nil {
 			g.log.Warn("gateway: disk budget", "err", err)
 		}
 	}

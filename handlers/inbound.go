@@ -12,6 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/routing"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -112,10 +113,19 @@ func (d *Deps) Inbound() bus.Handler {
 			res, err := d.inboundGoal(ctx, ip, cmd)
 			return res, bus.Thrown(err)
 		}
+		// `/new`, `/reset` start the session over (reset_inbound.go)
+		if cmd, ok := parseResetCommand(ip.text, d.Config.Session.ResetTriggers); ok {
+			res, err := d.inboundReset(ctx, ip, cmd)
+			return res, bus.Thrown(err)
+		}
 		// a human turn counts against the session it is for (the adapter
 		// speaks for no session), before its first write
 		if err := d.admitRun(ip.sessionKey); err != nil {
 			return nil, err
+		}
+		// a session its reset policy expired starts over with this message
+		if err := d.expireStale(ctx, ip); err != nil {
+			return nil, bus.Thrown(err)
 		}
 		res, err := d.inbound(ctx, ip)
 		return res, bus.Thrown(err)
@@ -209,13 +219,18 @@ func checkInboundID(name, v string) error {
 
 func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, error) {
 	route := &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID}
+	at := d.Now()
 	entry, err := d.createRouted(ctx, ip, true)
 	created := entry != nil
 	if err == nil && !created {
 		// The route update is the first write, and reads the entry: an
 		// unknown session is refused here, before anything is written.
 		entry, _, err = d.Store.Update(ctx, ip.sessionKey, func(e *sessions.Entry) error {
-			return setRoute(e, route)
+			touched := lifecycle.Touch(e, at) // the idle reset's clock
+			if err := setRoute(e, route); err != nil && !touched {
+				return err
+			}
+			return nil
 		})
 		if errors.Is(err, sessions.ErrNotFound) && ip.route != nil {
 			entry, err = d.createRouted(ctx, ip, false) // the index still held a deleted session
@@ -231,7 +246,7 @@ func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, e
 		return nil, fmt.Errorf("update the route of session %s: %w", ip.sessionKey, err)
 	}
 
-	now := d.Now().UnixMilli()
+	now := at.UnixMilli()
 	runID := sessions.NewID()
 	if ip.idempotencyKey != "" {
 		runID = inboundRunID(ip.channel, ip.sessionKey, ip.idempotencyKey)

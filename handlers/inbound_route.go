@@ -1,9 +1,12 @@
 package handlers
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sessionbus/sessionbus/lifecycle"
 
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/routing"
@@ -83,6 +86,7 @@ func (d *Deps) createRouted(ctx context.Context, ip inboundParams, useIndex bool
 		LastChannel: ip.channel, LastTo: ip.to, LastAccountID: ip.accountID, LastThreadID: ip.threadID,
 		DeliveryContext: &dc,
 	}
+	lifecycle.Touch(e, time.UnixMilli(now)) // its first human message starts the idle clock
 	switch _, err := d.Store.Create(ctx, e); {
 	case err == nil:
 		return e, nil

@@ -171,7 +171,7 @@ func (o *Ops) lock(ctx context.Context, key, op string) (release func(), err err
 	}
 	rev, err := o.Claims.Take(ctx, ck, op, lease)
 	if errors.Is(err, claims.ErrTaken) {
-		return nil, bus.Errorf(bus.CodeUnavailable, "%s %s: another delete, reset or archive of this session is in progress: retry in a minute", op, key)
+		return nil, &busyError{bus.Errorf(bus.CodeUnavailable, "%s %s: another delete, reset or archive of this session is in progress: retry in a minute", op, key)}
 	}
 	if err != nil {
 		return nil, err
@@ -365,5 +365,8 @@ func resetEntry(e *sessions.Entry, newID string, now time.Time) {
 	e.Status, e.StartedAt, e.EndedAt, e.AbortedLastRun = "", 0, 0, false
 	e.SetRare(func(r *sessions.RareFields) {
 		r.CacheRead, r.CacheWrite, r.CompactionCount, r.RuntimeMs, r.Imports = 0, 0, 0, 0, nil
+		// the daily clock starts with the new sessionId; the idle one with
+		// its first human message
+		r.SessionStartedAt, r.LastInteractionAt = now.UnixMilli(), 0
 	})
 }

@@ -429,13 +429,13 @@ func TestEvictionOrder(t *testing.T) {
 		t.Fatal(b, err)
 	}
 	// just over by less than the oldest archive: only it goes
-	ev, err := e.ops.Enforce(e.ctx, b.Used-1)
+	ev, err := e.ops.Enforce(e.ctx, b.Used-1, b.Used-1)
 	if err != nil || len(ev) != 1 || ev[0].ID != ids[0] {
 		t.Fatalf("evicted %+v %v, want the oldest archive", ev, err)
 	}
 	// a budget below the live transcripts: every archive, then the least
 	// recently updated live session, and so on
-	ev, err = e.ops.Enforce(e.ctx, 1)
+	ev, err = e.ops.Enforce(e.ctx, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +472,7 @@ func TestEvictionSparesPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.ops.BeforeStep = nil
-	if _, err := e.ops.Enforce(e.ctx, 1); err != nil {
+	if _, err := e.ops.Enforce(e.ctx, 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	all, _ := e.ops.Archives.List(e.ctx)

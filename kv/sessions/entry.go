@@ -98,6 +98,12 @@ type RareFields struct {
 	CompactionCount      int64
 	RuntimeMs            int64
 	StateVersion         uint64
+	// SessionStartedAt is when the current sessionId began (the daily
+	// reset's clock) and LastInteractionAt the last human message (the
+	// idle reset's): unix ms, OpenClaw's fields. Other writes to the entry
+	// (runs, settings) move neither.
+	SessionStartedAt  int64
+	LastInteractionAt int64
 	// Imports are the transcript files `sessionbus import` loaded into
 	// this session (the newest MaxImports), so a repeated or interrupted
 	// import never appends a file twice. sessionbus's own field.
@@ -181,6 +187,8 @@ type entryJSON struct {
 	ProjectID            string           `json:"projectId,omitempty"`
 	WorkspaceDir         string           `json:"workspaceDir,omitempty"`
 	StateVersion         uint64           `json:"stateVersion,omitempty"`
+	SessionStartedAt     int64            `json:"sessionStartedAt,omitempty"`
+	LastInteractionAt    int64            `json:"lastInteractionAt,omitempty"`
 	Imports              []ImportMark     `json:"sessionbusImports,omitempty"`
 }
 

@@ -57,6 +57,8 @@ func (e *Entry) wire() entryJSON {
 		ProjectID:            e.ProjectID,
 		WorkspaceDir:         e.WorkspaceDir,
 		StateVersion:         r.StateVersion,
+		SessionStartedAt:     r.SessionStartedAt,
+		LastInteractionAt:    r.LastInteractionAt,
 		Imports:              r.Imports,
 	}
 }
@@ -115,6 +117,8 @@ func (e *Entry) fromWire(w *entryJSON) {
 			RuntimeMs:            w.RuntimeMs,
 			Goal:                 w.Goal,
 			StateVersion:         w.StateVersion,
+			SessionStartedAt:     w.SessionStartedAt,
+			LastInteractionAt:    w.LastInteractionAt,
 			Imports:              w.Imports,
 		}.orNil(),
 		Derived: e.Derived,
@@ -135,6 +139,8 @@ func (r RareFields) orNil() *RareFields {
 		r.RuntimeMs == 0 &&
 		r.Goal == nil &&
 		r.StateVersion == 0 &&
+		r.SessionStartedAt == 0 &&
+		r.LastInteractionAt == 0 &&
 		r.Imports == nil {
 		return nil
 	}
