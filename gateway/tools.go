@@ -7,15 +7,11 @@ import (
 	"github.com/sessionbus/sessionbus/rules"
 )
 
-// sessionTools is the tool set of a session (rules.SessionTools over the
-// runtime's tool table): what a model runtime offers its turn. The workers
-// enforce the same set on every call (403), so this only keeps a model
-// from being offered tools it would be refused.
+// sessionTools is the tool set of a session (rules.ContextTools over the
+// runtime's tool table, every stage its entry selects): what a model
+// runtime offers its turn. The workers enforce the same set on every call
+// (403), so this only keeps a model from being offered tools it would be
+// refused.
 func sessionTools(cfg *config.Config, key string, sess *sessions.Entry) []string {
-	var depth *int
-	role := ""
-	if sess != nil {
-		depth, role = sess.SpawnDepth, sess.Rares().SubagentRole
-	}
-	return rules.SessionTools(cfg, key, depth, role, runtime.ToolNames())
+	return rules.ContextTools(cfg, rules.SessionToolContext(cfg, key, sess, false, ""), runtime.ToolNames())
 }
