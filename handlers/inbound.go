@@ -100,6 +100,11 @@ func (d *Deps) Inbound() bus.Handler {
 			res, err := d.inboundGoal(ctx, ip, cmd)
 			return res, bus.Thrown(err)
 		}
+		// `/tools` lists the session's effective tools and queues no run
+		if isToolsCommand(ip.text) {
+			res, err := d.inboundTools(ctx, ip)
+			return res, bus.Thrown(err)
+		}
 		// a human turn counts against the session it is for (the adapter
 		// speaks for no session), before its first write
 		if err := d.admitRun(ip.sessionKey); err != nil {

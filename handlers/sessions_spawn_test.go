@@ -140,7 +140,10 @@ func TestSpawnReturnedErrors(t *testing.T) {
 		{name: "sandbox require", params: `{"task":"x","sandbox":"require"}`, status: "forbidden", err: `sessions_spawn sandbox="require" needs a sandboxed target runtime. Pick a sandboxed agentId or use sandbox="inherit".`},
 		{name: "thinking", params: `{"task":"x","thinking":"deep"}`, status: "error", err: `Invalid thinking level "deep". Use one of: off, minimal, low, medium, high, xhigh.`},
 		{name: "model not allowed", params: `{"task":"x","model":"openai/gpt-5"}`, edit: allowModels, status: "error", err: `Model "openai/gpt-5" is not allowed.`},
-		{name: "model from config not allowed", params: `{"task":"x"}`, edit: func(c *config.Config) { allowModels(c); c.Agents.Defaults.Subagents.Model = "anthropic/claude-opus-4-6" },
+		{name: "model from config not allowed", params: `{"task":"x"}`, edit: func(c *config.Config) {
+			allowModels(c)
+			c.Agents.Defaults.Subagents.Model = "anthropic/claude-opus-4-6"
+		},
 			status: "error", err: `Model "anthropic/claude-opus-4-6" is not allowed.`},
 		{name: "model unrecognized", params: `{"task":"x","model":"openai/"}`, status: "error", err: `Unrecognized model "openai/".`},
 		{name: "thinking from config", params: `{"task":"x"}`, edit: func(c *config.Config) { c.Agents.Defaults.Subagents.Thinking = "max" }, status: "error", err: `Invalid thinking level "max". Use one of: off, minimal, low, medium, high, xhigh.`},
