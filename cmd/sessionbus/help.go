@@ -91,13 +91,14 @@ var helps = map[string]cmdHelp{
 		},
 	},
 	"session": {
-		usage:   "session delete|reset [flags] SESSIONKEY\nsessionbus session goal [flags] SESSIONKEY \"text\"\nsessionbus session goal --clear [flags] SESSIONKEY",
-		purpose: "Delete a session, reset it to a new empty transcript under the same key, or set or clear its goal.",
-		notes:   "delete and reset archive the transcript (zstd JSONL, `sessionbus archive ls`) before anything is removed.",
+		usage:   "session delete|reset [flags] SESSIONKEY\nsessionbus session goal [flags] SESSIONKEY \"text\"\nsessionbus session goal --clear [flags] SESSIONKEY\nsessionbus session tools [--json] [flags] SESSIONKEY",
+		purpose: "Delete a session, reset it to a new empty transcript under the same key, set or clear its goal, or list its effective tools.",
+		notes: "delete and reset archive the transcript (zstd JSONL, `sessionbus archive ls`) before anything is removed.\n" +
+			"tools prints every tool this build serves, allowed or not, with the policy stage and config key that removed each missing one.",
 		examples: []string{
 			"sessionbus session reset agent:main:main",
 			`sessionbus session goal agent:main:main "Ship the release notes by Friday"`,
-			"sessionbus session goal --clear agent:main:main",
+			"sessionbus session tools agent:main:telegram:group:-100",
 		},
 	},
 	"archive": {
