@@ -105,6 +105,11 @@ func (d *Deps) Inbound() bus.Handler {
 			res, err := d.inboundTools(ctx, ip)
 			return res, bus.Thrown(err)
 		}
+		// `/send on|off|inherit` sets the session's send-policy override
+		if word, ok := parseSendCommand(ip.text); ok {
+			res, err := d.inboundSend(ctx, ip, word)
+			return res, bus.Thrown(err)
+		}
 		// a human turn counts against the session it is for (the adapter
 		// speaks for no session), before its first write
 		if err := d.admitRun(ip.sessionKey); err != nil {

@@ -12,18 +12,19 @@ import (
 	"github.com/sessionbus/sessionbus/lifecycle"
 )
 
-// cmdSession is `sessionbus session delete|reset|goal|tools ...`: the
+// cmdSession is `sessionbus session delete|reset|goal|tools|send-policy ...`: the
 // request on <prefix>.ops.session.<op>, with an ops token (adapter '*')
 // minted from the operator credentials. delete and reset archive the
 // transcript first, then remove; goal sets or clears the session's goal;
-// tools prints its effective tool list (docs/ops.md).
+// tools prints its effective tool list; send-policy sets its send-policy
+// override (docs/ops.md).
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	op := ""
 	if len(args) > 0 {
 		op = args[0]
 	}
 	switch op {
-	case "delete", "reset", "goal", "tools":
+	case "delete", "reset", "goal", "tools", "send-policy":
 	case "-h", "--help", "-help", "help":
 		// every subcommand's flags, goal's and tools' included: the help lists them all
 		sessionFlags(newFlags("session", stdout), "").fs.Usage()
@@ -70,6 +71,9 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if op == "tools" {
 		return printToolsResult(reply, *f.json, stdout, stderr)
 	}
+	if op == "send-policy" {
+		return printSendPolicyResult(reply, stdout, stderr)
+	}
 	var res lifecycle.Result
 	if err := json.Unmarshal(reply, &res); err != nil {
 		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
@@ -85,6 +89,10 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 func sessionOpBody(op string, args []string, clear *bool, actor *string) ([]byte, bool) {
 	m := map[string]any{}
 	switch {
+	case op == "send-policy" && len(args) == 2:
+		m["sendPolicy"] = args[1] // a bad word is the worker's to refuse, with its message
+	case op == "send-policy":
+		return nil, false
 	case op != "goal" && len(args) == 1:
 	case op == "goal" && *clear && len(args) == 1:
 		m["clear"] = true
@@ -134,6 +142,24 @@ func printToolsResult(reply []byte, asJSON bool, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stdout, res.Text)
+	return 0
+}
+
+// printSendPolicyResult says what the override change did (stderr) and
+// prints the reply (stdout).
+func printSendPolicyResult(reply []byte, stdout, stderr io.Writer) int {
+	var res struct {
+		Status     string `json:"status"`
+		SessionKey string `json:"sessionKey"`
+		Text       string `json:"text"`
+	}
+	if err := json.Unmarshal(reply, &res); err != nil {
+		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
+	}
+	fmt.Fprintf(stderr, "send policy of %s: %s. %s\n", res.SessionKey, res.Status, res.Text)
+	var v any
+	_ = json.Unmarshal(reply, &v)
+	printJSON(stdout, v)
 	return 0
 }
 
