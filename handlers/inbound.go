@@ -199,7 +199,7 @@ func checkInboundID(name, v string) error {
 }
 
 func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, error) {
-	route := &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID}
+	route := &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID, From: ip.from}
 	// The route update is the first write, and reads the entry: an unknown
 	// session is refused here, before anything is written.
 	entry, _, err := d.Store.Update(ctx, ip.sessionKey, func(e *sessions.Entry) error {

@@ -10,9 +10,11 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/testkit"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -164,5 +166,39 @@ func TestSessionToolsOp(t *testing.T) {
 	}
 	if _, err := op(bus.Caller{Adapter: "slack"}, toolsGroupKey); code(err) != bus.CodeForbidden {
 		t.Errorf("another channel's adapter: %v, want 403", err)
+	}
+}
+
+// TestGroupToolsBySenderInRuns: a run answering a group member's message
+// carries its sender in the run token, so the worker applies the group's
+// toolsBySender entry for that sender to the run's tool calls, and other
+// members' runs are not affected.
+func TestGroupToolsBySenderInRuns(t *testing.T) {
+	s := handlerstest.Start(t, func(c *config.Config) {
+		c.Agents.List = []config.Agent{{ID: "main", Runtime: "script", Script: map[string]any{"rules": []any{
+			map[string]any{"match": "^list$", "tool": map[string]any{"name": "sessions_list"}, "reply": "got: {{result}}"},
+		}}}}
+		c.Channels = map[string]config.Channel{"telegram": {Groups: map[string]config.ChannelGroup{
+			"-100": {ToolsBySender: map[string]config.ToolList{"id:42": {Deny: []string{"sessions_list"}}}},
+		}}}
+	})
+	gatewaytest.Start(t, s, s.Conn, "gw-sender", nil, gateway.Options{})
+	now := time.Now().UnixMilli()
+	s.Put(&sessions.Entry{Key: toolsGroupKey, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now,
+		ChatType: "group", DeliveryContext: &sessions.DeliveryContext{Channel: "telegram", To: "-100"}})
+	tg := s.Token(bus.Caller{Adapter: "telegram"})
+	turn := func(from string) string {
+		res, err := inboundRaw(t, s, tg, map[string]any{"sessionKey": toolsGroupKey, "channel": "telegram", "from": from, "to": "-100", "text": "list", "wait": true})
+		if err != nil || res["status"] != "ok" {
+			t.Fatalf("turn from %s: %v %v", from, res, err)
+		}
+		return res["reply"].(string)
+	}
+	const denied = "sessions_list is not available to group -100 of telegram (channels.telegram.groups[-100].toolsBySender[id:42].deny)"
+	if r := turn("42"); !strings.Contains(r, denied) {
+		t.Fatalf("member 42's run: %q, want the 403 %q", r, denied)
+	}
+	if r := turn("7"); strings.Contains(r, "not available") || !strings.Contains(r, `"sessions"`) {
+		t.Fatalf("member 7's run: %q, want the list", r)
 	}
 }
