@@ -105,12 +105,13 @@ func originChatType(e *sessions.Entry) string {
 func sessionModel(cfg *config.Config, agentID string, e *sessions.Entry) (provider, model string) {
 	if e != nil {
 		r := e.Rares()
-		if r.ModelOverride != "" {
-			def := FirstNonEmpty(r.ProviderOverride, config.DefaultModelProvider)
-			if ref, ok := config.ParseModelRef(r.ModelOverride, def); ok {
-				if r.ProviderOverride != "" && !strings.Contains(r.ModelOverride, "/") {
-					ref.Provider = strings.ToLower(r.ProviderOverride)
-				}
+		switch {
+		case r.ModelOverride != "" && r.ProviderOverride != "":
+			// the model id may hold a slash of its own (openrouter's
+			// "anthropic/claude-sonnet-4-5"): the provider is the override's
+			return strings.ToLower(r.ProviderOverride), r.ModelOverride
+		case r.ModelOverride != "":
+			if ref, ok := config.ParseModelRef(r.ModelOverride, config.DefaultModelProvider); ok {
 				return ref.Provider, ref.Model
 			}
 		}
