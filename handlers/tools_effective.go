@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -36,11 +38,11 @@ func (d *Deps) effectiveTools(ctx context.Context, key, sender string) (*toolsRe
 }
 
 func (d *Deps) toolsSessionErr(key string, err error) error {
-	if err == sessions.ErrNotFound {
+	if errors.Is(err, sessions.ErrNotFound) {
 		return bus.Errorf(bus.CodeNotFound,
 			"unknown session %s: check the key (sessions_list shows them)", key)
 	}
-	return err
+	return fmt.Errorf("session %s: %w", key, err)
 }
 
 // isToolsCommand reports whether a message's whole text is `/tools`
