@@ -4,11 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
+	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // TestSendPolicyOverrideOp: sb.ops.session.send-policy sets the entry's
@@ -70,50 +77,78 @@ func TestSendPolicyOverrideOp(t *testing.T) {
 	}
 }
 
+// runsDone counts the runs a gateway finished handling, after-run hooks
+// (reply delivery) included.
+type runsDone struct{ n atomic.Int64 }
+
+func (o *runsDone) RunStarted()             {}
+func (o *runsDone) RunDone(string)          { o.n.Add(1) }
+func (o *runsDone) Redelivered()            {}
+func (o *runsDone) Delivered(string, error) {}
+
 // TestInboundSendCommand: /send off stops the turn replies of the session
 // from being delivered to its channel (the run still runs and answers the
-// waiting adapter); /send on brings them back; /send shows the setting and
-// its answers are always delivered.
+// waiting adapter); /send inherit brings them back; /send shows the
+// setting and its answers are always delivered.
 func TestInboundSendCommand(t *testing.T) {
-	is := startInbound(t)
-	tg := is.adapterToken("telegram")
-	sub := deliverySub(t, is.Conn)
-	msg := func(text string) string {
-		b, _ := json.Marshal(map[string]any{"sessionKey": humanKey, "channel": "telegram", "from": "42", "text": text, "wait": true})
-		return string(b)
+	s := handlerstest.Start(t, func(c *config.Config) {
+		c.Agents.List = []config.Agent{{ID: "main", Runtime: "script", Script: map[string]any{"rules": []any{
+			map[string]any{"match": "^hello (.*)", "reply": "hi {{1}}"},
+		}}}}
+	})
+	done := &runsDone{}
+	gatewaytest.Start(t, s, s.Conn, "gw-send", nil, gateway.Options{Observer: done})
+	now := time.Now().UnixMilli()
+	s.Put(&sessions.Entry{Key: humanKey, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})
+	tg := s.Token(bus.Caller{Adapter: "telegram"})
+	sub := deliverySub(t, s.Conn)
+	msg := func(text string) map[string]any {
+		return map[string]any{"sessionKey": humanKey, "channel": "telegram", "from": "42", "text": text, "wait": true}
+	}
+	must := func(text string) map[string]any {
+		t.Helper()
+		res, err := inboundRaw(t, s, tg, msg(text))
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		return res
 	}
 	next := func() string {
 		_, d := nextDelivery(t, sub)
-		s, _ := d["message"].(string)
-		return s
+		m, _ := d["message"].(string)
+		return m
 	}
-	if res := is.mustInbound(tg, msg("/send off")); res["reply"] != "Send policy: off (this session's override)." {
+	if res := must("/send off"); res["reply"] != "Send policy: off (this session's override)." {
 		t.Fatalf("/send off: %v", res)
 	}
 	if got := next(); got != "Send policy: off (this session's override)." {
 		t.Fatalf("delivered %q", got)
 	}
-	if res := is.mustInbound(tg, msg("hello first")); res["status"] != "ok" || res["reply"] != "hi first" {
+	if res := must("hello first"); res["status"] != "ok" || res["reply"] != "hi first" {
 		t.Fatalf("turn with sends off: %v", res)
 	}
-	if res := is.mustInbound(tg, msg("/send")); res["reply"] != "Send policy: off (this session's override)." {
+	// the reply is delivered (or not) after the run's record: wait for
+	// the gateway to be done with the run before the policy changes
+	bustest.WaitFor(t, 30*time.Second, "the first run handled", func() bool { return done.n.Load() >= 1 })
+	if res := must("/send"); res["reply"] != "Send policy: off (this session's override)." {
 		t.Fatalf("/send: %v", res)
 	}
-	is.mustInbound(tg, msg("/send inherit"))
-	if res := is.mustInbound(tg, msg("hello second")); res["reply"] != "hi second" {
+	must("/send inherit")
+	if res := must("hello second"); res["reply"] != "hi second" {
 		t.Fatalf("turn with sends inherited: %v", res)
 	}
 	var got []string
 	for len(got) == 0 || got[len(got)-1] != "hi second" {
 		got = append(got, next())
 	}
-	if want := []string{"Send policy: off (this session's override).", "Send policy: inherit (session.sendPolicy: on).", "hi second"}; fmt.Sprint(got) != fmt.Sprint(want) {
+	want := []string{"Send policy: off (this session's override).", "Send policy: inherit (session.sendPolicy: on).", "hi second"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("deliveries %q, want %q (the reply of the turn under /send off must not be delivered)", got, want)
 	}
-	if _, err := is.inbound(tg, msg("/send maybe")); code(err) != bus.CodeBadRequest {
+	if _, err := inboundRaw(t, s, tg, msg("/send maybe")); code(err) != bus.CodeBadRequest {
 		t.Fatalf("/send maybe: %v", err)
 	}
-	if res := is.mustInbound(tg, msg("/send it now please")); res["reply"] != nil && strings.HasPrefix(res["reply"].(string), "Send policy") {
+	if res := must("/send it now please"); res["reply"] != nil && strings.HasPrefix(res["reply"].(string), "Send policy") {
 		t.Fatalf("an ordinary message read as /send: %v", res)
 	}
 }
