@@ -35,6 +35,9 @@ type Caller struct {
 	AgentID    string `json:"agentId,omitempty"`
 	RunID      string `json:"runId,omitempty"`
 	Sandboxed  bool   `json:"sandboxed,omitempty"`
+	// Sender is who sent the human message a run answers, on its channel:
+	// the group tool policy's toolsBySender is matched on it.
+	Sender string `json:"sender,omitempty"`
 	// Adapter marks a channel adapter's token: it speaks for no session and
 	// may only bring human turns in (Names.Inbound), on the channel it names
 	// or, with AnyChannel, on every channel. A tool call with it is refused,
@@ -197,12 +200,15 @@ func (o *Operator) Mint(c Caller, ttl time.Duration) (string, error) {
 	if c.Sandboxed {
 		gc.Data["sandboxed"] = true
 	}
+	if c.Sender != "" {
+		gc.Data["sender"] = c.Sender
+	}
 	return gc.Encode(o.kp)
 }
 
 // mintAdapter signs a channel adapter's token: the adapter claim only.
 func (o *Operator) mintAdapter(c Caller, ttl time.Duration) (string, error) {
-	if c.SessionKey != "" || c.AgentID != "" || c.RunID != "" || c.Sandboxed {
+	if c.SessionKey != "" || c.AgentID != "" || c.RunID != "" || c.Sandboxed || c.Sender != "" {
 		return "", errors.New("a token speaks for a session (--as) or for a channel adapter (--adapter), not both")
 	}
 	name := c.Adapter
@@ -331,6 +337,9 @@ func (v *Verifier) Verify(token string) (Caller, error) {
 	}
 	if b, ok := gc.Data["sandboxed"].(bool); ok {
 		c.Sandboxed = b
+	}
+	if s, ok := gc.Data["sender"].(string); ok {
+		c.Sender = s
 	}
 	if s, ok := gc.Data["adapter"].(string); ok && s != "" {
 		// an adapter speaks for no session, whatever else the token says

@@ -13,6 +13,10 @@ type Config struct {
 	Agents  Agents  `mapstructure:"agents"`
 	Logging Logging `mapstructure:"logging"`
 	Quotas  Quotas  `mapstructure:"quotas"`
+	// Channels is OpenClaw's `channels` section, of which sessionbus reads
+	// the group tool policies. Filled by the loader from the raw map, like
+	// agents.defaults.models: a group id may hold a dot.
+	Channels map[string]Channel `mapstructure:"-"`
 	// Bindings route inbound messages to agents (OpenClaw's top-level
 	// `bindings`); the ingress reads them (package routing).
 	Bindings []Binding `mapstructure:"bindings"`
@@ -75,6 +79,43 @@ type Tools struct {
 	// profile); Deny takes tools away, and a deny always wins.
 	Allow []string `mapstructure:"allow"`
 	Deny  []string `mapstructure:"deny"`
+	// ByProvider narrows the tools of sessions whose model is of a
+	// provider ("openai") or is one model ("openai/gpt-4.1"). Filled by the
+	// loader from the raw map: a model ref holds a dot as often as not.
+	ByProvider map[string]ToolPolicy `mapstructure:"-"`
+	// Sandbox is tools.sandbox: the tool gate of sandboxed sessions.
+	Sandbox ToolsSandbox `mapstructure:"sandbox"`
+}
+
+// ToolPolicy is one tools.byProvider entry: a profile applied after the
+// session's own, and allow/alsoAllow/deny applied after tools.allow/deny.
+type ToolPolicy struct {
+	Profile   string   `mapstructure:"profile"`
+	Allow     []string `mapstructure:"allow"`
+	AlsoAllow []string `mapstructure:"alsoAllow"`
+	Deny      []string `mapstructure:"deny"`
+}
+
+// ToolsSandbox is tools.sandbox (and agents.list[].tools.sandbox).
+type ToolsSandbox struct {
+	// Tools lists are nil when unset, which is not the same as empty: an
+	// unset allow or deny falls back on the built-in sandbox lists, an
+	// empty allow allows every tool.
+	Tools ToolList `mapstructure:"tools"`
+}
+
+// Channel is one channels.<channel> entry: its groups by group id ("*":
+// every group without an entry of its own).
+type Channel struct {
+	Groups map[string]ChannelGroup `mapstructure:"groups"`
+}
+
+// ChannelGroup is channels.<channel>.groups.<groupId>: the tools of the
+// group's sessions, and per sender (ToolsBySender, keyed "id:<senderId>" or
+// "*"), which wins over Tools for a sender it names.
+type ChannelGroup struct {
+	Tools         *ToolList           `mapstructure:"tools"`
+	ToolsBySender map[string]ToolList `mapstructure:"toolsBySender"`
 }
 
 // AgentTools is agents.list[].tools: an agent's own profile (instead of
@@ -85,6 +126,12 @@ type AgentTools struct {
 	Allow     []string `mapstructure:"allow"`
 	AlsoAllow []string `mapstructure:"alsoAllow"`
 	Deny      []string `mapstructure:"deny"`
+	// ByProvider is the agent's tools.byProvider, applied after the
+	// agent's allow/deny (filled by the loader from the raw map).
+	ByProvider map[string]ToolPolicy `mapstructure:"-"`
+	// Sandbox is the agent's tools.sandbox: each list set here replaces
+	// the global one.
+	Sandbox *ToolsSandbox `mapstructure:"sandbox"`
 }
 
 // ToolsSubagents is `tools.subagents`: the tool set of sub-agent sessions.

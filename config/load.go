@@ -146,6 +146,9 @@ func decode(v *viper.Viper, log *slog.Logger) (*Config, error) {
 	if err := decodeModels(v, &c); err != nil {
 		return nil, fmt.Errorf("config: %w (fix it in %s)", err, describe(v))
 	}
+	if err := decodeToolMaps(v, &c); err != nil {
+		return nil, fmt.Errorf("config: %w (fix it in %s)", err, describe(v))
+	}
 	if err := c.Validate(log); err != nil {
 		return nil, fmt.Errorf("config: %w (fix it in %s)", err, describe(v))
 	}

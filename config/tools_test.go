@@ -50,3 +50,54 @@ func TestToolProfileRefused(t *testing.T) {
 		}
 	}
 }
+
+// The stages after the profile load from an OpenClaw-shaped file: the
+// byProvider maps keep keys with dots, the sandbox lists keep unset apart
+// from empty, and the channel group policies keep their ids.
+func TestToolStageKeys(t *testing.T) {
+	p := write(t, "sessionbus.yaml", `
+tools:
+  byProvider:
+    openai/gpt-4.1: {deny: [agents_list]}
+    Anthropic: {profile: Minimal, alsoAllow: [sessions_list]}
+  sandbox:
+    tools: {allow: [], deny: [subagents]}
+channels:
+  telegram:
+    enabled: true
+    groups:
+      "-100.5": {tools: {deny: [sessions_send]}, toolsBySender: {"id:42": {allow: [session_status]}}}
+agents:
+  list:
+    - id: research
+      tools:
+        byProvider: {openai: {allow: [sessions_list]}}
+        sandbox: {tools: {alsoAllow: [agents_list]}}
+`)
+	c, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := c.Tools.ByProvider["openai/gpt-4.1"]; !ok || !slices.Equal(e.Deny, []string{"agents_list"}) {
+		t.Fatalf("tools.byProvider: %+v", c.Tools.ByProvider)
+	}
+	if e := c.Tools.ByProvider["anthropic"]; e.Profile != "minimal" || !slices.Equal(e.AlsoAllow, []string{"sessions_list"}) {
+		t.Fatalf("tools.byProvider.anthropic: %+v", e)
+	}
+	if sb := c.Tools.Sandbox.Tools; sb.Allow == nil || len(sb.Allow) != 0 || sb.AlsoAllow != nil || !slices.Equal(sb.Deny, []string{"subagents"}) {
+		t.Fatalf("tools.sandbox.tools (allow must be empty, not unset; alsoAllow unset): %#v", sb)
+	}
+	g, ok := c.Channels["telegram"].Groups["-100.5"]
+	if !ok || g.Tools == nil || !slices.Equal(g.Tools.Deny, []string{"sessions_send"}) || !slices.Equal(g.ToolsBySender["id:42"].Allow, []string{"session_status"}) {
+		t.Fatalf("channels: %+v", c.Channels)
+	}
+	at := c.Agent("research").Tools
+	if at == nil || !slices.Equal(at.ByProvider["openai"].Allow, []string{"sessions_list"}) || at.Sandbox == nil ||
+		!slices.Equal(at.Sandbox.Tools.AlsoAllow, []string{"agents_list"}) || at.Sandbox.Tools.Allow != nil {
+		t.Fatalf("agents.list[research].tools: %+v", at)
+	}
+	if _, err := Load(write(t, "sessionbus.yaml", "tools:\n  byProvider:\n    openai: {profile: everything}\n"), nil); err == nil ||
+		!strings.Contains(err.Error(), `tools.byProvider[openai].profile "everything" must be minimal, coding, messaging or full`) {
+		t.Fatalf("a bad provider profile: %v", err)
+	}
+}

@@ -147,7 +147,14 @@ func (g *Gateway) stepDone(ctx context.Context, req *runqueue.Request, rec *runs
 	}
 	delivered := false
 	if reply != "" && reply != AnnounceSkip {
-		if t := g.resolveAnnounceTarget(ctx, st.TargetKey); t != nil && t.Channel != "" && t.To != "" {
+		t := g.resolveAnnounceTarget(ctx, st.TargetKey)
+		allowed := false
+		if t != nil && t.Channel != "" && t.To != "" {
+			if allowed, err = g.deliveryAllowed(ctx, st.TargetKey, t.Channel); err != nil {
+				return err // retried on redelivery
+			}
+		}
+		if allowed {
 			masked, _ := g.redact.ToolPayload(reply) // leaves the bus: masked like a tool payload
 			d := deliveries.Delivery{
 				Channel: t.Channel, To: t.To, AccountID: t.AccountID, ThreadID: t.ThreadID,
@@ -158,7 +165,7 @@ func (g *Gateway) stepDone(ctx context.Context, req *runqueue.Request, rec *runs
 			}
 			delivered = true
 		} else {
-			g.log.Info("a2a announce: no delivery route", "run", primary, "session", st.TargetKey)
+			g.log.Info("a2a announce: no delivery route, or the send policy denies it", "run", primary, "session", st.TargetKey)
 		}
 	}
 	_, err = g.flows.Update(ctx, primary, func(st *a2a.State) bool {

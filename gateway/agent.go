@@ -63,7 +63,7 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 		// a sandboxed session's run calls tools as sandboxed, so the
 		// workers apply the sandbox clamp to what its turn may see
 		sandboxed := g.cfg.SandboxedSession(req.AgentID, req.SessionKey == g.alias.MainSessionKey(req.AgentID))
-		token, err := g.op.Mint(bus.Caller{SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID, Sandboxed: sandboxed}, min(timeout+time.Minute, bus.MaxTokenTTL))
+		token, err := g.op.Mint(bus.Caller{SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID, Sandboxed: sandboxed, Sender: replySender(req)}, min(timeout+time.Minute, bus.MaxTokenTTL))
 		if err != nil {
 			return "", &runtime.RunError{Message: "mint run token: " + err.Error()}
 		}
@@ -100,7 +100,7 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 		Message: req.Message, Prompt: req.Prompt, ExtraSystemPrompt: req.ExtraSystemPrompt,
 		Model: model, History: history, NATSURL: g.nc.ConnectedUrl(), Token: token,
 		ToolsSubject: g.names.ToolsGroup(),
-		AllowedTools: sessionTools(g.cfg, req.SessionKey, sess),
+		AllowedTools: sessionTools(g.cfg, req.SessionKey, sess, replySender(req)),
 		Emit:         emit,
 	}
 	var endUser func()

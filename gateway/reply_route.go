@@ -12,8 +12,8 @@ import (
 
 // deliverReply publishes the reply of a finished run that names a route
 // (req.ReplyTo) to sb.deliver.<channel>: what a channel adapter sends to
-// the human. Only an ok run with a reply delivers; a reply of exactly
-// NO_REPLY or ANNOUNCE_SKIP is silence. The message id (run id + ":reply")
+// the human. Only an ok run with a reply delivers, and only when the send
+// policy allows it; a reply of exactly NO_REPLY or ANNOUNCE_SKIP is silence. The message id (run id + ":reply")
 // makes a redelivered run's second publish a no-op.
 func (g *Gateway) deliverReply(ctx context.Context, req *runqueue.Request, rec *runs.Record) error {
 	to := req.ReplyTo
@@ -23,6 +23,9 @@ func (g *Gateway) deliverReply(ctx context.Context, req *runqueue.Request, rec *
 	reply := strings.TrimSpace(rec.Reply)
 	if reply == "" || completion.Silent(reply) {
 		return nil
+	}
+	if ok, err := g.deliveryAllowed(ctx, req.SessionKey, to.Channel); !ok {
+		return err
 	}
 	// what leaves the bus for a channel is masked like a tool payload
 	reply, _ = g.redact.ToolPayload(reply)

@@ -5,17 +5,23 @@ import (
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
-// sessionTools is the tool set of a session (rules.SessionTools over the
-// runtime's tool table): what a model runtime offers its turn. The workers
-// enforce the same set on every call (403), so this only keeps a model
-// from being offered tools it would be refused.
-func sessionTools(cfg *config.Config, key string, sess *sessions.Entry) []string {
-	var depth *int
-	role := ""
-	if sess != nil {
-		depth, role = sess.SpawnDepth, sess.Rares().SubagentRole
+// sessionTools is the tool set of a session (rules.ContextTools over the
+// runtime's tool table, every stage its entry selects): what a model
+// runtime offers its turn. The workers enforce the same set on every call
+// (403), so this only keeps a model from being offered tools it would be
+// refused.
+func sessionTools(cfg *config.Config, key string, sess *sessions.Entry, sender string) []string {
+	return rules.ContextTools(cfg, rules.SessionToolContext(cfg, key, sess, false, sender), runtime.ToolNames())
+}
+
+// replySender is who sent the human message a run answers ("" for any
+// other run): its tools are matched on a group's toolsBySender with it.
+func replySender(req *runqueue.Request) string {
+	if req.ReplyTo == nil {
+		return ""
 	}
-	return rules.SessionTools(cfg, key, depth, role, runtime.ToolNames())
+	return req.ReplyTo.From
 }

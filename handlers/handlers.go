@@ -145,17 +145,11 @@ func (d *Deps) handler(name string, t tool) bus.Handler {
 
 // checkToolPolicy is the one place a tool call is checked against the
 // caller's tool set (rules.ToolPolicy): a refused call is code 403 with the
-// rule that refuses it. The caller's role comes from its session entry
-// (spawnDepth, subagentRole), else from its key.
+// rule that refuses it. The stages read the caller's session entry (role,
+// model, group route), its token's sandboxed flag and sender, and config.
 func (d *Deps) checkToolPolicy(r *requester, name string) error {
-	e := d.Index.Get(r.key)
-	var depth *int
-	role := ""
-	if e != nil {
-		depth, role = e.SpawnDepth, e.Rares().SubagentRole
-	}
-	p := rules.ConfigToolPolicy(d.Config, rules.AgentIDFromKey(r.key))
-	if den := p.Check(rules.ResolveSessionRole(r.key, depth, role, p.MaxSpawnDepth), name); den != nil {
+	c := rules.SessionToolContext(d.Config, r.key, d.Index.Get(r.key), r.sandboxed, r.sender)
+	if den := rules.SessionToolPolicy(d.Config, c).Check(c.Role, name); den != nil {
 		return &bus.Error{Code: bus.CodeForbidden, Message: den.Error()}
 	}
 	return nil

@@ -113,6 +113,16 @@ func (d *Deps) Inbound() bus.Handler {
 			res, err := d.inboundGoal(ctx, ip, cmd)
 			return res, bus.Thrown(err)
 		}
+		// `/tools` lists the session's effective tools and queues no run
+		if isToolsCommand(ip.text) {
+			res, err := d.inboundTools(ctx, ip)
+			return res, bus.Thrown(err)
+		}
+		// `/send on|off|inherit` sets the session's send-policy override
+		if word, ok := parseSendCommand(ip.text); ok {
+			res, err := d.inboundSend(ctx, ip, word)
+			return res, bus.Thrown(err)
+		}
 		// `/new`, `/reset` start the session over (reset_inbound.go)
 		if cmd, ok := parseResetCommand(ip.text, d.Config.Session.ResetTriggers); ok {
 			res, err := d.inboundReset(ctx, ip, cmd)
@@ -218,7 +228,7 @@ func checkInboundID(name, v string) error {
 }
 
 func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, error) {
-	route := &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID}
+	route := &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID, From: ip.from}
 	at := d.Now()
 	entry, err := d.createRouted(ctx, ip, true)
 	created := entry != nil

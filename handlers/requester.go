@@ -11,6 +11,7 @@ type requester struct {
 	key               string // effective requester key (internal form)
 	agentID           string
 	sandboxed         bool
+	sender            string // who sent the human message the caller's run answers, if any
 	alias             rules.Alias
 	visibility        rules.Visibility
 	restrictToSpawned bool
@@ -36,6 +37,7 @@ func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
 		key:               key,
 		agentID:           agentID,
 		sandboxed:         c.Sandboxed,
+		sender:            c.Sender,
 		alias:             alias,
 		visibility:        rules.EffectiveVisibility(configured, c.Sandboxed, clamp),
 		restrictToSpawned: rules.RestrictToSpawned(c.Sandboxed, clamp, key),

@@ -13,7 +13,8 @@ import (
 // SessionOps are the operations on one session, on
 // <prefix>.ops.session.<op> (docs/ops.md): ops and channel adapters delete
 // or reset a session, {"sessionKey": KEY}, the transcript archived first
-// (package lifecycle), and set or clear its goal. They are no agent
+// (package lifecycle), set or clear its goal, read its effective tool
+// list (tools), and set its send-policy override (send-policy). They are no agent
 // tools. An adapter token for one channel may act only on that channel's
 // sessions; ops mint one for '*'.
 func (d *Deps) SessionOps() map[string]bus.Handler {
@@ -49,6 +50,16 @@ func (d *Deps) SessionOps() map[string]bus.Handler {
 	}
 	ops := map[string]bus.Handler{"goal": op(func(ctx context.Context, req *bus.Request, key string, p rules.Params) (any, error) {
 		res, err := d.goalOp(ctx, req, key, p)
+		return res, bus.Thrown(err)
+	}), "tools": op(func(ctx context.Context, _ *bus.Request, key string, _ rules.Params) (any, error) {
+		res, err := d.effectiveTools(ctx, key, "")
+		return res, bus.Thrown(err)
+	}), "send-policy": op(func(ctx context.Context, _ *bus.Request, key string, p rules.Params) (any, error) {
+		word, err := p.RequiredString("sendPolicy")
+		if err != nil {
+			return nil, bus.Thrown(err)
+		}
+		res, err := d.setSendOverride(ctx, key, word)
 		return res, bus.Thrown(err)
 	})}
 	if d.Lifecycle != nil {

@@ -437,15 +437,4 @@ func idempotentRunID(caller, target, key string) string {
 	return bus.DerivedUUID("sessionbus/sessions_send", caller, target, key)
 }
 
-func sendPolicy(p *config.SendPolicy) *rules.SendPolicy {
-	if p == nil {
-		return nil
-	}
-	out := &rules.SendPolicy{Default: p.Default}
-	for _, r := range p.Rules {
-		out.Rules = append(out.Rules, rules.SendRule{Action: r.Action, Match: rules.SendMatch{
-			Channel: r.Match.Channel, ChatType: r.Match.ChatType, KeyPrefix: r.Match.KeyPrefix, RawKeyPrefix: r.Match.RawKeyPrefix,
-		}})
-	}
-	return out
-}
+func sendPolicy(p *config.SendPolicy) *rules.SendPolicy { return rules.ConfigSendPolicy(p) }

@@ -1,6 +1,10 @@
 package rules
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sessionbus/sessionbus/config"
+)
 
 // Send-policy decisions.
 const (
@@ -99,4 +103,42 @@ func ResolveSendPolicy(p *SendPolicy, entryOverride, sessionKey, channel, chatTy
 		return SendDeny
 	}
 	return SendAllow
+}
+
+// ConfigSendPolicy is session.sendPolicy as ResolveSendPolicy reads it
+// (nil when unset): the tools and the gateway's deliveries decide alike.
+func ConfigSendPolicy(p *config.SendPolicy) *SendPolicy {
+	if p == nil {
+		return nil
+	}
+	out := &SendPolicy{Default: p.Default}
+	for _, r := range p.Rules {
+		out.Rules = append(out.Rules, SendRule{Action: r.Action, Match: SendMatch{
+			Channel: r.Match.Channel, ChatType: r.Match.ChatType, KeyPrefix: r.Match.KeyPrefix, RawKeyPrefix: r.Match.RawKeyPrefix,
+		}})
+	}
+	return out
+}
+
+// Send-policy override words (`/send`, `sessionbus session send-policy`),
+// OpenClaw's: on stores "allow", off "deny", inherit removes the
+// override so session.sendPolicy decides.
+const (
+	SendOverrideOn      = "on"
+	SendOverrideOff     = "off"
+	SendOverrideInherit = "inherit"
+)
+
+// SendOverrideValue maps an override word to the entry's sendPolicy
+// value; ok is false for any other word.
+func SendOverrideValue(word string) (value string, ok bool) {
+	switch lowerTrim(word) {
+	case SendOverrideOn, SendAllow:
+		return SendAllow, true
+	case SendOverrideOff, SendDeny:
+		return SendDeny, true
+	case SendOverrideInherit:
+		return "", true
+	}
+	return "", false
 }

@@ -135,12 +135,28 @@ type ToolPolicy struct {
 	SubagentAlsoAllow []string
 	SubagentDeny      []string
 	MaxSpawnDepth     int
+
+	// The stages a session's model, route and sandboxing select
+	// (SessionToolPolicy); nil or empty: the stage restricts nothing.
+	// ProviderProfile (tools.byProvider[...].profile, the agent's first)
+	// narrows right after the profile, with ProviderAlsoAllow added to it.
+	ProviderProfile      string
+	ProviderProfileKey   string
+	ProviderAlsoAllow    []string
+	ProviderAlsoAllowKey string
+	GlobalProvider       *ToolStage // after tools.allow/deny
+	AgentProvider        *ToolStage // after the agent's allow/deny
+	Group                *ToolStage
+	Sandbox              *ToolStage
 }
 
-// Denial says why a tool was refused: the rule, for the 403 message.
+// Denial says why a tool was refused: the rule, for the 403 message, the
+// stage that removed the tool and the config key that made it do so.
 type Denial struct {
-	Tool string
-	Rule string
+	Tool  string
+	Rule  string
+	Stage string
+	Key   string
 }
 
 func (d *Denial) Error() string {
@@ -148,24 +164,41 @@ func (d *Denial) Error() string {
 }
 
 // Check returns nil when s may call tool, else the rule that refuses it
-// (the first stage, in pipeline order, that removes it).
+// (the first stage, in pipeline order, that removes it). OpenClaw's
+// order: profile, provider profile, tools.allow/deny, the provider's
+// allow/deny, the agent's, the agent's provider's, group, sandbox,
+// sub-agent.
 func (p ToolPolicy) Check(s SessionRole, tool string) *Denial {
 	name := normalizeToolName(tool)
 	if set := ProfileTools(p.Profile); set != nil && !contains(set, name) && !matchAny(p.AlsoAllow, name) {
-		return &Denial{Tool: tool, Rule: fmt.Sprintf("the %q tool profile (%s; list it in %s to add it)",
+		return &Denial{Tool: tool, Stage: StageProfile, Key: p.ProfileKey, Rule: fmt.Sprintf("the %q tool profile (%s; list it in %s to add it)",
 			normalizeToolName(p.Profile), p.ProfileKey, p.AlsoAllowKey)}
 	}
+	if set := ProfileTools(p.ProviderProfile); set != nil && !contains(set, name) && !matchAny(p.ProviderAlsoAllow, name) {
+		return &Denial{Tool: tool, Stage: StageProvider, Key: p.ProviderProfileKey, Rule: fmt.Sprintf("the %q tool profile of this model (%s; list it in %s to add it)",
+			normalizeToolName(p.ProviderProfile), p.ProviderProfileKey, p.ProviderAlsoAllowKey)}
+	}
 	if matchAny(p.Deny, name) {
-		return &Denial{Tool: tool, Rule: "any session (tools.deny)"}
+		return &Denial{Tool: tool, Stage: StageGlobal, Key: "tools.deny", Rule: "any session (tools.deny)"}
 	}
 	if len(p.Allow) > 0 && !matchAny(p.Allow, name) {
-		return &Denial{Tool: tool, Rule: "any session (not in tools.allow)"}
+		return &Denial{Tool: tool, Stage: StageGlobal, Key: "tools.allow", Rule: "any session (not in tools.allow)"}
+	}
+	if d := p.GlobalProvider.check(tool, name); d != nil {
+		return d
 	}
 	if matchAny(p.AgentDeny, name) {
-		return &Denial{Tool: tool, Rule: fmt.Sprintf("agent %q (agents.list[].tools.deny)", p.AgentID)}
+		key := fmt.Sprintf("agents.list[%s].tools.deny", p.AgentID)
+		return &Denial{Tool: tool, Stage: StageAgent, Key: key, Rule: fmt.Sprintf("agent %q (agents.list[].tools.deny)", p.AgentID)}
 	}
 	if len(p.AgentAllow) > 0 && !matchAny(p.AgentAllow, name) {
-		return &Denial{Tool: tool, Rule: fmt.Sprintf("agent %q (not in agents.list[].tools.allow)", p.AgentID)}
+		key := fmt.Sprintf("agents.list[%s].tools.allow", p.AgentID)
+		return &Denial{Tool: tool, Stage: StageAgent, Key: key, Rule: fmt.Sprintf("agent %q (not in agents.list[].tools.allow)", p.AgentID)}
+	}
+	for _, st := range []*ToolStage{p.AgentProvider, p.Group, p.Sandbox} {
+		if d := st.check(tool, name); d != nil {
+			return d
+		}
 	}
 	if !s.Subagent {
 		return nil
@@ -177,20 +210,20 @@ func (p ToolPolicy) Check(s SessionRole, tool string) *Denial {
 // the built-in deny lists above).
 func (p ToolPolicy) checkSubagent(s SessionRole, tool, name string) *Denial {
 	if matchAny(p.SubagentDeny, name) {
-		return &Denial{Tool: tool, Rule: "sub-agent sessions (tools.subagents.tools.deny)"}
+		return &Denial{Tool: tool, Stage: StageSubagent, Key: "tools.subagents.tools.deny", Rule: "sub-agent sessions (tools.subagents.tools.deny)"}
 	}
 	explicit := matchAny(p.SubagentAllow, name) || matchAny(p.SubagentAlsoAllow, name)
 	if !explicit {
 		if contains(SubagentAlwaysDenied, name) {
-			return &Denial{Tool: tool, Rule: "sub-agent sessions (tools.subagents deny list)"}
+			return &Denial{Tool: tool, Stage: StageSubagent, Key: "tools.subagents (built-in deny list; tools.subagents.tools.alsoAllow re-allows)", Rule: "sub-agent sessions (tools.subagents deny list)"}
 		}
 		if s.Role == RoleLeaf && contains(SubagentLeafDenied, name) {
-			return &Denial{Tool: tool, Rule: fmt.Sprintf(
+			return &Denial{Tool: tool, Stage: StageSubagent, Key: "agents.defaults.subagents.maxSpawnDepth (leaf deny list)", Rule: fmt.Sprintf(
 				"leaf sub-agent sessions (tools.subagents leaf deny list: depth %d of agents.defaults.subagents.maxSpawnDepth %d)", s.Depth, p.MaxSpawnDepth)}
 		}
 	}
 	if len(p.SubagentAllow) > 0 && !explicit {
-		return &Denial{Tool: tool, Rule: "sub-agent sessions (not in tools.subagents.tools.allow)"}
+		return &Denial{Tool: tool, Stage: StageSubagent, Key: "tools.subagents.tools.allow", Rule: "sub-agent sessions (not in tools.subagents.tools.allow)"}
 	}
 	return nil
 }
@@ -278,14 +311,21 @@ func ConfigToolPolicy(cfg *config.Config, agentID string) ToolPolicy {
 
 // SessionTools returns the names among tools that the session key may
 // call, given its store entry's spawnDepth (nil: none) and stored
-// subagentRole: what a model runtime should offer it. nil means no
+// subagentRole, by the stages config alone selects (no entry: the agent's
+// model, no group route). ContextTools is the same for a full context.
+func SessionTools(cfg *config.Config, key string, spawnDepth *int, storedRole string, tools []string) []string {
+	c := SessionToolContext(cfg, key, nil, false, "")
+	c.Role = ResolveSessionRole(key, spawnDepth, storedRole, cfg.SubagentsFor(AgentIDFromKey(key)).MaxSpawnDepth)
+	return ContextTools(cfg, c, tools)
+}
+
+// ContextTools returns the names among tools that the session c
+// describes may call: what a model runtime should offer it. nil means no
 // restriction (every tool); a sub-agent, or a session whose policy
 // removes any tool, gets a non-nil list.
-func SessionTools(cfg *config.Config, key string, spawnDepth *int, storedRole string, tools []string) []string {
-	p := ConfigToolPolicy(cfg, AgentIDFromKey(key))
-	role := ResolveSessionRole(key, spawnDepth, storedRole, p.MaxSpawnDepth)
-	allowed := p.Allowed(role, tools)
-	if !role.Subagent && len(allowed) == len(tools) {
+func ContextTools(cfg *config.Config, c ToolContext, tools []string) []string {
+	allowed := SessionToolPolicy(cfg, c).Allowed(c.Role, tools)
+	if !c.Role.Subagent && len(allowed) == len(tools) {
 		return nil
 	}
 	return allowed

@@ -32,6 +32,9 @@ type Route struct {
 	To        string `json:"to,omitempty"`
 	AccountID string `json:"accountId,omitempty"`
 	ThreadID  string `json:"threadId,omitempty"`
+	// From is the sender whose message the run answers (an inbound
+	// turn's `from`): a group's per-sender tool policy is matched on it.
+	From string `json:"from,omitempty"`
 }
 
 // AnnounceRef marks a run that carries a sub-agent's completion announce

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+)
+
+// TestSessionToolsCommand: `sessionbus session tools KEY` prints the
+// session's effective tool list with the stage and key that removed each
+// missing tool (--json: the verdicts); an unknown key exits 1 with the
+// worker's message, a missing key is a usage error.
+func TestSessionToolsCommand(t *testing.T) {
+	s := bustest.Server(t)
+	nc, _ := bustest.Connect(t, s)
+	op, err := bus.LoadOrCreateOperator(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := bustest.Context(t)
+	cfg := config.Default()
+	cfg.Agents.Defaults.Sandbox.Mode = config.SandboxNonMain
+	cfg.Tools.Deny = []string{"sessions_yield"}
+	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	const key = "agent:main:side"
+	now := time.Now().UnixMilli()
+	if _, err := w.Deps.Store.Create(ctx, &sessions.Entry{Key: key, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	creds := bustest.AdminCreds(t, s.Deployment(), op)
+	tools := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"session", "tools", "--server", s.URL(), "--creds", creds}, args...), strings.NewReader(""), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	code, out, errs := tools(key)
+	for _, want := range []string{
+		"Tools of agent:main:side: 6 of 8 allowed",
+		"agents_list: removed by the sandbox stage (tools.sandbox.tools.allow (default))",
+		"sessions_yield: removed by the global stage (tools.deny)",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, stdout lacks %q:\n%s\n%s", code, want, out, errs)
+		}
+	}
+	code, out, _ = tools("--json", key)
+	var res struct {
+		Tools []struct {
+			Tool, Stage string
+			Allowed     bool
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res.Tools) != 8 {
+		t.Fatalf("--json: exit %d %v %s", code, err, out)
+	}
+	if code, _, errs := tools("agent:main:nobody"); code != 1 || !strings.Contains(errs, `"code":404,"error":"unknown session agent:main:nobody`) {
+		t.Fatalf("unknown key: exit %d %s", code, errs)
+	}
+	if code, _, errs := tools(); code != 2 || !strings.Contains(errs, "usage: sessionbus session") {
+		t.Fatalf("no key: exit %d %s", code, errs)
+	}
+}
+
+// TestSessionSendPolicyCommand: `sessionbus session send-policy KEY
+// on|off|inherit` stores the override; a bad word exits 1 with the
+// worker's message, a missing word is a usage error.
+func TestSessionSendPolicyCommand(t *testing.T) {
+	s := bustest.Server(t)
+	nc, _ := bustest.Connect(t, s)
+	op, err := bus.LoadOrCreateOperator(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := bustest.Context(t)
+	w, err := handlers.StartWorker(ctx, nc, config.Default(), bus.NewVerifier(op.PublicKey()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	const key = "agent:main:main"
+	now := time.Now().UnixMilli()
+	if _, err := w.Deps.Store.Create(ctx, &sessions.Entry{Key: key, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	creds := bustest.AdminCreds(t, s.Deployment(), op)
+	sp := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"session", "send-policy", "--server", s.URL(), "--creds", creds}, args...), strings.NewReader(""), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	stored := func() string {
+		e, _, err := w.Deps.Store.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.SendPolicy
+	}
+	if code, out, errs := sp(key, "off"); code != 0 || !strings.Contains(out, `"sendPolicy": "deny"`) || !strings.Contains(errs, "send policy of agent:main:main: set") || stored() != "deny" {
+		t.Fatalf("off: exit %d %s %s (stored %q)", code, out, errs, stored())
+	}
+	if code, _, errs := sp(key, "maybe"); code != 1 || !strings.Contains(errs, `send policy \"maybe\" must be on, off or inherit`) || stored() != "deny" {
+		t.Fatalf("maybe: exit %d %s", code, errs)
+	}
+	if code, _, errs := sp(key); code != 2 || !strings.Contains(errs, "usage: sessionbus session") {
+		t.Fatalf("no word: exit %d %s", code, errs)
+	}
+	if code, _, errs := sp(key, "inherit"); code != 0 || stored() != "" {
+		t.Fatalf("inherit: exit %d %s (stored %q)", code, errs, stored())
+	}
+}

@@ -1,0 +1,106 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/kv/record"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/rules"
+)
+
+// sendOverrideResult is the answer of a send-policy change: the entry's
+// override now ("allow", "deny", or "" for none) and the policy that
+// decides deliveries of the session to its channel.
+type sendOverrideResult struct {
+	Status     string `json:"status"` // set | unchanged | ok (a /send that only shows)
+	SessionKey string `json:"sessionKey"`
+	SendPolicy string `json:"sendPolicy"`
+	Effective  string `json:"effective"`
+	Text       string `json:"text"`
+}
+
+// setSendOverride writes the entry's sendPolicy override (OpenClaw's
+// field): "on" allow, "off" deny, "inherit" none. word "" only reads it.
+func (d *Deps) setSendOverride(ctx context.Context, key, word string) (*sendOverrideResult, error) {
+	var e *sessions.Entry
+	var err error
+	status := "ok"
+	if word == "" {
+		e, _, err = d.Store.Get(ctx, key)
+	} else {
+		v, ok := rules.SendOverrideValue(word)
+		if !ok {
+			return nil, badRequest(fmt.Sprintf("send policy %q must be on, off or inherit", word))
+		}
+		status = "set"
+		e, _, err = d.Store.Update(ctx, key, func(x *sessions.Entry) error {
+			if x.SendPolicy == v {
+				status = "unchanged"
+				return record.ErrUnchanged
+			}
+			x.SendPolicy = v
+			return nil
+		})
+		if errors.Is(err, record.ErrUnchanged) {
+			e, _, err = d.Store.Get(ctx, key)
+		}
+	}
+	if errors.Is(err, sessions.ErrNotFound) {
+		return nil, bus.Errorf(bus.CodeNotFound, "unknown session %s: check the key (sessions_list shows them)", key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", key, err)
+	}
+	eff := rules.ResolveSendPolicy(rules.ConfigSendPolicy(d.Config.Session.SendPolicy), e.SendPolicy, key, sessionChannel(e), e.ChatType)
+	return &sendOverrideResult{Status: status, SessionKey: key, SendPolicy: e.SendPolicy, Effective: eff, Text: sendOverrideText(e.SendPolicy, eff)}, nil
+}
+
+func sendOverrideText(override, effective string) string {
+	word := map[string]string{rules.SendAllow: "on", rules.SendDeny: "off"}
+	if override == "" {
+		return fmt.Sprintf("Send policy: inherit (session.sendPolicy: %s).", word[effective])
+	}
+	return fmt.Sprintf("Send policy: %s (this session's override).", word[override])
+}
+
+// parseSendCommand reads a message whose whole text is `/send` or `/send
+// on|off|inherit` (any other word is returned for the refusal); "/sender"
+// or "/send it now please" are ordinary messages.
+func parseSendCommand(text string) (word string, ok bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(text), "/send")
+	if r, _ := utf8.DecodeRuneInString(rest); !ok || (rest != "" && !unicode.IsSpace(r)) {
+		return "", false
+	}
+	fields := strings.Fields(rest)
+	switch len(fields) {
+	case 0:
+		return "", true
+	case 1:
+		return fields[0], true
+	}
+	return "", false
+}
+
+// inboundSend answers /send like /goal: no run, the route as it was, the
+// answer in the reply and published to the message's route (the answer to
+// the command itself, so delivered even when the session's sends are off).
+func (d *Deps) inboundSend(ctx context.Context, ip inboundParams, word string) (*inboundResult, error) {
+	opID := sessions.NewID()
+	if ip.idempotencyKey != "" {
+		opID = inboundRunID(ip.channel, ip.sessionKey, ip.idempotencyKey)
+	}
+	res, err := d.setSendOverride(ctx, ip.sessionKey, word)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.deliverGoalAnswer(ctx, ip, opID, res.Text); err != nil {
+		d.Log.Warn("inbound: delivering the /send answer failed", "session", ip.sessionKey, "err", err)
+	}
+	return &inboundResult{Status: "ok", RunID: opID, SessionKey: ip.sessionKey, Reply: res.Text}, nil
+}
