@@ -3,7 +3,9 @@ package integration
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,15 +75,17 @@ func processesOf(t *testing.T, mark string) map[int]string {
 }
 
 // TestUpLoopbackDeployment runs `sessionbus up --nodes 3 --workers 2
-// --gateways 2` from an empty folder: it comes up with seven processes,
-// sessions_list answers through each node's client port (and with no
-// flags at all, through the client config), and on SIGINT up stops them
-// all, exits 0 and leaves no process behind.
+// --gateways 2 --console ADDR` from an empty folder: it comes up with
+// eight processes, sessions_list answers through each node's client port
+// (and with no flags at all, through the client config), the console
+// serves its page, and on SIGINT up stops them all, exits 0 and leaves no
+// process behind.
 func TestUpLoopbackDeployment(t *testing.T) {
 	homeDir, work := t.TempDir(), t.TempDir()
 	env := homeEnv(t, homeDir)
 	base := freeBase(t, 3)
-	p := startIn(t, work, env, "up", "--nodes", "3", "--workers", "2", "--gateways", "2", "--listen", "127.0.0.1:"+strconv.Itoa(base))
+	consoleAddr := "127.0.0.1:" + strconv.Itoa(freeBase(t, 1))
+	p := startIn(t, work, env, "up", "--nodes", "3", "--workers", "2", "--gateways", "2", "--listen", "127.0.0.1:"+strconv.Itoa(base), "--console", consoleAddr)
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(p.stdout)
@@ -102,10 +106,19 @@ func TestUpLoopbackDeployment(t *testing.T) {
 	t.Logf("up: %s", line)
 
 	procs := processesOf(t, homeDir)
-	if len(procs) != 7 {
-		t.Errorf("%d processes run with the data dir, want 7 (3 nodes, 2 workers, 2 gateways): %v", len(procs), procs)
+	if len(procs) != 8 {
+		t.Errorf("%d processes run with the data dir, want 8 (3 nodes, 2 workers, 2 gateways, the console): %v", len(procs), procs)
 	}
-	for _, prefix := range []string{"n1 | ", "n3 | ", "worker2 | ", "gw2 | "} {
+	if resp, err := http.Get("http://" + consoleAddr + "/"); err != nil {
+		t.Errorf("console page: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<html") {
+			t.Errorf("console page: %s\n%.200s", resp.Status, body)
+		}
+	}
+	for _, prefix := range []string{"n1 | ", "n3 | ", "worker2 | ", "gw2 | ", "console | "} {
 		if !strings.Contains(p.stderr.String(), "\n"+prefix) && !strings.HasPrefix(p.stderr.String(), prefix) {
 			t.Errorf("no line prefixed %q on up's stderr", prefix)
 		}

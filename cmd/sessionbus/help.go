@@ -203,14 +203,14 @@ The store is the JetStream object store "archives": ` + "`nats obj ls archives`"
 		},
 	},
 	"up": {
-		usage:   "up [--nodes 3] [--workers 2] [--gateways 2] [--data DIR] [--listen HOST:PORT] [--config FILE]",
+		usage:   "up [--nodes 3] [--workers 2] [--gateways 2] [--console HOST:PORT] [--data DIR] [--listen HOST:PORT] [--config FILE]",
 		purpose: "Run a loopback cluster, its workers and its gateways, each a process of its own, until Ctrl-C.",
 		notes: "The processes start in order (nodes, then workers, then gateways), each waited for until it is\n" +
 			"ready; their output comes on stderr, each line prefixed with its process (n1, worker1, gw1).\n" +
 			"Ctrl-C or SIGTERM stops them last first; up exits 0 when every one stopped cleanly.",
 		examples: []string{
 			"sessionbus up",
-			"sessionbus up --nodes 3 --workers 2 --gateways 2",
+			"sessionbus up --nodes 3 --workers 2 --gateways 2 --console 127.0.0.1:4280",
 			"sessionbus up --data /tmp/sb-up --listen 127.0.0.1:5222",
 		},
 	},

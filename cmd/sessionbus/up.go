@@ -27,6 +27,7 @@ type upDeployment struct {
 	nodes, workers, gateways int
 	data, listen, cfgPath    string
 	logLevel                 string
+	console                  string // the web console's address, "" none
 	grace                    time.Duration
 	exe                      string // this binary, re-run for every child
 	urls                     []string
@@ -47,6 +48,7 @@ func cmdUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&u.listen, "listen", "127.0.0.1:4222", "first node's client address, on loopback (node i listens on port+i-1, its route 2000 above)")
 	fs.StringVar(&u.cfgPath, "config", "", "config file every process reads (default: ./sessionbus.yaml or .json if present)")
 	fs.StringVar(&u.logLevel, "log-level", "info", "every process's log level: debug, info, warn or error")
+	fs.StringVar(&u.console, "console", "", "also run the web console, a process of its own with the admin's credentials, on this address (e.g. 127.0.0.1:4280)")
 	grace := shutdownGraceFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -175,6 +177,13 @@ func (u upDeployment) roleProcs() []supervise.Proc {
 	for i := 1; i <= u.gateways; i++ {
 		args := []string{"gateway", "--server", server, "--creds", creds("gateway"), "--id", fmt.Sprintf("gw%d", i), "--log-level", u.logLevel}
 		out = append(out, supervise.Proc{Name: fmt.Sprintf("gw%d", i), Path: u.exe, Args: u.withConfig(args), Env: env, Ready: "ready"})
+	}
+	if u.console != "" {
+		// the console mints caller tokens, so it runs with the admin's
+		// credentials and the token key; it prints "console URL" once up
+		args := []string{"console", "--server", server, "--creds", filepath.Join(u.data, "operator.creds"),
+			"--listen", u.console, "--log-level", u.logLevel, "--prefix", u.cfg.Bus.Prefix}
+		out = append(out, supervise.Proc{Name: "console", Path: u.exe, Args: args, Ready: "console "})
 	}
 	return out
 }
