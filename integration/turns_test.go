@@ -1,0 +1,343 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway/runtime"
+	"github.com/sessionbus/sessionbus/importer"
+	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+)
+
+// modelStub is a recording OpenAI-compatible chat-completions endpoint:
+// it answers a compaction request (its system prompt asks for a summary)
+// with summary, the agent-to-agent announce step with ANNOUNCE_SKIP, and
+// any other request with "reply <n>" and usage (nil: it reports none),
+// as server-sent events when stream is set, else as one JSON body.
+type modelStub struct {
+	srv     *httptest.Server
+	stream  bool
+	mu      sync.Mutex
+	reqs    [][]stubMessage
+	summary string
+	usage   map[string]any
+}
+
+type stubMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+func newModelStub(t *testing.T, stream bool) *modelStub {
+	m := &modelStub{stream: stream, summary: "SUMMARY-1"}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func (m *modelStub) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var body struct {
+		Messages []stubMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil || len(body.Messages) == 0 {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	m.mu.Lock()
+	m.reqs = append(m.reqs, body.Messages)
+	n, summary, usage := len(m.reqs), m.summary, m.usage
+	m.mu.Unlock()
+	last := body.Messages[len(body.Messages)-1].Content
+	reply := fmt.Sprintf("reply %d", n)
+	switch {
+	case isSummaryRequest(body.Messages):
+		reply, usage = summary, nil
+	case strings.Contains(last, "Agent-to-agent announce step"):
+		reply, usage = "ANNOUNCE_SKIP", nil
+	}
+	if !m.stream {
+		resp := map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": reply}, "finish_reason": "stop"}}}
+		if usage != nil {
+			resp["usage"] = usage
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(resp)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunk := func(v any) { b, _ := json.Marshal(v); fmt.Fprintf(w, "data: %s\n\n", b) }
+	chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": reply}}}})
+	chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}})
+	if usage != nil {
+		chunk(map[string]any{"choices": []any{}, "usage": usage})
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func isSummaryRequest(msgs []stubMessage) bool {
+	return msgs[0].Role == "system" && strings.Contains(msgs[0].Content, "context summarization assistant")
+}
+
+// turns are the requests that ran a turn (not a summary, not an announce
+// step), in order; summaries the compaction requests.
+func (m *modelStub) split() (turns, summaries [][]stubMessage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.reqs {
+		switch {
+		case isSummaryRequest(r):
+			summaries = append(summaries, r)
+		case !strings.Contains(r[len(r)-1].Content, "Agent-to-agent announce step"):
+			turns = append(turns, r)
+		}
+	}
+	return turns, summaries
+}
+
+// conversation drops the system messages.
+func conversation(msgs []stubMessage) []stubMessage {
+	var out []stubMessage
+	for _, m := range msgs {
+		if m.Role != "system" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+const turnsTarget = "agent:oa:main"
+
+// turnsStack is a worker and gateway with a scripted main agent and an
+// openai agent oa on stub, with edit applied to the config.
+func turnsStack(t *testing.T, stub *modelStub, edit func(*config.Config)) *handlerstest.Stack {
+	t.Setenv("SB_TEST_OPENAI_KEY", "sk-test-turns")
+	s, _ := sendStack(t, func(c *config.Config) {
+		c.Tools.Sessions.Visibility = "all"
+		c.Tools.AgentToAgent.Enabled = true
+		c.Tools.AgentToAgent.Allow = []string{"*"}
+		c.Session.AgentToAgent.MaxPingPongTurns = 0
+		c.Agents.Defaults.Subagents.AllowAgents = []string{"*"}
+		c.Agents.List = []config.Agent{
+			scriptAgent("main", map[string]any{"reply": "REPLY_SKIP"}),
+			{ID: "oa", Runtime: "openai", OpenAI: map[string]any{
+				"baseURL": stub.srv.URL + "/v1", "model": "stub", "apiKeyEnv": "SB_TEST_OPENAI_KEY",
+			}},
+		}
+		if edit != nil {
+			edit(c)
+		}
+	})
+	return s
+}
+
+// seedLines imports n alternating user/assistant entries of about size
+// characters each into key.
+func seedLines(s *handlerstest.Stack, key string, n, size int) []string {
+	var lines, texts []string
+	for i := range n {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		text := fmt.Sprintf("m%02d ", i) + strings.Repeat("x", max(size-4, 0))
+		texts = append(texts, text)
+		lines = append(lines, `{"type":"message","message":{"role":"`+role+`","content":[{"type":"text","text":`+mustJSON(text)+`}]}}`)
+	}
+	s.Import(importer.ImportOptions{SessionKey: key, AgentID: "oa"}, lines...)
+	return texts
+}
+
+func sendTo(t *testing.T, s *handlerstest.Stack, key, msg string) string {
+	t.Helper()
+	res := s.MustCall(mainKey, "sessions_send", `{"sessionKey":"`+key+`","message":`+mustJSON(msg)+`,"timeoutSeconds":60}`)
+	reply, _ := res["reply"].(string)
+	if res["status"] != "ok" {
+		t.Fatalf("send to %s: %v", key, res)
+	}
+	return reply
+}
+
+// TestTurnContextIsTheWholeSession: a 60-entry session reaches the model
+// whole, in order, followed by the prompt, streamed or not.
+func TestTurnContextIsTheWholeSession(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			stub := newModelStub(t, stream)
+			s := turnsStack(t, stub, nil)
+			texts := seedLines(s, turnsTarget, 60, 40)
+			if reply := sendTo(t, s, turnsTarget, "what came first?"); reply != "reply 1" {
+				t.Fatalf("reply %q", reply)
+			}
+			turns, summaries := stub.split()
+			if len(turns) != 1 || len(summaries) != 0 {
+				t.Fatalf("%d turn requests, %d summaries; want 1 and 0", len(turns), len(summaries))
+			}
+			got := conversation(turns[0])
+			if len(got) != 61 {
+				t.Fatalf("the model got %d messages, want the 60 entries and the prompt", len(got))
+			}
+			for i, text := range texts {
+				if got[i].Content != text {
+					t.Fatalf("message %d is %q, want %q", i, got[i].Content, text)
+				}
+			}
+			if !strings.Contains(got[60].Content, "what came first?") {
+				t.Fatalf("last message %q is not the prompt", got[60].Content)
+			}
+		})
+	}
+}
+
+// TestCompactionOnceWhenTheWindowIsSmall: a session longer than a small
+// configured window is compacted once before the turn; the turn's
+// request and the next turn's start with the summary, compactionCount is
+// 1, changesSince returns one compacted event, sessions_history shows
+// every entry with the compaction marker, and the next turn (its context
+// now measured by the provider's usage) does not compact again.
+func TestCompactionOnceWhenTheWindowIsSmall(t *testing.T) {
+	stub := newModelStub(t, true)
+	stub.usage = map[string]any{"prompt_tokens": 500, "completion_tokens": 20}
+	s := turnsStack(t, stub, func(c *config.Config) {
+		c.Models.Providers = map[string]config.ModelProvider{"openai": {Models: []config.CatalogModel{{ID: "stub", ContextWindow: 2000}}}}
+		c.Agents.Defaults.Compaction = config.Compaction{ReserveTokens: 400, KeepRecentTokens: 300}
+	})
+	texts := seedLines(s, turnsTarget, 60, 120)
+	sendTo(t, s, turnsTarget, "first question")
+	_, first := stub.split()
+	sendTo(t, s, turnsTarget, "second question")
+	turns, summaries := stub.split()
+	// the entries to summarize may take more than one call at this
+	// window (each merging into the summary so far): all before turn 1
+	if len(first) == 0 || len(summaries) != len(first) || len(turns) != 2 {
+		t.Fatalf("%d summary calls by turn 1, %d by turn 2, %d turns; want some, no more, 2", len(first), len(summaries), len(turns))
+	}
+	if sc := summaries[0][1].Content; !strings.Contains(sc, "[User]: "+texts[0]) || !strings.Contains(sc, "## Critical Context") {
+		t.Fatalf("the summary request lacks the first entry or the format:\n%.300s", sc)
+	}
+	for i, req := range turns {
+		conv := conversation(req)
+		if !strings.HasPrefix(conv[0].Content, runtime.CompactionSummaryPrefix) || !strings.Contains(conv[0].Content, "SUMMARY-1") {
+			t.Fatalf("turn %d does not start with the summary: %q", i, conv[0].Content)
+		}
+		if len(conv) >= 62 {
+			t.Fatalf("turn %d got %d messages: nothing was cut", i, len(conv))
+		}
+	}
+	e := sessionEntry(t, s, turnsTarget)
+	if n := e.Rares().CompactionCount; n != 1 {
+		t.Fatalf("compactionCount %d, want 1", n)
+	}
+	st := s.MustCall(turnsTarget, "session_status", `{"changesSince":0}`)
+	changes, _ := json.Marshal(st)
+	if c := strings.Count(string(changes), `"kind":"compacted"`); c != 1 {
+		t.Fatalf("changesSince has %d compacted events, want 1: %s", c, changes)
+	}
+	if !strings.Contains(st["statusText"].(string), "🧹 Compactions: 1") {
+		t.Fatalf("card: %s", st["statusText"])
+	}
+	hist := s.MustCall(mainKey, "sessions_history", `{"sessionKey":"`+turnsTarget+`","limit":200}`)
+	msgs, _ := hist["messages"].([]any)
+	if raw, _ := json.Marshal(msgs); len(msgs) != 60+4+1 || !strings.Contains(string(raw), `"kind":"compaction"`) || strings.Contains(string(raw), "SUMMARY-1") {
+		t.Fatalf("history: %d messages (want 60 seeded, 2 turns, the marker), marker shown without the summary: %.400s", len(msgs), raw)
+	}
+}
+
+func sessionEntry(t *testing.T, s *handlerstest.Stack, key string) *sessions.Entry {
+	t.Helper()
+	e, _, err := s.Worker.Deps.Store.Get(bustest.Context(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestLiveUsageEverywhere: the stub's usage appears exactly on the reply
+// entry, the session entry, the status card (priced from the catalog),
+// the sessions_list row and a child's completion announce stats line.
+func TestLiveUsageEverywhere(t *testing.T) {
+	stub := newModelStub(t, true)
+	stub.usage = map[string]any{"prompt_tokens": 1500, "completion_tokens": 56, "prompt_tokens_details": map[string]any{"cached_tokens": 300}}
+	s := turnsStack(t, stub, func(c *config.Config) {
+		c.Models.Providers = map[string]config.ModelProvider{"openai": {Models: []config.CatalogModel{{
+			ID: "stub", ContextWindow: 32000, Cost: config.ModelCost{Input: 2, Output: 8, CacheRead: 0.5},
+		}}}}
+	})
+	now := time.Now().UnixMilli()
+	s.Put(&sessions.Entry{Key: turnsTarget, AgentID: "oa", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})
+	sendTo(t, s, turnsTarget, "hello")
+	e := sessionEntry(t, s, turnsTarget)
+	if e.InputTokens != 1200 || e.OutputTokens != 56 || e.TotalTokens != 1500 || e.ContextTokens != 32000 || e.Rares().CacheRead != 300 {
+		t.Fatalf("entry counters in %d out %d total %d context %d cacheRead %d", e.InputTokens, e.OutputTokens, e.TotalTokens, e.ContextTokens, e.Rares().CacheRead)
+	}
+	card := s.MustCall(turnsTarget, "session_status", `{}`)["statusText"].(string)
+	for _, want := range []string{"🧮 Tokens: 1.2k in / 56 out · 💵 Cost: $0.0030", "📚 Context: 1.5k/32k (4%) · 🧹 Compactions: 0"} {
+		if !strings.Contains(card, want) {
+			t.Fatalf("card lacks %q:\n%s", want, card)
+		}
+	}
+	list := s.MustCall(mainKey, "sessions_list", `{}`)
+	row := findRow(list, turnsTarget)
+	if row == nil || row["totalTokens"] != float64(1500) || row["contextTokens"] != float64(32000) {
+		t.Fatalf("list row %v", row)
+	}
+	var reply struct {
+		Content string         `json:"content"`
+		Usage   map[string]any `json:"usage"`
+	}
+	entries, _, err := s.Worker.Deps.Transcripts.Tail(bustest.Context(t), bus.EncodeKey(turnsTarget), 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if json.Unmarshal(e.Data, &reply) == nil && reply.Content == "reply 1" {
+			break
+		}
+	}
+	if u := reply.Usage; u["input"] != float64(1200) || u["output"] != float64(56) || u["cacheRead"] != float64(300) || u["totalTokens"] != float64(1556) || u["cost"] == nil {
+		t.Fatalf("reply usage %v", u)
+	}
+
+	// a child on the same model: its announce's stats line has its usage
+	spawn := s.MustCall(mainKey, "sessions_spawn", `{"task":"count to three","agentId":"oa"}`)
+	child, _ := spawn["childSessionKey"].(string)
+	if child == "" {
+		t.Fatalf("spawn: %v", spawn)
+	}
+	bustest.WaitFor(t, 60*time.Second, "the child's announce in the requester", func() bool {
+		es, _, err := s.Worker.Deps.Transcripts.Tail(bustest.Context(t), bus.EncodeKey(mainKey), 20, 0)
+		if err != nil {
+			return false
+		}
+		for _, e := range es {
+			if strings.Contains(string(e.Data), child) && strings.Contains(string(e.Data), "Stats: runtime") {
+				if !strings.Contains(string(e.Data), "tokens 1.3k (in 1.2k / out 56) • prompt/cache 1.5k") {
+					t.Fatalf("announce stats: %s", e.Data)
+				}
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func findRow(list map[string]any, key string) map[string]any {
+	rows, _ := list["sessions"].([]any)
+	for _, r := range rows {
+		if m, ok := r.(map[string]any); ok && m["key"] == key {
+			return m
+		}
+	}
+	return nil
+}
