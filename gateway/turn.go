@@ -28,6 +28,9 @@ const historyLimit = 20
 // turn holds the lane: it records running, appends the prompt, runs the
 // agent, appends the reply and records the outcome.
 func (r *run) turn(ctx context.Context) (*runs.Record, error) {
+	if r.req.Compact != nil {
+		return r.compactRun(ctx)
+	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	mine, err := r.readTranscript(octx)

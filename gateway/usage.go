@@ -14,6 +14,9 @@ type turnUsage struct {
 	estimated bool // usage is the gateway's estimate, not the provider's
 	window    int64
 	compacted *compactionEntry
+	// contextUsed, without usage, is the context's estimated size after
+	// an on-demand compaction: the card's context used
+	contextUsed int64
 }
 
 // turnUsage is the usage the turn's result reports, or the estimate of its
@@ -49,6 +52,9 @@ func (t *turnUsage) apply(e *sessions.Entry) {
 	if u := t.usage; u != nil {
 		e.InputTokens, e.OutputTokens, e.TotalTokens = u.Input, u.Output, u.Prompt
 		e.SetRare(func(rf *sessions.RareFields) { rf.CacheRead, rf.CacheWrite = u.CacheRead, u.CacheWrite })
+	}
+	if t.usage == nil && t.contextUsed > 0 {
+		e.TotalTokens = t.contextUsed
 	}
 	if t.window > 0 {
 		e.ContextTokens = t.window

@@ -13,7 +13,8 @@ import (
 // SessionOps are the operations on one session, on
 // <prefix>.ops.session.<op> (docs/ops.md): ops and channel adapters delete
 // or reset a session, {"sessionKey": KEY}, the transcript archived first
-// (package lifecycle), and set or clear its goal. They are no agent
+// (package lifecycle), set or clear its goal, and compact it (a gateway
+// runs the compaction). They are no agent
 // tools. An adapter token for one channel may act only on that channel's
 // sessions; ops mint one for '*'.
 func (d *Deps) SessionOps() map[string]bus.Handler {
@@ -51,6 +52,9 @@ func (d *Deps) SessionOps() map[string]bus.Handler {
 		res, err := d.goalOp(ctx, req, key, p)
 		return res, bus.Thrown(err)
 	})}
+	ops["compact"] = op(func(ctx context.Context, _ *bus.Request, key string, p rules.Params) (any, error) {
+		return d.compactOp(ctx, key, p)
+	})
 	if d.Lifecycle != nil {
 		ops["delete"] = op(func(ctx context.Context, _ *bus.Request, key string, _ rules.Params) (any, error) {
 			return d.Lifecycle.Delete(ctx, key, archives.ReasonDeleted, nil)

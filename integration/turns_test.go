@@ -342,3 +342,81 @@ func findRow(list map[string]any, key string) map[string]any {
 	}
 	return nil
 }
+
+// compactOp asks for an on-demand compaction as `sessionbus session
+// compact` does.
+func compactOp(t *testing.T, s *handlerstest.Stack, key string) (map[string]any, error) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"sessionKey": key, "instructions": "Focus on decisions"})
+	data, err := bus.SessionOp(bustest.Context(t), s.Conn, s.Worker.Deps.Names, "compact", s.Token(bus.Caller{Adapter: bus.AnyChannel}), body)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out, nil
+}
+
+func countCompactions(t *testing.T, s *handlerstest.Stack, key string) int {
+	t.Helper()
+	es, _, err := s.Worker.Deps.Transcripts.Tail(bustest.Context(t), bus.EncodeKey(key), 500, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range es {
+		if strings.Contains(string(e.Data), `"type":"compaction"`) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCompactOnDemand: the compact op compacts a session that fits, with
+// the operator's focus in the summary request; a session that does not
+// exist, an agent that cannot summarize and an empty summary are refused
+// with a reason and leave the transcript as it was.
+func TestCompactOnDemand(t *testing.T) {
+	stub := newModelStub(t, false)
+	s := turnsStack(t, stub, func(c *config.Config) {
+		c.Agents.Defaults.Compaction = config.Compaction{KeepRecentTokens: 50}
+		c.Agents.List = append(c.Agents.List, scriptAgent("plain"))
+	})
+	seedLines(s, turnsTarget, 20, 80)
+	res, err := compactOp(t, s, turnsTarget)
+	if err != nil || res["status"] != "ok" || res["compactionCount"] != float64(1) {
+		t.Fatalf("compact: %v, %v", res, err)
+	}
+	_, summaries := stub.split()
+	if len(summaries) != 1 || !strings.Contains(summaries[0][1].Content, "Additional focus: Focus on decisions") {
+		t.Fatalf("%d summary requests, focus missing", len(summaries))
+	}
+	st, _ := json.Marshal(s.MustCall(turnsTarget, "session_status", `{"changesSince":0}`))
+	if strings.Count(string(st), `"kind":"compacted"`) != 1 || !strings.Contains(string(st), "🧹 Compactions: 1") {
+		t.Fatalf("changes: %s", st)
+	}
+
+	if _, err := compactOp(t, s, "agent:oa:nosuch"); err == nil || !strings.Contains(err.Error(), "no session agent:oa:nosuch") {
+		t.Fatalf("unknown session: %v", err)
+	}
+	now := time.Now().UnixMilli()
+	s.Put(&sessions.Entry{Key: "agent:plain:main", AgentID: "plain", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})
+	if res, err := compactOp(t, s, "agent:plain:main"); err != nil || res["status"] != "error" || !strings.Contains(res["error"].(string), "cannot compact") {
+		t.Fatalf("script agent without summary: %v, %v", res, err)
+	}
+
+	stub.mu.Lock()
+	stub.summary = ""
+	stub.mu.Unlock()
+	sendTo(t, s, turnsTarget, "more")
+	before := countCompactions(t, s, turnsTarget)
+	res, err = compactOp(t, s, turnsTarget)
+	if err != nil || res["status"] != "error" || !strings.Contains(res["error"].(string), "empty") || res["compactionCount"] != float64(1) {
+		t.Fatalf("empty summary: %v, %v", res, err)
+	}
+	if after := countCompactions(t, s, turnsTarget); after != before {
+		t.Fatalf("an empty summary left %d compaction entries, was %d", after, before)
+	}
+}

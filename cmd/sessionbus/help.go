@@ -91,13 +91,15 @@ var helps = map[string]cmdHelp{
 		},
 	},
 	"session": {
-		usage:   "session delete|reset [flags] SESSIONKEY\nsessionbus session goal [flags] SESSIONKEY \"text\"\nsessionbus session goal --clear [flags] SESSIONKEY",
-		purpose: "Delete a session, reset it to a new empty transcript under the same key, or set or clear its goal.",
-		notes:   "delete and reset archive the transcript (zstd JSONL, `sessionbus archive ls`) before anything is removed.",
+		usage:   "session delete|reset|compact [flags] SESSIONKEY\nsessionbus session goal [flags] SESSIONKEY \"text\"\nsessionbus session goal --clear [flags] SESSIONKEY",
+		purpose: "Delete a session, reset it to a new empty transcript under the same key, set or clear its goal, or compact its context.",
+		notes: "delete and reset archive the transcript (zstd JSONL, `sessionbus archive ls`) before anything is removed.\n" +
+			"compact has a gateway summarize the session's older entries with its model (they stay in the transcript);\n" +
+			"it exits 1 when nothing was compacted, saying why.",
 		examples: []string{
 			"sessionbus session reset agent:main:main",
 			`sessionbus session goal agent:main:main "Ship the release notes by Friday"`,
-			"sessionbus session goal --clear agent:main:main",
+			`sessionbus session compact --instructions "Focus on decisions and open questions" agent:main:main`,
 		},
 	},
 	"archive": {

@@ -136,7 +136,7 @@ func TestCompletionScripts(t *testing.T) {
 		want  string
 	}{
 		{[]string{"sessionbus", "se"}, "serve session"},
-		{[]string{"sessionbus", "session", "''"}, "delete reset goal --actor --clear --creds --prefix --server --timeout --tls-ca --tls-cert --tls-key"},
+		{[]string{"sessionbus", "session", "''"}, "delete reset goal compact --actor --clear --creds --instructions --prefix --server --timeout --tls-ca --tls-cert --tls-key"},
 		{[]string{"sessionbus", "serve", "--de"}, "--demo"},
 		{[]string{"sessionbus", "completion", "''"}, "bash zsh fish"},
 	} {
