@@ -14,9 +14,11 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/importer"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
@@ -32,6 +34,9 @@ type modelStub struct {
 	reqs    [][]stubMessage
 	summary string
 	usage   map[string]any
+	// hold, when set, is asked first: true means it answered (or dropped)
+	// the request itself
+	hold func(w http.ResponseWriter, r *http.Request, summary bool) bool
 }
 
 type stubMessage struct {
@@ -57,8 +62,11 @@ func (m *modelStub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	m.mu.Lock()
 	m.reqs = append(m.reqs, body.Messages)
-	n, summary, usage := len(m.reqs), m.summary, m.usage
+	n, summary, usage, hold := len(m.reqs), m.summary, m.usage, m.hold
 	m.mu.Unlock()
+	if hold != nil && hold(w, r, isSummaryRequest(body.Messages)) {
+		return
+	}
 	last := body.Messages[len(body.Messages)-1].Content
 	reply := fmt.Sprintf("reply %d", n)
 	switch {
@@ -418,5 +426,109 @@ func TestCompactOnDemand(t *testing.T) {
 	}
 	if after := countCompactions(t, s, turnsTarget); after != before {
 		t.Fatalf("an empty summary left %d compaction entries, was %d", after, before)
+	}
+}
+
+// TestCompactionThenGatewayStopsRunsTheTurnOnce: a gateway that compacted
+// a session and stopped before its turn's request was answered leaves the
+// whole compaction entry; the gateway that takes the redelivered run finds
+// it (no second summary), runs the turn once and writes one reply.
+func TestCompactionThenGatewayStopsRunsTheTurnOnce(t *testing.T) {
+	stub := newModelStub(t, true)
+	stub.usage = map[string]any{"prompt_tokens": 300, "completion_tokens": 5}
+	blocked := make(chan struct{})
+	var once sync.Once
+	stub.hold = func(w http.ResponseWriter, r *http.Request, summary bool) bool {
+		first := false
+		if !summary {
+			once.Do(func() { first = true })
+		}
+		if first {
+			close(blocked)
+			<-r.Context().Done() // the first turn request never gets an answer
+		}
+		return first
+	}
+	t.Setenv("SB_TEST_OPENAI_KEY", "sk-test-turns")
+	s := handlerstest.Start(t, func(c *config.Config) {
+		c.Tools.Sessions.Visibility = "all"
+		c.Tools.AgentToAgent.Enabled = true
+		c.Session.AgentToAgent.MaxPingPongTurns = 0
+		c.Models.Providers = map[string]config.ModelProvider{"openai": {Models: []config.CatalogModel{{ID: "stub", ContextWindow: 2000}}}}
+		c.Agents.Defaults.Compaction = config.Compaction{ReserveTokens: 400, KeepRecentTokens: 300}
+		c.Agents.List = []config.Agent{
+			scriptAgent("main", map[string]any{"reply": "REPLY_SKIP"}),
+			{ID: "oa", Runtime: "openai", OpenAI: map[string]any{"baseURL": stub.srv.URL + "/v1", "model": "stub", "apiKeyEnv": "SB_TEST_OPENAI_KEY"}},
+		}
+	})
+	g1 := gatewaytest.Start(t, s, s.Conn, "gw-1", nil, gateway.Options{AckWait: 2 * time.Second})
+	seedLines(s, turnsTarget, 60, 120)
+	replied := make(chan string, 1)
+	go func() {
+		res, err := s.Call(mainKey, "sessions_send", `{"sessionKey":"`+turnsTarget+`","message":"the question","timeoutSeconds":90}`)
+		reply, _ := res["reply"].(string)
+		if err != nil {
+			reply = err.Error()
+		}
+		replied <- reply
+	}()
+	select {
+	case <-blocked:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the turn's request never came")
+	}
+	_, summaries := stub.split()
+	g1.Stop()
+	if n := countCompactions(t, s, turnsTarget); n != 1 {
+		t.Fatalf("%d compaction entries after the stop, want the one whole entry", n)
+	}
+	gatewaytest.Start(t, s, s.Conn, "gw-2", nil, gateway.Options{AckWait: 2 * time.Second})
+	var reply string
+	select {
+	case reply = <-replied:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the redelivered run never finished")
+	}
+	if !strings.HasPrefix(reply, "reply ") {
+		t.Fatalf("reply %q", reply)
+	}
+	if _, after := stub.split(); len(after) != len(summaries) {
+		t.Fatalf("%d summary requests after the redelivery, %d before: compacted again", len(after), len(summaries))
+	}
+	if n := countCompactions(t, s, turnsTarget); n != 1 {
+		t.Fatalf("%d compaction entries, want 1", n)
+	}
+	es, _, _ := s.Worker.Deps.Transcripts.Tail(bustest.Context(t), bus.EncodeKey(turnsTarget), 50, 0)
+	replies := 0
+	for _, e := range es {
+		if strings.Contains(string(e.Data), `"part":"reply"`) && strings.Contains(string(e.Data), `"content":"reply `) {
+			replies++
+		}
+	}
+	if replies != 1 {
+		t.Fatalf("%d replies in the transcript, want 1", replies)
+	}
+	if n := sessionEntry(t, s, turnsTarget).Rares().CompactionCount; n != 1 {
+		t.Fatalf("compactionCount %d", n)
+	}
+}
+
+// TestTurnUsageFallbacks: a model the catalog does not list gets the
+// default window; a provider that reports no usage leaves no usage on the
+// reply entry and the gateway's estimate on the session entry.
+func TestTurnUsageFallbacks(t *testing.T) {
+	stub := newModelStub(t, true) // usage nil: reports none
+	s := turnsStack(t, stub, nil)
+	seedLines(s, turnsTarget, 4, 400)
+	sendTo(t, s, turnsTarget, "hello")
+	e := sessionEntry(t, s, turnsTarget)
+	if e.ContextTokens != config.DefaultContextWindow || e.TotalTokens < 400 || e.InputTokens != e.TotalTokens {
+		t.Fatalf("entry: context %d total %d input %d", e.ContextTokens, e.TotalTokens, e.InputTokens)
+	}
+	es, _, _ := s.Worker.Deps.Transcripts.Tail(bustest.Context(t), bus.EncodeKey(turnsTarget), 10, 0)
+	for _, en := range es {
+		if strings.Contains(string(en.Data), `"part":"reply"`) && strings.Contains(string(en.Data), `"usage"`) {
+			t.Fatalf("an estimate was recorded as usage: %s", en.Data)
+		}
 	}
 }
