@@ -73,7 +73,7 @@ type Result struct {
 	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
 	ThroughputVs1gw *float64 `json:"throughput_vs_1gw,omitempty"` // send_throughput_2gw*: ops_per_sec / the 1-gateway variant's (same delay, same run)
 	// WritesPerSend is send_concurrent's and the raw_send_chain rows' stream
-	// writes per send, by stream.
+	// writes per send, by stream (compaction's: per compaction).
 	WritesPerSend map[string]float64 `json:"writes_per_send,omitempty"`
 	CacheBytes    *int               `json:"cache_bytes,omitempty"` // history_*: bytes the worker's view cache holds after the run (views plus overhead)
 	// CPUPerOp is the process's CPU time (user and system: server, worker,
@@ -165,6 +165,7 @@ var registry = []spec{
 	{name: "spawn_accept", baseline: "raw_js_publish", run: runSpawnAccept},
 	{name: "archive_10k", baseline: "raw_direct_get_50", run: runArchive10k},
 	{name: "archive_read_10k", baseline: "raw_direct_get_50", run: runArchiveRead10k},
+	{name: "compaction", baseline: "raw_direct_get_50", run: runCompaction},
 	{name: "sanitize_80k", run: runSanitize80k},
 }
 
