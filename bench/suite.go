@@ -165,7 +165,7 @@ var registry = []spec{
 	{name: "spawn_accept", baseline: "raw_js_publish", run: runSpawnAccept},
 	{name: "archive_10k", baseline: "raw_direct_get_50", run: runArchive10k},
 	{name: "archive_read_10k", baseline: "raw_direct_get_50", run: runArchiveRead10k},
-	{name: "compaction", baseline: "raw_direct_get_50", run: runCompaction},
+	{name: "compaction", baseline: "raw_js_publish", run: runCompaction},
 	{name: "sanitize_80k", run: runSanitize80k},
 }
 

@@ -58,7 +58,7 @@ func (r *run) compact(ctx context.Context, tc *turnContext, o compactOptions) (*
 	}
 	cp := r.g.cfg.Agents.Defaults.Compaction
 	keep := min(cp.KeepRecentTokens, tc.budget()/2)
-	cut := cutPoint(body, keep)
+	cut := cutPoint(tc, body, keep)
 	if cut == 0 {
 		return nil, errNothingToCompact
 	}
@@ -98,7 +98,7 @@ func (r *run) compact(ctx context.Context, tc *turnContext, o compactOptions) (*
 	out := *tc
 	out.latest, out.start, out.complete = latest, kept.N, true
 	out.entries = append([]transcripts.Entry{{N: n, Data: data}}, body[cut:]...)
-	out.used = estimateUsed(out.entries, r.req.ExtraSystemPrompt)
+	out.used = out.estimateUsed(out.entries, r.req.ExtraSystemPrompt)
 	r.g.log.Info("gateway: session compacted", "session", r.req.SessionKey, "run", r.req.RunID,
 		"summarized", cut, "kept", len(body)-cut, "tokensBefore", tc.used, "tokensAfter", out.used)
 	return &out, nil
@@ -148,15 +148,15 @@ func (r *run) contextBody(ctx context.Context, tc *turnContext) ([]transcripts.E
 // entries holding about keep tokens, the newest one (the prompt) always,
 // and never a tool result without the call before it. 0: nothing to
 // summarize.
-func cutPoint(body []transcripts.Entry, keep int64) int {
+func cutPoint(tc *turnContext, body []transcripts.Entry, keep int64) int {
 	if len(body) < 2 {
 		return 0
 	}
 	cut := len(body) - 1
-	acc := runtime.EstimateTokens(body[cut].Data)
+	acc := tc.estimate(body[cut])
 	for cut > 0 && acc < keep {
 		cut--
-		acc += runtime.EstimateTokens(body[cut].Data)
+		acc += tc.estimate(body[cut])
 	}
 	for cut > 0 && isToolResult(body[cut].Data) {
 		cut--
@@ -200,7 +200,7 @@ func (r *run) summarize(ctx context.Context, sum runtime.Summarizer, tc *turnCon
 		room := tc.budget() - runtime.SummaryOverhead - runtime.EstimateText(len(summary)+len(instructions))
 		n, size := 0, int64(0)
 		for n < len(entries) {
-			est := runtime.EstimateTokens(entries[n].Data)
+			est := tc.estimate(entries[n])
 			if n > 0 && size+est > room {
 				break
 			}

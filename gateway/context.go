@@ -34,6 +34,23 @@ type turnContext struct {
 	used     int64 // estimated tokens, corrected by the latest usage
 	limits   config.ModelLimits
 	reserve  int64
+	// est keeps each entry's estimate by number: a compaction weighs
+	// every entry several times (fit, cut, chunks), and decoding a
+	// 10,000-entry session again for each was most of its CPU
+	est map[uint64]int64
+}
+
+// estimate is an entry's token estimate, computed once.
+func (c *turnContext) estimate(e transcripts.Entry) int64 {
+	if v, ok := c.est[e.N]; ok {
+		return v
+	}
+	v := runtime.EstimateTokens(e.Data)
+	if c.est == nil {
+		c.est = map[uint64]int64{}
+	}
+	c.est[e.N] = v
+	return v
 }
 
 // budget is what the context may hold: the window less the reply reserve.
@@ -49,7 +66,7 @@ func (c *turnContext) add(e transcripts.Entry) {
 	}
 	c.entries = append(c.entries, e)
 	c.end = max(c.end, e.N+1)
-	c.used += runtime.EstimateTokens(e.Data)
+	c.used += c.estimate(e)
 }
 
 // history is the context as the runtime is given it (nil: none).
@@ -145,7 +162,7 @@ func (r *run) loadContext(ctx context.Context) (*turnContext, error) {
 			break
 		}
 		for _, e := range page {
-			est += runtime.EstimateTokens(e.Data)
+			est += tc.estimate(e)
 		}
 		if tc.latest == nil && est > 2*limits.ContextWindow {
 			break // far too long: compaction reads the rest
@@ -163,7 +180,7 @@ func (r *run) loadContext(ctx context.Context) (*turnContext, error) {
 			tc.entries = append(tc.entries, e)
 		}
 	}
-	tc.used = estimateUsed(tc.entries, r.req.ExtraSystemPrompt)
+	tc.used = tc.estimateUsed(tc.entries, r.req.ExtraSystemPrompt)
 	return tc, nil
 }
 
@@ -180,13 +197,13 @@ func entryAt(es []transcripts.Entry, n uint64) transcripts.Entry {
 // the prompt and reply of the newest turn that reported usage, plus the
 // estimate of every entry after it; with no usage, the estimate of all
 // of them and of the system prompt.
-func estimateUsed(entries []transcripts.Entry, system string) int64 {
+func (c *turnContext) estimateUsed(entries []transcripts.Entry, system string) int64 {
 	var after int64
 	for i := len(entries) - 1; i >= 0; i-- {
 		if n := recordedContext(entries[i].Data); n > 0 && !isCompaction(entries[i].Data) {
 			return n + after
 		}
-		after += runtime.EstimateTokens(entries[i].Data)
+		after += c.estimate(entries[i])
 	}
 	return after + runtime.EstimateText(len(system))
 }
@@ -255,11 +272,11 @@ func (c *turnContext) trimmed() *turnContext {
 	if len(body) > 0 && isCompaction(body[0].Data) {
 		head, body = body[:1], body[1:]
 	}
-	room := c.budget() - estimateUsed(head, "")
+	room := c.budget() - c.estimateUsed(head, "")
 	i := len(body)
 	var size int64
 	for i > 0 {
-		est := runtime.EstimateTokens(body[i-1].Data)
+		est := c.estimate(body[i-1])
 		if i < len(body) && size+est > room {
 			break
 		}
@@ -267,6 +284,6 @@ func (c *turnContext) trimmed() *turnContext {
 		i--
 	}
 	out.entries = append(append([]transcripts.Entry{}, head...), body[i:]...)
-	out.used = estimateUsed(out.entries, "")
+	out.used = c.estimateUsed(out.entries, "")
 	return &out
 }
