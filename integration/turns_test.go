@@ -24,8 +24,9 @@ import (
 
 // modelStub is a recording OpenAI-compatible chat-completions endpoint:
 // it answers a compaction request (its system prompt asks for a summary)
-// with summary, the agent-to-agent announce step with ANNOUNCE_SKIP, and
-// any other request with "reply <n>" and usage (nil: it reports none),
+// with summary (and no usage), the agent-to-agent announce step with
+// ANNOUNCE_SKIP, and any other request with "reply <n>"; turns report
+// usage (nil: none),
 // as server-sent events when stream is set, else as one JSON body.
 type modelStub struct {
 	srv     *httptest.Server
@@ -73,7 +74,7 @@ func (m *modelStub) serve(w http.ResponseWriter, r *http.Request) {
 	case isSummaryRequest(body.Messages):
 		reply, usage = summary, nil
 	case strings.Contains(last, "Agent-to-agent announce step"):
-		reply, usage = "ANNOUNCE_SKIP", nil
+		reply = "ANNOUNCE_SKIP" // a turn too: the same usage
 	}
 	if !m.stream {
 		resp := map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": reply}, "finish_reason": "stop"}}}
@@ -243,7 +244,11 @@ func TestCompactionOnceWhenTheWindowIsSmall(t *testing.T) {
 			t.Fatalf("turn %d got %d messages: nothing was cut", i, len(conv))
 		}
 	}
-	e := sessionEntry(t, s, turnsTarget)
+	e := waitCounters(t, s, turnsTarget)
+	bustest.WaitFor(t, 10*time.Second, "compactionCount on the entry", func() bool {
+		e = sessionEntry(t, s, turnsTarget)
+		return e.Rares().CompactionCount > 0
+	})
 	if n := e.Rares().CompactionCount; n != 1 {
 		t.Fatalf("compactionCount %d, want 1", n)
 	}
@@ -261,6 +266,19 @@ func TestCompactionOnceWhenTheWindowIsSmall(t *testing.T) {
 	if len(msgs) < 60+4+1 || strings.Count(string(raw), `"kind":"compaction"`) != 1 || strings.Contains(string(raw), "SUMMARY-1") || !strings.Contains(string(raw), texts[0]) {
 		t.Fatalf("history: %d messages (want the 60 seeded, 2 turns, one marker without the summary): %.400s", len(msgs), raw)
 	}
+}
+
+// waitCounters waits until a turn's counters are on key's entry: the
+// gateway writes the entry beside the run's outcome, which a send's
+// answer waits for.
+func waitCounters(t *testing.T, s *handlerstest.Stack, key string) *sessions.Entry {
+	t.Helper()
+	var e *sessions.Entry
+	bustest.WaitFor(t, 10*time.Second, "the turn's counters on the entry", func() bool {
+		e = sessionEntry(t, s, key)
+		return e.ContextTokens > 0
+	})
+	return e
 }
 
 func sessionEntry(t *testing.T, s *handlerstest.Stack, key string) *sessions.Entry {
@@ -286,7 +304,8 @@ func TestLiveUsageEverywhere(t *testing.T) {
 	now := time.Now().UnixMilli()
 	s.Put(&sessions.Entry{Key: turnsTarget, AgentID: "oa", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})
 	sendTo(t, s, turnsTarget, "hello")
-	e := sessionEntry(t, s, turnsTarget)
+	// the session entry is written beside the outcome (the send's answer)
+	e := waitCounters(t, s, turnsTarget)
 	if e.InputTokens != 1200 || e.OutputTokens != 56 || e.TotalTokens != 1500 || e.ContextTokens != 32000 || e.Rares().CacheRead != 300 {
 		t.Fatalf("entry counters in %d out %d total %d context %d cacheRead %d", e.InputTokens, e.OutputTokens, e.TotalTokens, e.ContextTokens, e.Rares().CacheRead)
 	}
@@ -296,9 +315,13 @@ func TestLiveUsageEverywhere(t *testing.T) {
 			t.Fatalf("card lacks %q:\n%s", want, card)
 		}
 	}
-	list := s.MustCall(mainKey, "sessions_list", `{}`)
-	row := findRow(list, turnsTarget)
-	if row == nil || row["totalTokens"] != float64(1500) || row["contextTokens"] != float64(32000) {
+	var row map[string]any
+	// the list reads the worker's index, which follows the store
+	bustest.WaitFor(t, 10*time.Second, "the list row's counters", func() bool {
+		row = findRow(s.MustCall(mainKey, "sessions_list", `{}`), turnsTarget)
+		return row != nil && row["contextTokens"] != nil
+	})
+	if row["totalTokens"] != float64(1500) || row["contextTokens"] != float64(32000) {
 		t.Fatalf("list row %v", row)
 	}
 	var reply struct {
@@ -508,9 +531,9 @@ func TestCompactionThenGatewayStopsRunsTheTurnOnce(t *testing.T) {
 	if replies != 1 {
 		t.Fatalf("%d replies in the transcript, want 1", replies)
 	}
-	if n := sessionEntry(t, s, turnsTarget).Rares().CompactionCount; n != 1 {
-		t.Fatalf("compactionCount %d", n)
-	}
+	bustest.WaitFor(t, 10*time.Second, "compactionCount 1", func() bool {
+		return sessionEntry(t, s, turnsTarget).Rares().CompactionCount == 1
+	})
 }
 
 // TestTurnUsageFallbacks: a model the catalog does not list gets the
@@ -521,7 +544,7 @@ func TestTurnUsageFallbacks(t *testing.T) {
 	s := turnsStack(t, stub, nil)
 	seedLines(s, turnsTarget, 4, 400)
 	sendTo(t, s, turnsTarget, "hello")
-	e := sessionEntry(t, s, turnsTarget)
+	e := waitCounters(t, s, turnsTarget)
 	if e.ContextTokens != config.DefaultContextWindow || e.TotalTokens < 400 || e.InputTokens != e.TotalTokens {
 		t.Fatalf("entry: context %d total %d input %d", e.ContextTokens, e.TotalTokens, e.InputTokens)
 	}
