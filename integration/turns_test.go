@@ -555,3 +555,30 @@ func TestTurnUsageFallbacks(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyAutoCompactionSummary: when the model's summary comes back
+// empty, nothing is appended, and the turn runs once with the newest
+// entries that fit its window.
+func TestEmptyAutoCompactionSummary(t *testing.T) {
+	stub := newModelStub(t, false)
+	stub.summary = ""
+	s := turnsStack(t, stub, func(c *config.Config) {
+		c.Models.Providers = map[string]config.ModelProvider{"openai": {Models: []config.CatalogModel{{ID: "stub", ContextWindow: 2000}}}}
+		c.Agents.Defaults.Compaction = config.Compaction{ReserveTokens: 400, KeepRecentTokens: 300}
+	})
+	texts := seedLines(s, turnsTarget, 60, 120)
+	if reply := sendTo(t, s, turnsTarget, "the question"); !strings.HasPrefix(reply, "reply ") {
+		t.Fatalf("reply %q", reply)
+	}
+	turns, summaries := stub.split()
+	if len(summaries) == 0 || len(turns) != 1 {
+		t.Fatalf("%d summaries, %d turns", len(summaries), len(turns))
+	}
+	conv := conversation(turns[0])
+	if len(conv) >= 61 || len(conv) < 2 || conv[len(conv)-2].Content != texts[59] || !strings.Contains(conv[len(conv)-1].Content, "the question") {
+		t.Fatalf("the turn got %d messages, want the newest that fit, ending with the prompt", len(conv))
+	}
+	if n := countCompactions(t, s, turnsTarget); n != 0 {
+		t.Fatalf("%d compaction entries after an empty summary", n)
+	}
+}
