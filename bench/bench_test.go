@@ -167,3 +167,21 @@ func TestStreamDelta(t *testing.T) {
 		t.Fatalf("results %+v", rep.Results)
 	}
 }
+
+// TestCompactionBench: the compaction benchmark runs alone with its
+// baseline, compacts every session once and counts its writes: the one
+// compaction entry among them.
+func TestCompactionBench(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Only: []string{"compaction"}, Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 || rep.Results[1].Name != "compaction" || rep.Results[1].P50 <= 0 || rep.Results[1].Ratio == nil {
+		t.Fatalf("results %+v", rep.Results)
+	}
+	if w := rep.Results[1].WritesPerSend["SB_TRANSCRIPTS"]; w != 1 {
+		t.Fatalf("transcript writes per compaction %v, want 1 (the compaction entry): %s", w, rep.Results[1].Dataset)
+	}
+}

@@ -73,7 +73,7 @@ type Result struct {
 	ReplyBytes      int      `json:"reply_bytes,omitempty"`       // tool benchmarks: size of one reply body
 	ThroughputVs1gw *float64 `json:"throughput_vs_1gw,omitempty"` // send_throughput_2gw*: ops_per_sec / the 1-gateway variant's (same delay, same run)
 	// WritesPerSend is send_concurrent's and the raw_send_chain rows' stream
-	// writes per send, by stream.
+	// writes per send, by stream (compaction's: per compaction).
 	WritesPerSend map[string]float64 `json:"writes_per_send,omitempty"`
 	CacheBytes    *int               `json:"cache_bytes,omitempty"` // history_*: bytes the worker's view cache holds after the run (views plus overhead)
 	// CPUPerOp is the process's CPU time (user and system: server, worker,
@@ -170,6 +170,7 @@ var registry = []spec{
 	// after every benchmark that runs gateways: the turns it queues stay
 	// queued, and no later gateway must pick them up
 	{name: "inbound_routed", baseline: "raw_js_publish", run: runInboundRouted},
+	{name: "compaction", baseline: "raw_js_publish", run: runCompaction},
 	{name: "sanitize_80k", run: runSanitize80k},
 }
 

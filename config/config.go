@@ -13,6 +13,9 @@ type Config struct {
 	Agents  Agents  `mapstructure:"agents"`
 	Logging Logging `mapstructure:"logging"`
 	Quotas  Quotas  `mapstructure:"quotas"`
+	// Models is OpenClaw's provider catalog: context windows, reply
+	// sizes and prices of the models turns run with.
+	Models Models `mapstructure:"models"`
 	// Channels is OpenClaw's `channels` section, of which sessionbus reads
 	// the group tool policies. Filled by the loader from the raw map, like
 	// agents.defaults.models: a group id may hold a dot.
@@ -262,6 +265,9 @@ type AgentDefaults struct {
 	// "openai/gpt-4.1" at its dot (see models.go).
 	Model  string                `mapstructure:"model"`
 	Models map[string]ModelEntry `mapstructure:"-"`
+	// Compaction is when a session's context is summarized and how much
+	// of it is kept verbatim.
+	Compaction Compaction `mapstructure:"compaction"`
 }
 
 // Subagents is `agents.defaults.subagents` (and `agents.list[].subagents`).

@@ -98,7 +98,7 @@ type Gateway struct {
 	revoked  *revocations.Store // a run's tokens end with the run
 
 	runtimes     map[string]runtime.Runtime
-	wantsHistory map[string]bool // agents whose runtime reads the transcript
+	wantsContext map[string]bool // agents whose turns read the model's context
 	needsToken   map[string]bool // agents whose runtime is given the run token
 	echo         runtime.Runtime
 	alias        rules.Alias // session.mainKey and session.scope, to resolve a requester's key
@@ -233,7 +233,7 @@ func newGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, id string, 
 	log = slog.New(sanitize.LogHandler(log.Handler(), red))
 	g := &Gateway{
 		id: id, nc: nc, cfg: cfg, op: op, log: log.With("gateway", id), names: bus.NewNames(cfg.Bus.Prefix), redact: red,
-		runtimes: map[string]runtime.Runtime{}, wantsHistory: map[string]bool{}, needsToken: map[string]bool{},
+		runtimes: map[string]runtime.Runtime{}, wantsContext: map[string]bool{}, needsToken: map[string]bool{},
 		ackWait: o.AckWait, conc: o.Concurrency, retryDelay: o.RetryDelay,
 	}
 	for _, a := range cfg.Agents.List {
@@ -242,9 +242,11 @@ func newGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, id string, 
 			return nil, err
 		}
 		g.runtimes[a.ID] = rt
-		// script turns never look at history; reading 20 entries per turn
-		// for them was a third of a send's cost
-		g.wantsHistory[a.ID] = a.Runtime != "" && a.Runtime != runtime.KindScript
+		// script turns never look at the context; reading it per turn was
+		// a third of a send's cost. A script that can summarize reads it
+		// for its compactions.
+		_, summarizes := g.summarizerOf(rt)
+		g.wantsContext[a.ID] = (a.Runtime != "" && a.Runtime != runtime.KindScript) || summarizes
 		g.needsToken[a.ID] = a.Runtime == runtime.KindExec
 	}
 	g.noteRunUsers(o)

@@ -20,6 +20,10 @@ const runMarker = "__sessionbus"
 type marker struct {
 	Run  string `json:"run"`
 	Part string `json:"part"`
+	// Context, on a reply, is the context's size after the turn by the
+	// provider's usage (last prompt plus reply): the next turn's estimate
+	// starts from it.
+	Context int64 `json:"context,omitempty"`
 }
 
 // appendPart appends one of the run's own entries at the cursor, with a

@@ -57,6 +57,11 @@ type run struct {
 	watch *runs.Waiter
 	live  *LiveOutput // this attempt's live output
 
+	// tc is the model's context (nil: the runtime reads none); compacted
+	// the compaction this run appended (or an earlier attempt did)
+	tc        *turnContext
+	compacted *compactionEntry
+
 	hbStop   context.CancelFunc
 	hbWG     sync.WaitGroup
 	laneMu   sync.Mutex

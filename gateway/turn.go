@@ -21,20 +21,23 @@ import (
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
-// historyLimit is how many transcript entries, the prompt included, a
-// runtime that wants history is given.
+// historyLimit is how many of a child's newest transcript entries its
+// completion announce searches for the reply it carries.
 const historyLimit = 20
 
 // turn holds the lane: it records running, appends the prompt, runs the
 // agent, appends the reply and records the outcome.
 func (r *run) turn(ctx context.Context) (*runs.Record, error) {
+	if r.req.Compact != nil {
+		return r.compactRun(ctx)
+	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	mine, history, err := r.readTranscript(octx)
+	mine, err := r.readTranscript(octx)
 	if err != nil {
 		return nil, err
 	}
-	history, already, err := r.start(octx, mine, history)
+	already, err := r.start(octx, mine)
 	if err != nil || already != nil {
 		return already, err
 	}
@@ -48,42 +51,48 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	// a new attempt's live output starts at seq 1 (subscribers reset)
 	r.live = NewLiveOutput(r.g.nc, r.g.names, r.req.SessionKey, r.req.RunID, r.g.redact, r.g.log)
 	prevReply, replied := findPart(mine, r.req.RunID, "reply")
+	r.earlierCompaction(ctx, mine)
 	if replied {
 		res = &runtime.Result{Reply: prevReply}
-	} else if res, runErr = r.invoke(ctx, history); ctx.Err() != nil {
-		return nil, ctx.Err() // stopping: leave it to another replica
+	} else {
+		if err := r.fitContext(ctx); err != nil {
+			return nil, err
+		}
+		if res, runErr = r.invoke(ctx, r.tc.history()); ctx.Err() != nil {
+			return nil, ctx.Err() // stopping: leave it to another replica
+		}
 	}
 	return r.finish(ctx, res, replied, runErr)
 }
 
 // readTranscript reads what an earlier attempt of the run wrote, which sits
-// at its recorded position, and the history the agent is given when its
-// runtime wants it.
-func (r *run) readTranscript(ctx context.Context) (mine []transcripts.Entry, history []json.RawMessage, err error) {
+// at its recorded position, and, beside it, the model's context when the
+// agent's runtime reads one.
+func (r *run) readTranscript(ctx context.Context) (mine []transcripts.Entry, err error) {
+	var ctxErr error
+	var wg sync.WaitGroup
+	if r.g.wantsContext[r.req.AgentID] {
+		wg.Go(func() { r.tc, ctxErr = r.loadContext(ctx) })
+	}
 	if at := r.rec.TranscriptAt; at != nil {
 		if mine, err = r.g.tr.Read(ctx, r.enc, *at, *at+3); err != nil {
-			return nil, nil, fmt.Errorf("read transcript: %w", err)
+			err = fmt.Errorf("read transcript: %w", err)
 		}
 	}
-	if r.g.wantsHistory[r.req.AgentID] {
-		tail, _, err := r.g.tr.Tail(ctx, r.enc, historyLimit, 0)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read transcript: %w", err)
-		}
-		for _, e := range tail {
-			history = append(history, json.RawMessage(e.Data))
-		}
+	wg.Wait()
+	if err = errors.Join(err, ctxErr); err != nil {
+		return nil, err
 	}
-	return mine, history, nil
+	return mine, nil
 }
 
 // start is wave 2: the running record, which carries the position the
 // prompt is written at, goes out first, and the prompt follows without
 // waiting for its ack; a session that has no entry yet is created beside
-// them. An earlier attempt's prompt (in mine) is not written again. It
-// returns the history the agent is given, or the record of a run that was
-// killed before it started.
-func (r *run) start(ctx context.Context, mine []transcripts.Entry, history []json.RawMessage) ([]json.RawMessage, *runs.Record, error) {
+// them. An earlier attempt's prompt (in mine) is not written again; a new
+// one joins the context. It returns the record of a run that was killed
+// before it started.
+func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record, error) {
 	g, req := r.g, r.req
 	var sessErr error
 	var sessWG sync.WaitGroup
@@ -93,21 +102,18 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry, history []jso
 	wantPrompt := !hasPart(mine, req.RunID, "prompt")
 	var prompt []byte
 	var told []notices.Body // notices this turn delivers to a sub-agent watcher
+	at := r.cur.Len()
 	if wantPrompt {
 		prompt, told = r.promptEntry(ctx)
-		history = append(history, prompt)
+		r.tc.add(transcripts.Entry{N: at, Data: prompt})
 	}
-	if len(history) > historyLimit {
-		history = history[len(history)-historyLimit:]
-	}
-	at := r.cur.Len()
 	if !wantPrompt {
 		at = *r.rec.TranscriptAt
 	}
 	awaitRec, err := r.recordRunning(ctx, at)
 	if err != nil {
 		sessWG.Wait()
-		return nil, nil, err
+		return nil, err
 	}
 	if wantPrompt {
 		err = r.appendPart(ctx, "prompt", prompt, func(ctx context.Context, moved uint64) error {
@@ -131,16 +137,16 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry, history []jso
 	err = errors.Join(recErr, err)
 	sessWG.Wait()
 	if already != nil {
-		return history, already, nil
+		return already, nil
 	}
 	if err = errors.Join(err, sessErr); err != nil {
 		for _, n := range told {
 			g.pending.add(n) // not delivered: the next attempt tells them
 		}
-		return nil, nil, err
+		return nil, err
 	}
 	r.ackNotices(ctx, told)
-	return history, nil, nil
+	return nil, nil
 }
 
 // promptEntry is the prompt as the run's transcript entry. A sub-agent's
@@ -226,7 +232,7 @@ func (r *run) announceDelivered() {
 	})
 }
 
-// invoke runs the agent's turn in its runtime, with the history it is
+// invoke runs the agent's turn in its runtime, with the context it is
 // given.
 func (r *run) invoke(ctx context.Context, history []json.RawMessage) (*runtime.Result, error) {
 	actx, acancel := context.WithCancel(ctx)
@@ -256,13 +262,19 @@ func (r *run) finish(ctx context.Context, res *runtime.Result, replied bool, run
 	} else {
 		r.live.Fail(errText)
 	}
+	var tu *turnUsage
+	if !replied {
+		tu = r.turnUsage(res, reply)
+	} else if r.compacted != nil {
+		tu = &turnUsage{compacted: r.compacted}
+	}
 	// a yielded turn has no reply of its own (docs/runtimes.md)
 	if status == runs.OK && !replied && (res == nil || !res.Yielded) {
-		if err := r.appendReply(octx, reply); err != nil {
+		if err := r.appendReply(octx, reply, tu); err != nil {
 			return nil, err
 		}
 	}
-	return r.recordOutcome(octx, status, errText, reply)
+	return r.recordOutcome(octx, status, errText, reply, tu)
 }
 
 // outcome is the status, error text and reply the run record is to carry.
@@ -285,13 +297,18 @@ func (r *run) outcome(res *runtime.Result, runErr error) (status, errText, reply
 	return status, errText, reply
 }
 
-// appendReply is wave 3: the agent's reply, after the prompt.
-func (r *run) appendReply(ctx context.Context, reply string) error {
-	data, _ := bus.Marshal(map[string]any{
-		"role":    "assistant",
-		"content": reply,
-		runMarker: marker{Run: r.req.RunID, Part: "reply"},
-	})
+// appendReply is wave 3: the agent's reply, after the prompt, with the
+// provider's usage in OpenClaw's shape (an estimate is not recorded as
+// usage), and in its marker the context's size the next turn starts from.
+func (r *run) appendReply(ctx context.Context, reply string, tu *turnUsage) error {
+	m := marker{Run: r.req.RunID, Part: "reply"}
+	msg := map[string]any{"role": "assistant", "content": reply}
+	if tu != nil && tu.usage != nil && !tu.estimated {
+		msg["usage"] = usageJSON(tu.usage, r.g.cfg.ModelLimits(r.modelRef()).Cost)
+		m.Context = tu.usage.ContextTokens()
+	}
+	msg[runMarker] = m
+	data, _ := bus.Marshal(msg)
 	return r.appendPart(ctx, "reply", data, nil)
 }
 
@@ -300,7 +317,7 @@ func (r *run) appendReply(ctx context.Context, reply string) error {
 // is handed over. The outcome also frees the lane, so no release is
 // written (runs.Record.FreesLane); a lane whose run was killed or timed out
 // by a sweep meanwhile is released after it.
-func (r *run) recordOutcome(ctx context.Context, status, errText, reply string) (*runs.Record, error) {
+func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, tu *turnUsage) (*runs.Record, error) {
 	g, req := r.g, r.req
 	handOver := r.startHandOver()
 	var wg sync.WaitGroup
@@ -311,7 +328,7 @@ func (r *run) recordOutcome(ctx context.Context, status, errText, reply string) 
 		}
 		g.cursors.put(r.enc, r.cur)
 	})
-	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev) })
+	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu) })
 	ended := false
 	rec, _, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {
@@ -355,12 +372,16 @@ func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request, chil
 }
 
 // touchSession bumps the session's updatedAt after a turn, from the entry
-// read when the run started (nil: created by createSession, read it). A
-// failure only leaves updatedAt older; the turn is recorded regardless.
-func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64) {
+// read when the run started (nil: created by createSession, read it), and
+// records the turn's usage and compaction count (tu, nil: none). A
+// failure only leaves them older; the turn is recorded regardless.
+func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64, tu *turnUsage) {
 	now := time.Now().UnixMilli()
 	_, _, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
 		e.UpdatedAt = max(e.UpdatedAt, now)
+		if tu != nil {
+			tu.apply(e)
+		}
 		return nil
 	})
 	if err != nil {

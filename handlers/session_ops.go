@@ -13,8 +13,9 @@ import (
 // SessionOps are the operations on one session, on
 // <prefix>.ops.session.<op> (docs/ops.md): ops and channel adapters delete
 // or reset a session, {"sessionKey": KEY}, the transcript archived first
-// (package lifecycle), set or clear its goal, read its effective tool
-// list (tools), and set its send-policy override (send-policy). They are no agent
+// (package lifecycle), set or clear its goal, compact it (a gateway runs
+// the compaction), read its effective tool list (tools), and set its
+// send-policy override (send-policy). They are no agent
 // tools. An adapter token for one channel may act only on that channel's
 // sessions; ops mint one for '*'.
 func (d *Deps) SessionOps() map[string]bus.Handler {
@@ -62,6 +63,9 @@ func (d *Deps) SessionOps() map[string]bus.Handler {
 		res, err := d.setSendOverride(ctx, key, word)
 		return res, bus.Thrown(err)
 	})}
+	ops["compact"] = op(func(ctx context.Context, _ *bus.Request, key string, p rules.Params) (any, error) {
+		return d.compactOp(ctx, key, p)
+	})
 	if d.Lifecycle != nil {
 		ops["delete"] = op(func(ctx context.Context, _ *bus.Request, key string, _ rules.Params) (any, error) {
 			return d.Lifecycle.Delete(ctx, key, archives.ReasonDeleted, nil)

@@ -18,6 +18,15 @@ func (d *Deps) statusCard(r *requester, e *sessions.Entry, m modelInfo, u usage)
 		"🕒 Time: " + now.Format("2006-01-02 15:04:05") + " (" + zoneName(now) + ")",
 		"🧠 Model: " + m.label(),
 	}
+	if !u.hasCost && m.Model != "" {
+		// OpenClaw prices the session's counters with the model's catalog
+		// cost when no recorded cost is at hand
+		if p := d.Config.ModelLimits(m.String()).Cost; p.Priced() {
+			u.cost = (float64(u.input)*p.Input + float64(u.output)*p.Output +
+				float64(u.cacheRead)*p.CacheRead + float64(u.cacheWrite)*p.CacheWrite) / 1e6
+			u.hasCost = true
+		}
+	}
 	if u.input > 0 || u.output > 0 {
 		l := "🧮 Tokens: " + formatTokens(u.input) + " in / " + formatTokens(u.output) + " out"
 		if u.hasCost {

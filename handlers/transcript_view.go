@@ -88,14 +88,26 @@ func (d *Deps) viewEntry(e transcripts.Entry, withSeq, skipTools bool) entryView
 	if !ok {
 		return entryView{}
 	}
+	compaction := m["type"] == "compaction"
+	if compaction {
+		m = compactionMarker(m)
+	}
 	v := entryView{tool: isToolMessage(m)}
 	if (skipTools && v.tool) || !keepInHistory(m) {
 		return v
 	}
 	delete(m, runMarker)
 	res := d.Redactor.HistoryMessage(m, true)
-	if withSeq {
-		m["__openclaw"] = map[string]any{"seq": e.N + 1}
+	if withSeq || compaction {
+		meta := map[string]any{}
+		if withSeq {
+			meta["seq"] = e.N + 1
+		}
+		if compaction {
+			meta["kind"], meta["id"] = "compaction", m["__compactionId"]
+			delete(m, "__compactionId")
+		}
+		m["__openclaw"] = meta
 	}
 	raw, err := json.Marshal(m)
 	if err != nil {
@@ -104,6 +116,21 @@ func (d *Deps) viewEntry(e transcripts.Entry, withSeq, skipTools bool) entryView
 	v.msg = viewMessage{raw: raw, seq: e.N + 1, truncated: res.Truncated, redacted: res.Redacted}
 	v.shown = true
 	return v
+}
+
+// compactionMarker is how OpenClaw's history shows a compaction entry: a
+// system message saying "Compaction", not its summary (the model's
+// context carries that; the history keeps every older entry instead).
+func compactionMarker(m map[string]any) map[string]any {
+	out := map[string]any{
+		"role":           "system",
+		"content":        []any{map[string]any{"type": "text", "text": "Compaction"}},
+		"__compactionId": m["id"],
+	}
+	if ts, ok := m["timestamp"]; ok {
+		out["timestamp"] = ts
+	}
+	return out
 }
 
 // keepInHistory is the gateway projection's drop rule:

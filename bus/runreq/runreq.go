@@ -89,4 +89,14 @@ type Request struct {
 	Announce *AnnounceRef `json:"announce,omitempty"`
 	// Notice is set on a run that wakes a watcher with a parent notice.
 	Notice *NoticeRef `json:"notice,omitempty"`
+	// Compact, when set, makes the run a compaction of the session
+	// (`sessionbus session compact`) instead of a turn: under the
+	// session's lane, with no prompt and no reply.
+	Compact *CompactRef `json:"compact,omitempty"`
+}
+
+// CompactRef is an on-demand compaction.
+type CompactRef struct {
+	// Instructions are an operator's extra focus for the summary.
+	Instructions string `json:"instructions,omitempty"`
 }

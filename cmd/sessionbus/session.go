@@ -12,10 +12,11 @@ import (
 	"github.com/sessionbus/sessionbus/lifecycle"
 )
 
-// cmdSession is `sessionbus session delete|reset|goal|tools|send-policy ...`: the
-// request on <prefix>.ops.session.<op>, with an ops token (adapter '*')
-// minted from the operator credentials. delete and reset archive the
-// transcript first, then remove; goal sets or clears the session's goal;
+// cmdSession is `sessionbus session delete|reset|goal|compact|tools|send-policy
+// ...`: the request on <prefix>.ops.session.<op>, with an ops token
+// (adapter '*') minted from the operator credentials. delete and reset
+// archive the transcript first, then remove; goal sets or clears the
+// session's goal; compact has a gateway summarize the session's context;
 // tools prints its effective tool list; send-policy sets its send-policy
 // override (docs/ops.md).
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -24,10 +25,10 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		op = args[0]
 	}
 	switch op {
-	case "delete", "reset", "goal", "tools", "send-policy":
+	case "delete", "reset", "goal", "compact", "tools", "send-policy":
 	case "-h", "--help", "-help", "help":
-		// every subcommand's flags, goal's and tools' included: the help lists them all
-		sessionFlags(newFlags("session", stdout), "").fs.Usage()
+		// every subcommand's flags: the help lists them all
+		sessionFlags(newFlags("session", stdout), "all").fs.Usage()
 		return 0
 	default:
 		writeHelp(stderr, "session", nil)
@@ -38,7 +39,7 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs, server, creds, prefix, timeout, clear, actor := f.fs, f.server, f.creds, f.prefix, f.timeout, f.clear, f.actor
-	body, ok := sessionOpBody(op, fs.Args(), clear, actor)
+	body, ok := sessionOpBody(op, fs.Args(), clear, actor, f.instructions)
 	if !ok {
 		fs.Usage()
 		return 2
@@ -58,15 +59,21 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if op == "delete" || op == "reset" {
+	switch op {
+	case "delete", "reset":
 		fmt.Fprintf(stderr, "%s %s: archiving the transcript, then removing...\n", op, fs.Arg(0))
+	case "compact":
+		fmt.Fprintf(stderr, "compact %s: a gateway summarizes the context with the session's model...\n", fs.Arg(0))
 	}
 	reply, err := bus.SessionOp(ctx, nc, bus.NewNames(*prefix), op, token, body)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
-	if op == "goal" {
+	switch op {
+	case "goal":
 		return printGoalResult(reply, stdout, stderr)
+	case "compact":
+		return printCompactResult(reply, stdout, stderr)
 	}
 	if op == "tools" {
 		return printToolsResult(reply, *f.json, stdout, stderr)
@@ -86,13 +93,17 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // sessionOpBody is the request body of op with the positional args, or
 // false on a usage error: delete and reset take the key; goal the key and
 // the text, or with --clear the key alone.
-func sessionOpBody(op string, args []string, clear *bool, actor *string) ([]byte, bool) {
+func sessionOpBody(op string, args []string, clear *bool, actor, instructions *string) ([]byte, bool) {
 	m := map[string]any{}
 	switch {
 	case op == "send-policy" && len(args) == 2:
 		m["sendPolicy"] = args[1] // a bad word is the worker's to refuse, with its message
 	case op == "send-policy":
 		return nil, false
+	case op == "compact" && len(args) == 1:
+		if *instructions != "" {
+			m["instructions"] = *instructions
+		}
 	case op != "goal" && len(args) == 1:
 	case op == "goal" && *clear && len(args) == 1:
 		m["clear"] = true
@@ -163,8 +174,9 @@ func printSendPolicyResult(reply []byte, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// sessionCmdFlags are the flags of session delete, reset, goal and tools
-// (clear and actor only for goal, json only for tools).
+// sessionCmdFlags are the flags of session delete, reset, goal, compact
+// and tools (clear and actor only for goal, instructions only for compact,
+// json only for tools).
 type sessionCmdFlags struct {
 	fs            *flag.FlagSet
 	server        serverFlags
@@ -173,10 +185,11 @@ type sessionCmdFlags struct {
 	clear         *bool
 	actor         *string
 	json          *bool
+	instructions  *string
 }
 
-// sessionFlags defines op's flags; op "" defines every subcommand's (for
-// the help).
+// sessionFlags defines op's flags; op "all" defines every subcommand's
+// (for the help).
 func sessionFlags(fs *flag.FlagSet, op string) sessionCmdFlags {
 	f := sessionCmdFlags{
 		fs:      fs,
@@ -185,12 +198,39 @@ func sessionFlags(fs *flag.FlagSet, op string) sessionCmdFlags {
 		prefix:  fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)"),
 		timeout: fs.Duration("timeout", 10*time.Minute, "how long to wait for the worker (a long transcript takes a while to archive)"),
 	}
-	if op == "goal" || op == "" {
+	if op == "goal" || op == "all" {
 		f.clear = fs.Bool("clear", false, "goal: clear the goal instead of setting it")
 		f.actor = fs.String("actor", envOr("USER", "ops"), "goal: who changes the goal, as the goal and the signal log record it")
 	}
-	if op == "tools" || op == "" {
+	if op == "compact" || op == "all" {
+		f.instructions = fs.String("instructions", "", "compact: what the summary should focus on, as OpenClaw's /compact takes it")
+	}
+	if op == "tools" || op == "all" {
 		f.json = fs.Bool("json", false, "tools: print each tool's verdict, stage and key as JSON instead of the list")
 	}
 	return f
+}
+
+// printCompactResult says what the compaction did (stderr), prints the
+// reply (stdout), and exits 1 when nothing was compacted.
+func printCompactResult(reply []byte, stdout, stderr io.Writer) int {
+	var res struct {
+		Status, SessionKey, RunID, Result, Error string
+	}
+	if err := json.Unmarshal(reply, &res); err != nil {
+		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
+	}
+	var v any
+	_ = json.Unmarshal(reply, &v)
+	printJSON(stdout, v)
+	switch res.Status {
+	case "ok":
+		fmt.Fprintf(stderr, "compact %s: %s\n", res.SessionKey, res.Result)
+		return 0
+	case "accepted":
+		fmt.Fprintf(stderr, "compact %s: still running as run %s (`sessionbus runs` shows its outcome)\n", res.SessionKey, res.RunID)
+		return 0
+	}
+	fmt.Fprintf(stderr, "compact %s: not compacted: %s\n", res.SessionKey, res.Error)
+	return 1
 }

@@ -133,6 +133,12 @@ type chatRequest struct {
 	Messages []chatMessage   `json:"messages"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
 	Stream   bool            `json:"stream,omitempty"`
+	// StreamOptions asks a streamed reply to end with a usage chunk.
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 type chatResponse struct {
@@ -142,6 +148,7 @@ type chatResponse struct {
 			ToolCalls json.RawMessage `json:"tool_calls"`
 		} `json:"message"`
 	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
 
@@ -181,7 +188,8 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		}
 	}
 	for round := 0; ; round++ {
-		content, rawCalls, err := r.complete(ctx, key, model, msgs, offered, t.emitText)
+		content, rawCalls, usage, err := r.complete(ctx, key, model, msgs, offered, t.emitText)
+		addUsage(&res.Usage, usage)
 		if err != nil {
 			return partial(res), err
 		}
@@ -239,7 +247,7 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 }
 
 func partial(res *Result) *Result {
-	if len(res.ToolCalls) == 0 {
+	if len(res.ToolCalls) == 0 && res.Usage == nil {
 		return nil
 	}
 	return res
@@ -268,38 +276,6 @@ func (r *openAIRuntime) initialMessages(t Turn) []chatMessage {
 	}
 	msgs = append(msgs, hist...)
 	return append(msgs, chatMessage{Role: "user", Content: text(prompt)})
-}
-
-// historyMessages maps transcript messages to chat messages where a plain
-// mapping exists: user and assistant text. Tool calls and results from
-// earlier turns are dropped, because their ids would have to pair up exactly
-// and their content is already reflected in the assistant's replies.
-func historyMessages(raw []json.RawMessage) []chatMessage {
-	var out []chatMessage
-	for _, m := range raw {
-		var h struct {
-			Type    string          `json:"type"`
-			Message json.RawMessage `json:"message"`
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		if json.Unmarshal(m, &h) != nil {
-			continue
-		}
-		if h.Type == "message" && len(h.Message) > 0 {
-			// OpenClaw's transcript line shape: {"type":"message","message":{...}}.
-			if json.Unmarshal(h.Message, &h) != nil {
-				continue
-			}
-		}
-		if h.Role != "user" && h.Role != "assistant" {
-			continue
-		}
-		if s := contentText(h.Content); s != "" {
-			out = append(out, chatMessage{Role: h.Role, Content: text(s)})
-		}
-	}
-	return out
 }
 
 // contentText reads a string content or the text blocks of a block list.
@@ -411,16 +387,16 @@ func (r *openAIRuntime) runTool(ctx context.Context, tools Tools, c chatToolCall
 // text and raw tool_calls. It asks for a stream, whose text deltas go to
 // emit as they arrive; an endpoint that answers with one JSON body instead
 // is read as before, its text emitted whole.
-func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []chatMessage, tools json.RawMessage, emit func(string)) (string, json.RawMessage, error) {
-	body, err := json.Marshal(chatRequest{Model: model, Messages: msgs, Tools: tools, Stream: true})
+func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []chatMessage, tools json.RawMessage, emit func(string)) (string, json.RawMessage, *Usage, error) {
+	body, err := json.Marshal(chatRequest{Model: model, Messages: msgs, Tools: tools, Stream: true, StreamOptions: &streamOptions{IncludeUsage: true}})
 	if err != nil {
-		return "", nil, runErrorf("openai: encoding the request: %v", err)
+		return "", nil, nil, runErrorf("openai: encoding the request: %v", err)
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, r.endpoint, bytes.NewReader(body))
 	if err != nil {
-		return "", nil, runErrorf("openai: %s: %v", r.shown, err)
+		return "", nil, nil, runErrorf("openai: %s: %v", r.shown, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream, application/json")
@@ -433,11 +409,11 @@ func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []
 		defer resp.Body.Close()
 	}
 	if err == nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 && isEventStream(resp.Header) {
-		content, calls, err := r.readStream(resp.Body, key, emit)
+		content, calls, usage, err := r.readStream(resp.Body, key, emit)
 		if err != nil {
-			return "", nil, r.readErr(ctx, reqCtx, key, err)
+			return "", nil, nil, r.readErr(ctx, reqCtx, key, err)
 		}
-		return content, calls, nil
+		return content, calls, usage, nil
 	}
 	var data []byte
 	if err == nil {
@@ -445,26 +421,26 @@ func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []
 	}
 	switch {
 	case err != nil:
-		return "", nil, r.readErr(ctx, reqCtx, key, err)
+		return "", nil, nil, r.readErr(ctx, reqCtx, key, err)
 	case len(data) > maxOpenAIResponse:
-		return "", nil, runErrorf("openai: %s: response larger than %d MiB", r.shown, maxOpenAIResponse>>20)
+		return "", nil, nil, runErrorf("openai: %s: response larger than %d MiB", r.shown, maxOpenAIResponse>>20)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return "", nil, runErrorf("openai: %s: HTTP %s: %s", r.shown, resp.Status, excerpt(scrubBytes(data, key)))
+		return "", nil, nil, runErrorf("openai: %s: HTTP %s: %s", r.shown, resp.Status, excerpt(scrubBytes(data, key)))
 	}
 	var cr chatResponse
 	if err := json.Unmarshal(data, &cr); err != nil {
-		return "", nil, runErrorf("openai: %s: response is not chat-completions JSON (%v): %s", r.shown, err, excerpt(scrubBytes(data, key)))
+		return "", nil, nil, runErrorf("openai: %s: response is not chat-completions JSON (%v): %s", r.shown, err, excerpt(scrubBytes(data, key)))
 	}
 	if len(cr.Error) > 0 && string(cr.Error) != "null" {
-		return "", nil, runErrorf("openai: %s: endpoint error: %s", r.shown, excerpt(scrubBytes(cr.Error, key)))
+		return "", nil, nil, runErrorf("openai: %s: endpoint error: %s", r.shown, excerpt(scrubBytes(cr.Error, key)))
 	}
 	if len(cr.Choices) == 0 {
-		return "", nil, runErrorf("openai: %s: response has no choices: %s", r.shown, excerpt(scrubBytes(data, key)))
+		return "", nil, nil, runErrorf("openai: %s: response has no choices: %s", r.shown, excerpt(scrubBytes(data, key)))
 	}
 	m := cr.Choices[0].Message
 	content := contentText(m.Content)
 	emit(content)
-	return content, m.ToolCalls, nil
+	return content, m.ToolCalls, parseOpenAIUsage(cr.Usage), nil
 }
 
 // readErr classifies a failed request or read: the caller's cancellation,

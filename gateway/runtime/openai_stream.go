@@ -30,6 +30,7 @@ type chatChunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
 
@@ -72,7 +73,7 @@ var errStreamTooLarge = errors.New("stream too large")
 // go to emit as they arrive. A stream that breaks off before [DONE] (and
 // before any finish_reason), or carries a chunk that is not JSON, is a run
 // error: the turn then records no reply at all.
-func (r *openAIRuntime) readStream(body io.Reader, key string, emit func(string)) (string, json.RawMessage, error) {
+func (r *openAIRuntime) readStream(body io.Reader, key string, emit func(string)) (string, json.RawMessage, *Usage, error) {
 	cr := &countingReader{r: io.LimitReader(body, maxOpenAIResponse+1)}
 	br := bufio.NewReaderSize(cr, 64<<10)
 	var (
@@ -81,6 +82,7 @@ func (r *openAIRuntime) readStream(body io.Reader, key string, emit func(string)
 		data     []byte // the current event's data lines
 		finished bool   // a finish_reason was seen
 		choices  bool
+		usage    *Usage // the usage chunk's (stream_options.include_usage)
 	)
 	dispatch := func() error {
 		if len(data) == 0 {
@@ -97,6 +99,9 @@ func (r *openAIRuntime) readStream(body io.Reader, key string, emit func(string)
 		}
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
 			return runErrorf("openai: %s: endpoint error in the stream: %s", r.shown, excerpt(scrubBytes(ch.Error, key)))
+		}
+		if u := parseOpenAIUsage(ch.Usage); u != nil {
+			usage = u
 		}
 		for _, c := range ch.Choices {
 			if c.Index != 0 {
@@ -141,7 +146,7 @@ func (r *openAIRuntime) readStream(body io.Reader, key string, emit func(string)
 			case !finished:
 				// ended without [DONE] and before any choice finished,
 				// maybe inside a chunk: cut off, whatever it says
-				return "", nil, runErrorf("openai: %s: the stream ended before [DONE] (truncated after %d bytes); no reply is recorded", r.shown, cr.n)
+				return "", nil, nil, runErrorf("openai: %s: the stream ended before [DONE] (truncated after %d bytes); no reply is recorded", r.shown, cr.n)
 			case derr != nil:
 				err = derr
 			}
@@ -151,13 +156,13 @@ func (r *openAIRuntime) readStream(body io.Reader, key string, emit func(string)
 			continue
 		case errors.Is(err, io.EOF):
 			if !choices {
-				return "", nil, runErrorf("openai: %s: the stream carried no choices", r.shown)
+				return "", nil, nil, runErrorf("openai: %s: the stream carried no choices", r.shown)
 			}
-			return content.String(), assembleToolCalls(calls), nil
+			return content.String(), assembleToolCalls(calls), usage, nil
 		case errors.Is(err, errStreamTooLarge):
-			return "", nil, runErrorf("openai: %s: response larger than %d MiB", r.shown, maxOpenAIResponse>>20)
+			return "", nil, nil, runErrorf("openai: %s: response larger than %d MiB", r.shown, maxOpenAIResponse>>20)
 		}
-		return "", nil, err
+		return "", nil, nil, err
 	}
 }
 

@@ -149,6 +149,9 @@ type Result struct {
 	// own (Reply is empty), and the session's next message (a child's
 	// completion announce, an inbound event) starts the next turn.
 	Yielded bool
+	// Usage is what the provider reported the turn's model calls cost
+	// (a script rule's declared usage); nil when it reported nothing.
+	Usage *Usage
 }
 
 // YieldTool is the tool that ends a turn.

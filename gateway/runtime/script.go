@@ -15,6 +15,9 @@ import (
 // scriptConfig is agents.list[].script.
 type scriptConfig struct {
 	Rules []scriptRuleConfig `mapstructure:"rules"`
+	// Summary is the compaction summary the script's "model" writes; unset,
+	// the script runtime cannot compact a session.
+	Summary *string `mapstructure:"summary"`
 }
 
 type scriptRuleConfig struct {
@@ -34,6 +37,17 @@ type scriptRuleConfig struct {
 	// ("" for the default) and end the turn without a reply. Reply, when
 	// set, is used only if the yield is refused.
 	Yield *string `mapstructure:"yield"`
+	// Usage is the provider usage the rule's turn reports, so tests drive
+	// the usage and compaction paths without a model.
+	Usage *scriptUsage `mapstructure:"usage"`
+}
+
+// scriptUsage is a rule's declared usage, in OpenClaw's fields.
+type scriptUsage struct {
+	Input      int64 `mapstructure:"input"`
+	Output     int64 `mapstructure:"output"`
+	CacheRead  int64 `mapstructure:"cacheRead"`
+	CacheWrite int64 `mapstructure:"cacheWrite"`
 }
 
 type scriptToolConfig struct {
@@ -42,7 +56,8 @@ type scriptToolConfig struct {
 }
 
 type scriptRuntime struct {
-	rules []scriptRule
+	rules   []scriptRule
+	summary *string
 }
 
 type scriptRule struct {
@@ -51,6 +66,7 @@ type scriptRule struct {
 	delay  time.Duration
 	errMsg *template
 	calls  []scriptCall // tool, tools or yield, in order
+	usage  *Usage
 }
 
 // scriptCall is one tool call of a rule.
@@ -64,7 +80,7 @@ func newScript(key string, raw map[string]any) (*scriptRuntime, error) {
 	if err := decodeSection(key, raw, &c); err != nil {
 		return nil, err
 	}
-	s := &scriptRuntime{rules: make([]scriptRule, 0, len(c.Rules))}
+	s := &scriptRuntime{rules: make([]scriptRule, 0, len(c.Rules)), summary: c.Summary}
 	for i, rc := range c.Rules {
 		rk := fmt.Sprintf("%s.rules[%d]", key, i)
 		r, err := compileRule(rk, rc)
@@ -90,6 +106,13 @@ func compileRule(rk string, rc scriptRuleConfig) (scriptRule, error) {
 		return r, fmt.Errorf("%s.delayMs: must be 0 or more, got %d", rk, rc.DelayMs)
 	}
 	r.delay = time.Duration(rc.DelayMs) * time.Millisecond
+	if u := rc.Usage; u != nil {
+		if u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 {
+			return r, fmt.Errorf("%s.usage: token counts must be 0 or more", rk)
+		}
+		r.usage = &Usage{}
+		r.usage.add(Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite})
+	}
 	if rc.Error != "" && rc.Reply != nil {
 		return r, fmt.Errorf("%s: error and reply are exclusive (a failing rule has no reply); remove one", rk)
 	}
@@ -208,6 +231,10 @@ func (r *scriptRule) run(ctx context.Context, t Turn, groups []string, tools Too
 		}
 	}
 	res := &Result{}
+	if r.usage != nil {
+		u := *r.usage
+		res.Usage = &u
+	}
 	v := tmplVars{message: t.Message, groups: groups}
 	if len(r.calls) > 0 && tools == nil {
 		return nil, runErrorf("script: rule calls %s but the gateway gave this turn no tools", r.calls[0].tool)
@@ -248,6 +275,21 @@ func (r *scriptRule) run(ctx context.Context, t Turn, groups []string, tools Too
 		}
 	}
 	return res, nil
+}
+
+// CanSummarize reports whether script.summary is configured.
+func (s *scriptRuntime) CanSummarize() bool { return s.summary != nil }
+
+// Summarize returns script.summary: the script runtime's stand-in for a
+// model's compaction summary.
+func (s *scriptRuntime) Summarize(_ context.Context, _ SummaryRequest) (string, *Usage, error) {
+	if s.summary == nil {
+		return "", nil, runErrorf("script: no script.summary is configured, so this agent cannot compact; set one")
+	}
+	if strings.TrimSpace(*s.summary) == "" {
+		return "", nil, runErrorf("script: script.summary is empty; the session was not compacted")
+	}
+	return *s.summary, nil, nil
 }
 
 // words splits s into its words, each with the white space after it, so
