@@ -111,7 +111,11 @@ func (is *inboundStack) writes() map[string]uint64 {
 	out := map[string]uint64{}
 	l := js.ListStreams(bustest.Context(is.T))
 	for info := range l.Info() {
-		out[info.Config.Name] = info.State.LastSeq
+		// the gateways' maintenance lease is taken and renewed there on the
+		// sweep's own clock, whatever messages arrive
+		if info.Config.Name != "KV_claims" {
+			out[info.Config.Name] = info.State.LastSeq
+		}
 	}
 	if err := l.Err(); err != nil {
 		is.T.Fatal(err)
