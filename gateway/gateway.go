@@ -72,6 +72,13 @@ type Options struct {
 
 // Gateway is one running gateway replica.
 type Gateway struct {
+	// evMu orders the events follower's callbacks before Stop's wait: a
+	// callback starts work on wg, which must not be added to while Stop
+	// waits on it; evStopped, set by Stop under the write lock, turns
+	// later callbacks away
+	evMu      sync.RWMutex
+	evStopped bool
+
 	id    string
 	nc    *nats.Conn
 	js    jetstream.JetStream
@@ -297,6 +304,11 @@ func (g *Gateway) follow() error {
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	onEvent := func(ev *events.Event) {
+		g.evMu.RLock()
+		defer g.evMu.RUnlock()
+		if g.evStopped {
+			return
+		}
 		switch ev.Kind {
 		case events.KindAnnounce:
 			g.onAnnounce(ev)
@@ -470,6 +482,9 @@ func (g *Gateway) Stop() {
 		return
 	}
 	g.cancel()
+	g.evMu.Lock()
+	g.evStopped = true
+	g.evMu.Unlock()
 	g.guard.Stop()
 	it, _ := g.current()
 	it.Stop()
