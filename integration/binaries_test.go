@@ -78,7 +78,19 @@ type proc struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
 	stderr *strings.Builder
+	errw   *syncWriter // stderr's writer, when the process runs while it is read
 	done   chan error
+}
+
+// errText is what the process wrote on stderr so far, read under its
+// writer's lock while the process may still write.
+func (p *proc) errText() string {
+	if p.errw == nil {
+		return p.stderr.String()
+	}
+	p.errw.mu.Lock()
+	defer p.errw.mu.Unlock()
+	return p.stderr.String()
 }
 
 func start(t *testing.T, args ...string) *proc {

@@ -36,7 +36,8 @@ func startIn(t *testing.T, dir string, env []string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: cmd, stdout: bufio.NewReader(out), stderr: &strings.Builder{}, done: make(chan error, 1)}
-	cmd.Stderr = &syncWriter{w: p.stderr}
+	p.errw = &syncWriter{w: p.stderr}
+	cmd.Stderr = p.errw
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestHomeFromAnyFolder(t *testing.T) {
 
 	out, errOut, code := runIn(t, elsewhere, env, "call", "sessions_list", "{}")
 	if code != 0 || !strings.Contains(out, `"sessions"`) {
-		t.Fatalf("call with no flags from another folder: exit %d\n%s%s\nserve: %s", code, out, errOut, p.stderr.String())
+		t.Fatalf("call with no flags from another folder: exit %d\n%s%s\nserve: %s", code, out, errOut, p.errText())
 	}
 	if entries, _ := os.ReadDir(work); len(entries) != 0 {
 		t.Errorf("serve wrote into its working directory: %v", entries)

@@ -99,9 +99,9 @@ func TestUpLoopbackDeployment(t *testing.T) {
 	select {
 	case line = <-ready:
 	case err := <-p.done:
-		t.Fatalf("up exited before it was ready: %v\n%s", err, p.stderr.String())
+		t.Fatalf("up exited before it was ready: %v\n%s", err, p.errText())
 	case <-time.After(5 * time.Minute):
-		t.Fatalf("up not ready within 5 minutes:\n%s", p.stderr.String())
+		t.Fatalf("up not ready within 5 minutes:\n%s", p.errText())
 	}
 	t.Logf("up: %s", line)
 
@@ -119,7 +119,7 @@ func TestUpLoopbackDeployment(t *testing.T) {
 		}
 	}
 	for _, prefix := range []string{"n1 | ", "n3 | ", "worker2 | ", "gw2 | ", "console | "} {
-		if !strings.Contains(p.stderr.String(), "\n"+prefix) && !strings.HasPrefix(p.stderr.String(), prefix) {
+		if !strings.Contains(p.errText(), "\n"+prefix) && !strings.HasPrefix(p.errText(), prefix) {
 			t.Errorf("no line prefixed %q on up's stderr", prefix)
 		}
 	}
@@ -145,10 +145,10 @@ func TestUpLoopbackDeployment(t *testing.T) {
 			if ee, ok := err.(*exec.ExitError); ok {
 				code = ee.ExitCode()
 			}
-			t.Errorf("up exited %v on SIGINT, want 0:\n%s", code, p.stderr.String())
+			t.Errorf("up exited %v on SIGINT, want 0:\n%s", code, p.errText())
 		}
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("up did not exit within 3 minutes of SIGINT:\n%s", p.stderr.String())
+		t.Fatalf("up did not exit within 3 minutes of SIGINT:\n%s", p.errText())
 	}
 	if left := processesOf(t, homeDir); len(left) != 0 {
 		for pid := range left {
