@@ -68,6 +68,17 @@ func listGoal(t *testing.T, s *handlerstest.Stack, key string) map[string]any {
 	return nil
 }
 
+// waitGoalIndexed waits until the worker's index, which session_status and
+// sessions_list read, holds goalChild's goal in status: the index takes a
+// write from its bucket watch a moment after the op answered.
+func waitGoalIndexed(t *testing.T, s *handlerstest.Stack, status string) {
+	t.Helper()
+	bustest.WaitFor(t, 10*time.Second, "the index to hold the goal "+status, func() bool {
+		e := s.Worker.Deps.Index.Get(goalChild)
+		return e != nil && e.Rares().Goal != nil && e.Rares().Goal.Status == status
+	})
+}
+
 // TestGoalOps: set, update and clear a goal on sb.ops.session.goal. Each
 // change is in session_status's JSON (a clear keeps who and when), in the
 // sessions_list row while active, and one goal_changed event with its
@@ -80,6 +91,7 @@ func TestGoalOps(t *testing.T) {
 	if err != nil || res["status"] != "set" || res["stateVersion"] == nil {
 		t.Fatalf("set: %v %v", res, err)
 	}
+	waitGoalIndexed(t, s, "active")
 	g := s.MustCall("agent:main:main", "session_status", fmt.Sprintf(`{"sessionKey":%q}`, goalChild))["goal"].(map[string]any)
 	if g["objective"] != "get CI green\nand push" || g["status"] != "active" || g["actorId"] != "alice" || g["actorType"] != "human" ||
 		g["channel"] != "ops" || g["createdAt"] == nil || g["updatedAt"] != g["createdAt"] {
@@ -104,6 +116,7 @@ func TestGoalOps(t *testing.T) {
 	if res, err = goalOp(t, s, ops, map[string]any{"sessionKey": goalChild, "clear": true}); err != nil || res["status"] != "unchanged" {
 		t.Fatalf("clear again: %v %v", res, err)
 	}
+	waitGoalIndexed(t, s, "cleared")
 	g = s.MustCall("agent:main:main", "session_status", fmt.Sprintf(`{"sessionKey":%q}`, goalChild))["goal"].(map[string]any)
 	if g["status"] != "cleared" || g["objective"] != nil || g["actorId"] != "bob" || g["updatedAt"] == nil {
 		t.Fatalf("cleared goal %v", g)
@@ -133,6 +146,7 @@ func TestGoalOpsRefusals(t *testing.T) {
 	if _, err := goalOp(t, s, ops, map[string]any{"sessionKey": goalChild, "goal": "keep"}); err != nil {
 		t.Fatal(err)
 	}
+	waitGoalIndexed(t, s, "active")
 	before := s.MustCall("agent:main:main", "session_status", fmt.Sprintf(`{"sessionKey":%q}`, goalChild))
 	long := strings.Repeat("é", handlers.GoalMaxChars+1)
 	for _, tc := range []struct {

@@ -61,6 +61,12 @@ func TestSendPolicyOverrideOp(t *testing.T) {
 			t.Fatalf("%s: stored %q, want %q", step.word, got, step.stored)
 		}
 		if step.word == "off" {
+			// sessions_send reads the worker's index, which takes the
+			// write from its watch a moment later
+			bustest.WaitFor(t, 10*time.Second, "the index to hold the override", func() bool {
+				e := is.Worker.Deps.Index.Get(humanKey)
+				return e != nil && e.SendPolicy == step.stored
+			})
 			if got := send(); got != rules.SendBlockedError {
 				t.Fatalf("sessions_send with the override off: %q", got)
 			}
