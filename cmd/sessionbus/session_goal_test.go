@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/bus/bustest"
-	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
@@ -19,36 +14,10 @@ import (
 // text, an unknown key and a bad key exit 1 with the worker's message,
 // and a wrong arity is a usage error.
 func TestSessionGoalCommand(t *testing.T) {
-	s := bustest.Server(t)
-	nc, _ := bustest.Connect(t, s)
-	op, err := bus.LoadOrCreateOperator(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := bustest.Context(t)
-	w, err := handlers.StartWorker(ctx, nc, config.Default(), bus.NewVerifier(op.PublicKey()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
 	const key = "agent:main:main"
-	now := time.Now().UnixMilli()
-	if _, err := w.Deps.Store.Create(ctx, &sessions.Entry{Key: key, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	creds := bustest.AdminCreds(t, s.Deployment(), op)
-	goal := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := run(append([]string{"session", "goal", "--server", s.URL(), "--creds", creds}, args...), strings.NewReader(""), &out, &errb)
-		return code, out.String(), errb.String()
-	}
-	stored := func() *sessions.Goal {
-		e, _, err := w.Deps.Store.Get(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.Rares().Goal
-	}
+	st := startSessionCmd(t, nil, key)
+	goal := func(args ...string) (int, string, string) { return st.session("goal", args...) }
+	stored := func() *sessions.Goal { return st.stored(t, key).Rares().Goal }
 
 	code, out, errs := goal("--actor", "alice", key, "get CI green")
 	var res map[string]any

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // TestSessionToolsCommand: `sessionbus session tools KEY` prints the
@@ -19,32 +13,12 @@ import (
 // missing tool (--json: the verdicts); an unknown key exits 1 with the
 // worker's message, a missing key is a usage error.
 func TestSessionToolsCommand(t *testing.T) {
-	s := bustest.Server(t)
-	nc, _ := bustest.Connect(t, s)
-	op, err := bus.LoadOrCreateOperator(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := bustest.Context(t)
-	cfg := config.Default()
-	cfg.Agents.Defaults.Sandbox.Mode = config.SandboxNonMain
-	cfg.Tools.Deny = []string{"sessions_yield"}
-	w, err := handlers.StartWorker(ctx, nc, cfg, bus.NewVerifier(op.PublicKey()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
 	const key = "agent:main:side"
-	now := time.Now().UnixMilli()
-	if _, err := w.Deps.Store.Create(ctx, &sessions.Entry{Key: key, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	creds := bustest.AdminCreds(t, s.Deployment(), op)
-	tools := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := run(append([]string{"session", "tools", "--server", s.URL(), "--creds", creds}, args...), strings.NewReader(""), &out, &errb)
-		return code, out.String(), errb.String()
-	}
+	st := startSessionCmd(t, func(cfg *config.Config) {
+		cfg.Agents.Defaults.Sandbox.Mode = config.SandboxNonMain
+		cfg.Tools.Deny = []string{"sessions_yield"}
+	}, key)
+	tools := func(args ...string) (int, string, string) { return st.session("tools", args...) }
 	code, out, errs := tools(key)
 	for _, want := range []string{
 		"Tools of agent:main:side: 6 of 8 allowed",
@@ -77,36 +51,10 @@ func TestSessionToolsCommand(t *testing.T) {
 // on|off|inherit` stores the override; a bad word exits 1 with the
 // worker's message, a missing word is a usage error.
 func TestSessionSendPolicyCommand(t *testing.T) {
-	s := bustest.Server(t)
-	nc, _ := bustest.Connect(t, s)
-	op, err := bus.LoadOrCreateOperator(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := bustest.Context(t)
-	w, err := handlers.StartWorker(ctx, nc, config.Default(), bus.NewVerifier(op.PublicKey()), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
 	const key = "agent:main:main"
-	now := time.Now().UnixMilli()
-	if _, err := w.Deps.Store.Create(ctx, &sessions.Entry{Key: key, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	creds := bustest.AdminCreds(t, s.Deployment(), op)
-	sp := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := run(append([]string{"session", "send-policy", "--server", s.URL(), "--creds", creds}, args...), strings.NewReader(""), &out, &errb)
-		return code, out.String(), errb.String()
-	}
-	stored := func() string {
-		e, _, err := w.Deps.Store.Get(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.SendPolicy
-	}
+	st := startSessionCmd(t, nil, key)
+	sp := func(args ...string) (int, string, string) { return st.session("send-policy", args...) }
+	stored := func() string { return st.stored(t, key).SendPolicy }
 	if code, out, errs := sp(key, "off"); code != 0 || !strings.Contains(out, `"sendPolicy": "deny"`) || !strings.Contains(errs, "send policy of agent:main:main: set") || stored() != "deny" {
 		t.Fatalf("off: exit %d %s %s (stored %q)", code, out, errs, stored())
 	}
