@@ -288,9 +288,12 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
-// WaitMetaLeader waits until exactly one running node leads the meta group
-// and every running node is current with it. The leader can still move
-// after a first election, so callers that create streams retry.
+// WaitMetaLeader waits until exactly one running node leads the meta group,
+// every running node is current with it and, with auth, has JetStream on for
+// the deployment's account: a node that has not loaded the account yet
+// answers "JetStream not enabled for account" to the first request it
+// forwards. The leader can still move after a first election, so callers
+// that create streams retry.
 func (c *Cluster) WaitMetaLeader(within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
@@ -299,7 +302,7 @@ func (c *Cluster) WaitMetaLeader(within time.Duration) error {
 			if s.JetStreamIsLeader() {
 				leaders++
 			}
-			if !s.JetStreamIsCurrent() {
+			if !s.JetStreamIsCurrent() || !c.accountReady(s) {
 				current = false
 			}
 		}
@@ -311,6 +314,16 @@ func (c *Cluster) WaitMetaLeader(within time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond) // polling the servers' own state: there is no event to wait on
 	}
+}
+
+// accountReady reports whether s has JetStream enabled for the deployment's
+// account (always true without auth, where every client is in $G).
+func (c *Cluster) accountReady(s *server.Server) bool {
+	if c.account == "" {
+		return true
+	}
+	acc, err := s.LookupAccount(c.account)
+	return err == nil && acc.JetStreamEnabled()
 }
 
 // Shutdown stops every node and releases the data-dir lock.
