@@ -76,13 +76,16 @@ type TenantsRow struct {
 	ProcessGoroutines    float64 `json:"worker_gateway_goroutines_per_tenant"`
 	ServerIdleCPU        float64 `json:"server_idle_cpu_ms_per_s_per_tenant"`         // all three nodes, ms of CPU per second
 	ProcessIdleCPU       float64 `json:"worker_gateway_idle_cpu_ms_per_s_per_tenant"` // ms of CPU per second
-	DiskPerTenant        float64 `json:"disk_kb_per_tenant"`                          // the three nodes' stores, KiB
-	StartSeconds         float64 `json:"start_seconds"`                               // starting every tenant (streams created R3)
-	ClusterIdleCPU       float64 `json:"cluster_idle_cpu_ms_per_s"`                   // the cluster before any tenant
-	ClusterHeapKB        float64 `json:"cluster_heap_kb"`                             // the cluster before any tenant
-	TotalIdleCPU         float64 `json:"total_idle_cpu_ms_per_s"`                     // everything, tenants running
-	TotalHeapKB          float64 `json:"total_heap_kb"`                               // everything, tenants running
-	LoadAverageAfter     string  `json:"load_average"`
+	// APIPerTenant is the JetStream API requests per second an idle
+	// tenant's worker and gateway make (as the nodes count them received).
+	APIPerTenant     float64 `json:"js_api_per_s_per_tenant"`
+	DiskPerTenant    float64 `json:"disk_kb_per_tenant"`        // the three nodes' stores, KiB
+	StartSeconds     float64 `json:"start_seconds"`             // starting every tenant (streams created R3)
+	ClusterIdleCPU   float64 `json:"cluster_idle_cpu_ms_per_s"` // the cluster before any tenant
+	ClusterHeapKB    float64 `json:"cluster_heap_kb"`           // the cluster before any tenant
+	TotalIdleCPU     float64 `json:"total_idle_cpu_ms_per_s"`   // everything, tenants running
+	TotalHeapKB      float64 `json:"total_heap_kb"`             // everything, tenants running
+	LoadAverageAfter string  `json:"load_average"`
 }
 
 // TenantsReport is a tenants run: what `bench --tenants --json` prints.
@@ -102,11 +105,13 @@ type sample struct {
 	heap       uint64
 	goroutines int
 	cpu        float64 // ms per second over the idle window
+	api        float64 // JetStream API requests per second over the idle window
 	jsz        tenantsJsz
 }
 
 type tenantsJsz struct {
 	streams, buckets, objects, consumers, raft, conns int
+	api                                               uint64 // API requests the nodes received since start
 }
 
 // RunTenants measures each count in o.Counts on a cluster of its own.
@@ -264,18 +269,25 @@ func writeTenantsDir(d *auth.Deployment, dir string, names []string) error {
 // cluster's assets and the process's CPU over an idle window.
 func measureTenants(ctx context.Context, c *embedded.Cluster, idle time.Duration) (sample, error) {
 	var s sample
+	before, err := clusterJsz(c)
+	if err != nil {
+		return s, err
+	}
 	cpu0, t0 := processCPU(), time.Now()
 	if err := pause(ctx, idle); err != nil {
 		return s, err
 	}
-	s.cpu = float64(processCPU()-cpu0) / float64(time.Since(t0)) * 1000
+	took := time.Since(t0)
+	s.cpu = float64(processCPU()-cpu0) / float64(took) * 1000
+	if s.jsz, err = clusterJsz(c); err != nil {
+		return s, err
+	}
+	s.api = float64(s.jsz.api-before.api) / took.Seconds()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s.heap, s.goroutines = ms.HeapAlloc, runtime.NumGoroutine()
-	var err error
-	s.jsz, err = clusterJsz(c)
-	return s, err
+	return s, nil
 }
 
 // clusterJsz counts what the cluster holds: streams and consumers as the
@@ -297,6 +309,7 @@ func clusterJsz(c *embedded.Cluster) (tenantsJsz, error) {
 			return out, err
 		}
 		out.raft = max(out.raft, jsz.HAAssets)
+		out.api += jsz.API.Total
 		out.conns += s.NumClients()
 		if i != leader {
 			continue
@@ -332,6 +345,7 @@ func tenantsRow(n int, base, up, down sample, diskKB float64) TenantsRow {
 		ProcessGoroutines:    per(float64(up.goroutines - down.goroutines)),
 		ServerIdleCPU:        per(down.cpu - base.cpu),
 		ProcessIdleCPU:       per(up.cpu - down.cpu),
+		APIPerTenant:         per(up.api - down.api),
 		DiskPerTenant:        per(diskKB),
 		ClusterIdleCPU:       round(base.cpu, 2),
 		ClusterHeapKB:        round(kb(base.heap), 0),
@@ -387,11 +401,11 @@ func (r *TenantsReport) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w, "per tenant:")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tenants\tstreams\tconsumers\traft/server\tconns\tserver KiB\tworker+gw KiB\tserver gor.\tworker+gw gor.\tserver cpu ms/s\tworker+gw cpu ms/s\tdisk KiB\t")
+	fmt.Fprintln(tw, "tenants\tstreams\tconsumers\traft/server\tconns\tserver KiB\tworker+gw KiB\tserver gor.\tworker+gw gor.\tserver cpu ms/s\tworker+gw cpu ms/s\tJS API/s\tdisk KiB\t")
 	for _, x := range r.Rows {
-		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t\n", x.Tenants, x.StreamsPerTenant, x.ConsumersPerTenant,
+		fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t\n", x.Tenants, x.StreamsPerTenant, x.ConsumersPerTenant,
 			x.RaftPerTenantServer, x.ConnsPerTenant, x.ServerHeapPerTenant, x.ProcessHeapPerTenant, x.ServerGoroutines, x.ProcessGoroutines,
-			x.ServerIdleCPU, x.ProcessIdleCPU, x.DiskPerTenant)
+			x.ServerIdleCPU, x.ProcessIdleCPU, x.APIPerTenant, x.DiskPerTenant)
 	}
 	return tw.Flush()
 }
