@@ -2,7 +2,6 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -63,7 +62,11 @@ func NewGuard(js jetstream.JetStream, log *slog.Logger) *Guard {
 	return g
 }
 
-// check looks for every watched stream each CheckEvery.
+// check looks for every watched stream each CheckEvery, with one listing
+// of the account's stream names rather than a stream info per stream: an
+// idle worker's guard watches over a dozen streams, and on a host of many
+// tenants those requests were most of the JetStream API traffic the
+// cluster served while nothing happened.
 func (g *Guard) check() {
 	defer g.wg.Done()
 	t := time.NewTicker(CheckEvery)
@@ -77,15 +80,32 @@ func (g *Guard) check() {
 		g.mu.Lock()
 		ws := append([]watched(nil), g.watched...)
 		g.mu.Unlock()
+		if len(ws) == 0 {
+			continue
+		}
+		have, err := g.streamNames()
+		if err != nil {
+			continue // the server is away: the next tick looks again
+		}
 		for _, w := range ws {
-			ctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
-			_, err := g.js.Stream(ctx, w.name)
-			cancel()
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
+			if !have[w.name] {
 				g.recreate(w.r, w.name)
 			}
 		}
 	}
+}
+
+// streamNames lists the account's streams; an error means the listing is
+// incomplete, and nothing is recreated on it.
+func (g *Guard) streamNames() (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
+	defer cancel()
+	l := g.js.StreamNames(ctx)
+	have := map[string]bool{}
+	for n := range l.Name() {
+		have[n] = true
+	}
+	return have, l.Err()
 }
 
 // Watch follows the deletion of every stream of r.

@@ -25,6 +25,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	_ = fs.Bool("auth", true, "accepted for older scripts: auth is on unless --insecure")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	lf := loadFlags(fs)
+	tf := tenantsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -36,6 +37,13 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 2
+	}
+	if *tf.counts != "" {
+		if *lf.duration != 0 {
+			fmt.Fprintln(stderr, "sessionbus bench: --tenants and --load exclude each other: run one, then the other")
+			return 2
+		}
+		return runTenantsBench(tf, syncMode, *asJSON, *quiet, stdout, stderr)
 	}
 	if *lf.duration != 0 {
 		return runLoad(lf, syncMode, *asJSON, *quiet, stdout, stderr)

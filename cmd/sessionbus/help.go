@@ -37,9 +37,12 @@ var helps = map[string]cmdHelp{
 	"worker": {
 		usage:   "worker [flags]",
 		purpose: "Run tool workers against an existing NATS server (add as many as you like, on any host).",
+		notes: "--tenants-dir DIR serves many tenants from one process: one connection per DIR/<tenant>.creds (its NATS account),\n" +
+			"a worker each, and a gateway each whose file carries the token key (gateway or admin creds; --no-gateway: workers only).",
 		examples: []string{
 			"sessionbus worker",
 			`sessionbus worker --server nats://127.0.0.1:4222 --creds "$(sessionbus home --role worker)"`,
+			"sessionbus worker --server nats://127.0.0.1:4222 --tenants-dir ./tenants",
 		},
 	},
 	"gateway": {
@@ -88,10 +91,11 @@ var helps = map[string]cmdHelp{
 	},
 	"bench": {
 		usage:   "bench [flags]",
-		purpose: "Run the benchmark suite against raw NATS baselines, or drive mixed tool traffic (--load).",
+		purpose: "Run the benchmark suite against raw NATS baselines, drive mixed tool traffic (--load), or measure idle tenants on a 3-node cluster (--tenants).",
 		examples: []string{
 			"sessionbus bench --quick",
 			"sessionbus bench --load 60s --load-cluster 3",
+			"sessionbus bench --tenants 1,10,30 --tenants-idle 10s",
 		},
 	},
 	"session": {

@@ -293,11 +293,15 @@ func cmdWorker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := metricsFlag(fs)
 	grace := shutdownGraceFlag(fs)
+	tf := addWorkerTenantsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if !checkShutdownGrace("worker", *grace, stderr) {
 		return 2
+	}
+	if *tf.dir != "" {
+		return workerTenants(fs, tf, server, *cfgPath, *logLevel, *grace, stdout, stderr)
 	}
 	sigs, release := catchStop()
 	defer release()
