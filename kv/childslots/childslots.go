@@ -295,17 +295,3 @@ func (sl *Slot) Release(ctx context.Context) error {
 	}
 	return err
 }
-
-// Holders lists the runs holding a slot, as the view has them (for
-// status and tests), sorted by slot.
-func (s *Slots) Holders() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for i := range s.max {
-		if v, ok := s.view[slotKey(i)]; ok && v.runID != "" && time.Since(v.at) <= s.lease {
-			out = append(out, slotKey(i)+"="+v.runID)
-		}
-	}
-	return out
-}
