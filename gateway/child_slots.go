@@ -39,13 +39,15 @@ func (g *Gateway) openSlots(ctx context.Context) error {
 
 // childQueued reports, from what this gateway knows without a read, that
 // req is a sub-agent's current run and would find every slot taken: it
-// then waits without taking its session's lane (two writes) first.
+// then waits without taking its session's lane (two writes) first. A
+// child that ended meanwhile (killed while it waited) goes through, to be
+// acked as the ended run it is.
 func (g *Gateway) childQueued(req *runqueue.Request) bool {
 	if g.slots == nil || !rules.IsSubagentKey(req.SessionKey) {
 		return false
 	}
 	c := g.children.Get(req.SessionKey)
-	return c != nil && c.RunID == req.RunID && g.slots.Full(req.RunID)
+	return c != nil && c.RunID == req.RunID && c.Active() && g.slots.Full(req.RunID)
 }
 
 // childSlot is a slot a run holds, refreshed while the run goes on.
