@@ -281,6 +281,10 @@ type Subagents struct {
 	// none (agents.list[].subagents, then agents.defaults.subagents).
 	Model    string `mapstructure:"model"`
 	Thinking string `mapstructure:"thinking"`
+	// MaxConcurrent bounds the sub-agent runs running at once across every
+	// gateway sharing the bus (read from agents.defaults only: the bound
+	// is the fleet's, not an agent's); a child's run beyond it waits.
+	MaxConcurrent int `mapstructure:"maxConcurrent"`
 	// RequireAgentID makes sessions_spawn refuse a call without agentId;
 	// a pointer so a per-agent false overrides a default true.
 	RequireAgentID *bool `mapstructure:"requireAgentId"`

@@ -18,6 +18,7 @@ const (
 	DefaultMaxSpawnDepth       = 1
 	DefaultMaxChildrenPerAgent = 5
 	DefaultArchiveAfterMinutes = 60
+	DefaultSubagentConcurrency = 8
 	DefaultMaxDiskBytes        = "2gb"
 	DefaultResetMode           = "daily"
 	DefaultResetAtHour         = 4
@@ -59,6 +60,7 @@ var defaults = map[string]any{
 	"agents.defaults.subagents.maxChildrenPerAgent":  DefaultMaxChildrenPerAgent,
 	"agents.defaults.subagents.archiveAfterMinutes":  DefaultArchiveAfterMinutes,
 	"agents.defaults.subagents.runTimeoutSeconds":    0,
+	"agents.defaults.subagents.maxConcurrent":        DefaultSubagentConcurrency,
 	"agents.defaults.subagents.allowAgents":          []string{},
 	"agents.defaults.sandbox.sessionToolsVisibility": "spawned",
 	"agents.defaults.model":                          "",

@@ -66,7 +66,7 @@ func (c *Config) Validate(log *slog.Logger) error {
 	if err := validToolProfile("tools.profile", &c.Tools.Profile); err != nil {
 		return err
 	}
-	if err := c.Agents.Defaults.Subagents.validate("agents.defaults.subagents"); err != nil {
+	if err := c.defaultSubagents(log); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -134,6 +134,27 @@ func (c *Config) Validate(log *slog.Logger) error {
 	case "", "off", "tools":
 	default:
 		return fmt.Errorf("logging.redactSensitive %q must be \"off\" or \"tools\"", c.Logging.RedactSensitive)
+	}
+	return nil
+}
+
+// defaultSubagents validates agents.defaults.subagents, flooring its
+// maxConcurrent at 1 as OpenClaw does (a bound of 0 would queue every
+// child forever), and warns of a per-agent maxConcurrent, which nothing
+// reads: the bound is the fleet's.
+func (c *Config) defaultSubagents(log *slog.Logger) error {
+	if err := c.Agents.Defaults.Subagents.validate("agents.defaults.subagents"); err != nil {
+		return err
+	}
+	if n := c.Agents.Defaults.Subagents.MaxConcurrent; n < 1 {
+		log.Warn("config value below 1; using 1", "key", "agents.defaults.subagents.maxConcurrent", "value", n)
+		c.Agents.Defaults.Subagents.MaxConcurrent = 1
+	}
+	for _, a := range c.Agents.List {
+		if a.Subagents != nil && a.Subagents.MaxConcurrent != 0 {
+			log.Warn("per-agent value ignored: the bound is the fleet's; set agents.defaults.subagents.maxConcurrent",
+				"key", "agents.list["+a.ID+"].subagents.maxConcurrent")
+		}
 	}
 	return nil
 }

@@ -34,6 +34,19 @@ func (r *run) model() string {
 	return ""
 }
 
+// thinkingOf is the turn's thinking level: the session's (session_status
+// thinkingLevel, or the one its spawn stored), else, for a child whose
+// entry this run had to create, the level its spawn recorded.
+func thinkingOf(sess *sessions.Entry, child *subagents.Record) string {
+	if sess != nil && sess.Rares().ThinkingLevel != "" {
+		return sess.Rares().ThinkingLevel
+	}
+	if child != nil {
+		return child.Thinking
+	}
+	return ""
+}
+
 // runAgent runs the turn with its own deadline and identity token. sess
 // is the session's entry (nil when it had none): a sub-agent's entry
 // decides which tools its turn is offered; model is the one the turn
@@ -98,7 +111,7 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 	turn := runtime.Turn{
 		SessionKey: req.SessionKey, AgentID: req.AgentID, RunID: req.RunID,
 		Message: req.Message, Prompt: req.Prompt, ExtraSystemPrompt: req.ExtraSystemPrompt,
-		Model: model, History: history, NATSURL: g.nc.ConnectedUrl(), Token: token,
+		Model: model, Thinking: thinkingOf(sess, child), History: history, NATSURL: g.nc.ConnectedUrl(), Token: token,
 		ToolsSubject: g.names.ToolsGroup(),
 		AllowedTools: sessionTools(g.cfg, req.SessionKey, sess, replySender(req)),
 		Emit:         emit,

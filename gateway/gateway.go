@@ -19,6 +19,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/kv/a2a"
+	"github.com/sessionbus/sessionbus/kv/childslots"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/revocations"
@@ -96,6 +97,7 @@ type Gateway struct {
 	tr        *transcripts.Store
 	store     *sessions.Store
 	lanes     *lanes.Lanes
+	slots     *childslots.Slots // the fleet's sub-agent run bound
 	releasing releasing
 	// what this gateway last wrote per session (see recent)
 	laneRevs recent[uint64]
@@ -176,7 +178,13 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if err := g.openStores(ctx); err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Gateway, error) { g.children.Stop(); g.tr.Close(); g.runs.Close(); return nil, err }
+	fail := func(err error) (*Gateway, error) {
+		g.children.Stop()
+		g.slots.Stop()
+		g.tr.Close()
+		g.runs.Close()
+		return nil, err
+	}
 	cons, err := g.bindConsumer(ctx, o)
 	if err != nil {
 		return fail(fmt.Errorf("gateway consumer %s: %w", g.names.GatewaysConsumer(), err))
@@ -194,6 +202,9 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		return fail(err)
 	}
 	g.lanes.Finished = g.runFreedLane
+	if err := g.openSlots(ctx); err != nil {
+		return fail(err)
+	}
 	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
 	if err != nil {
 		return fail(fmt.Errorf("gateway consume: %w", err))
@@ -296,7 +307,7 @@ func (g *Gateway) openStores(ctx context.Context) error {
 // meanwhile is received, and one published before is the sweep's.
 func (g *Gateway) follow() error {
 	g.guard = bus.NewGuard(g.js, g.log)
-	for _, r := range append(g.guarded, g.store, g.lanes, queueGuard{g}) {
+	for _, r := range append(g.guarded, g.store, g.lanes, g.slots, queueGuard{g}) {
 		if err := g.guard.Watch(r); err != nil {
 			g.guard.Stop()
 			return fmt.Errorf("follow stream deletions: %w", err)
@@ -490,6 +501,7 @@ func (g *Gateway) Stop() {
 	it.Stop()
 	g.wg.Wait()
 	g.children.Stop()
+	g.slots.Stop()
 	g.runs.Close()
 	g.tr.Close()
 }

@@ -71,6 +71,9 @@ type run struct {
 // execute runs req to a recorded outcome. It returns nil when the message
 // should be acked.
 func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.Request) error {
+	if g.childQueued(req) {
+		return errChildQueued // every sub-agent slot is taken: wait, lane untouched
+	}
 	r := &run{g: g, req: req, msg: msg, enc: bus.EncodeKey(req.SessionKey)}
 	if err := r.claim(ctx); err != nil {
 		return err
@@ -81,6 +84,12 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 		r.releaseLane()
 		return g.afterRun(ctx, req, r.rec)
 	}
+	slot, err := r.takeChildSlot(ctx)
+	if err != nil {
+		r.releaseLane()
+		return err
+	}
+	defer slot.free()
 	if err := r.startChild(ctx); err != nil {
 		r.releaseLane()
 		return err
@@ -95,6 +104,7 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	r.startHeartbeat(ctx)
 	defer r.releaseLane()
 	rec, err := r.turn(ctx)
+	slot.free() // the outcome is recorded: the next child may start
 	if err != nil {
 		return err
 	}

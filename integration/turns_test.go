@@ -35,6 +35,8 @@ type modelStub struct {
 	reqs    [][]stubMessage
 	summary string
 	usage   map[string]any
+	// efforts is each request's reasoning_effort ("" for none), in order
+	efforts []string
 	// hold, when set, is asked first: true means it answered (or dropped)
 	// the request itself
 	hold func(w http.ResponseWriter, r *http.Request, summary bool) bool
@@ -55,7 +57,8 @@ func newModelStub(t *testing.T, stream bool) *modelStub {
 func (m *modelStub) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	var body struct {
-		Messages []stubMessage `json:"messages"`
+		Messages        []stubMessage `json:"messages"`
+		ReasoningEffort string        `json:"reasoning_effort"`
 	}
 	if err := json.Unmarshal(raw, &body); err != nil || len(body.Messages) == 0 {
 		http.Error(w, "bad request", http.StatusBadRequest)
@@ -63,6 +66,7 @@ func (m *modelStub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	m.mu.Lock()
 	m.reqs = append(m.reqs, body.Messages)
+	m.efforts = append(m.efforts, body.ReasoningEffort)
 	n, summary, usage, hold := len(m.reqs), m.summary, m.usage, m.hold
 	m.mu.Unlock()
 	if hold != nil && hold(w, r, isSummaryRequest(body.Messages)) {

@@ -135,6 +135,8 @@ type chatRequest struct {
 	Stream   bool            `json:"stream,omitempty"`
 	// StreamOptions asks a streamed reply to end with a usage chunk.
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	// ReasoningEffort is the session's thinking level (ReasoningEffort).
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 }
 
 type streamOptions struct {
@@ -188,7 +190,7 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		}
 	}
 	for round := 0; ; round++ {
-		content, rawCalls, usage, err := r.complete(ctx, key, model, msgs, offered, t.emitText)
+		content, rawCalls, usage, err := r.complete(ctx, key, chatRequest{Model: model, Messages: msgs, Tools: offered, ReasoningEffort: ReasoningEffort(t.Thinking)}, t.emitText)
 		addUsage(&res.Usage, usage)
 		if err != nil {
 			return partial(res), err
@@ -383,12 +385,14 @@ func (r *openAIRuntime) runTool(ctx context.Context, tools Tools, c chatToolCall
 	return call, string(out)
 }
 
-// complete makes one chat-completions request and returns the first choice's
-// text and raw tool_calls. It asks for a stream, whose text deltas go to
+// complete makes one chat-completions request (q: its model, messages,
+// tools and reasoning effort) and returns the first choice's text and raw
+// tool_calls. It asks for a stream, whose text deltas go to
 // emit as they arrive; an endpoint that answers with one JSON body instead
 // is read as before, its text emitted whole.
-func (r *openAIRuntime) complete(ctx context.Context, key, model string, msgs []chatMessage, tools json.RawMessage, emit func(string)) (string, json.RawMessage, *Usage, error) {
-	body, err := json.Marshal(chatRequest{Model: model, Messages: msgs, Tools: tools, Stream: true, StreamOptions: &streamOptions{IncludeUsage: true}})
+func (r *openAIRuntime) complete(ctx context.Context, key string, q chatRequest, emit func(string)) (string, json.RawMessage, *Usage, error) {
+	q.Stream, q.StreamOptions = true, &streamOptions{IncludeUsage: true}
+	body, err := json.Marshal(q)
 	if err != nil {
 		return "", nil, nil, runErrorf("openai: encoding the request: %v", err)
 	}

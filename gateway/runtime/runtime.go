@@ -48,6 +48,11 @@ type Turn struct {
 	// model) or the agent's agents.list[].model. Runtimes without a model
 	// ignore it.
 	Model string
+	// Thinking is the session's thinking level (session_status
+	// thinkingLevel, or the spawn's thinking for a sub-agent); "" for
+	// none. The openai runtime sends it as reasoning_effort
+	// (ReasoningEffort); the others ignore it.
+	Thinking string
 	// History holds recent transcript messages, oldest first. It may end with
 	// this turn's own prompt; the openai runtime drops such a duplicate.
 	History []json.RawMessage

@@ -143,7 +143,7 @@ func (r *openAIRuntime) Summarize(ctx context.Context, req SummaryRequest) (stri
 	if m := strings.TrimSpace(req.Model); m != "" {
 		model = m
 	}
-	content, _, usage, err := r.complete(ctx, key, model, summaryMessages(req), nil, func(string) {})
+	content, _, usage, err := r.complete(ctx, key, chatRequest{Model: model, Messages: summaryMessages(req)}, func(string) {})
 	if err != nil {
 		return "", usage, err
 	}
