@@ -119,6 +119,9 @@ func (c *Config) Validate(log *slog.Logger) error {
 			return err
 		}
 	}
+	if err := c.validateThreadBindings(); err != nil {
+		return err
+	}
 	if err := c.Session.validateLifecycle(); err != nil {
 		return err
 	}
