@@ -52,6 +52,22 @@ type ThreadBindingPolicy struct {
 	IdleTimeout, MaxAge time.Duration
 }
 
+// IdleMs is IdleTimeout in ms (0 for a nil policy).
+func (p *ThreadBindingPolicy) IdleMs() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.IdleTimeout.Milliseconds()
+}
+
+// MaxAgeMs is MaxAge in ms (0 for a nil policy).
+func (p *ThreadBindingPolicy) MaxAgeMs() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.MaxAge.Milliseconds()
+}
+
 // ThreadBindingsFor resolves the policy of channel (lower-case) as OpenClaw's
 // resolveThreadBindingSpawnPolicy does for a sub-agent spawn: the channel's
 // spawnSubagentSessions, else its spawnSessions, else the session's.
