@@ -98,6 +98,10 @@ func (n Names) TranscriptIndexBucket() string { return n.Bucket("trindex") }
 // sub-agent session (its run, requester, outcome and announce delivery).
 func (n Names) SubagentsBucket() string { return n.Bucket("subagents") }
 
+// ThreadBindingsBucket holds the thread bindings: which sub-agent session a
+// channel conversation (or thread in it) is bound to.
+func (n Names) ThreadBindingsBucket() string { return n.Bucket("threadbindings") }
+
 // ClaimsBucket holds exactly-once delivery claims (per-key TTL): the one
 // gateway that created a claim delivers the announce or notice it names.
 func (n Names) ClaimsBucket() string { return n.Bucket("claims") }

@@ -111,6 +111,8 @@ type ToolsSandbox struct {
 // every group without an entry of its own).
 type Channel struct {
 	Groups map[string]ChannelGroup `mapstructure:"groups"`
+	// ThreadBindings overrides session.threadBindings for this channel.
+	ThreadBindings *ChannelThreadBindings `mapstructure:"threadBindings"`
 }
 
 // ChannelGroup is channels.<channel>.groups.<groupId>: the tools of the
@@ -186,6 +188,10 @@ type Session struct {
 	// ResetTriggers are the commands that reset a session from a human
 	// message (OpenClaw's default /new and /reset).
 	ResetTriggers []string `mapstructure:"resetTriggers"`
+	// ThreadBindings are the defaults of thread-bound sub-agents
+	// (sessions_spawn thread=true); channels.<channel>.threadBindings
+	// overrides them per channel.
+	ThreadBindings ThreadBindings `mapstructure:"threadBindings"`
 }
 
 // SessionReset is one reset policy (`session.reset`, and each member of

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -119,7 +120,7 @@ func (c *Config) Validate(log *slog.Logger) error {
 			return err
 		}
 	}
-	if err := c.Session.validateLifecycle(); err != nil {
+	if err := cmp.Or(c.validateThreadBindings(), c.Session.validateLifecycle()); err != nil {
 		return err
 	}
 	if _, ok := c.DiskBudget(); !ok {

@@ -19,6 +19,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/kv/threadbindings"
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/notices"
@@ -43,12 +44,15 @@ type Deps struct {
 	Queue       *runqueue.Queue
 	Redactor    *sanitize.Redactor
 	Subagents   *subagents.Registry // the child registry
-	Children    *subagents.Index    // the registry as this worker follows it
-	Claims      *claims.Claims
-	Watchers    *watchers.Store    // watch cursors (sessions_send watch:true)
-	Notices     *notices.Recorder  // signal log + notices
-	Deliveries  *deliveries.Stream // <prefix>.deliver.<channel>: the answers to `/goal` messages
-	Heads       *signals.Heads     // stateVersion per session, for sessions_list rows
+	// ThreadBindings maps the conversations thread-bound children were
+	// spawned in to them (nil: no thread binding).
+	ThreadBindings *threadbindings.Store
+	Children       *subagents.Index // the registry as this worker follows it
+	Claims         *claims.Claims
+	Watchers       *watchers.Store    // watch cursors (sessions_send watch:true)
+	Notices        *notices.Recorder  // signal log + notices
+	Deliveries     *deliveries.Stream // <prefix>.deliver.<channel>: the answers to `/goal` messages
+	Heads          *signals.Heads     // stateVersion per session, for sessions_list rows
 	// Revocations are the revoked run tokens, watched; the verifier checks them.
 	Revocations *revocations.Store
 	// Signals is the signal log session_status reads stateVersion and

@@ -105,7 +105,7 @@ func (d *Deps) Inbound() bus.Handler {
 				"this adapter token is for channel %q, not %q: mint one with `sessionbus token --adapter %s` (or --adapter '*' for every channel)",
 				req.Caller.Adapter, ip.channel, ip.channel)
 		}
-		if err := d.routeInbound(&ip); err != nil {
+		if err := d.routeInbound(ctx, &ip); err != nil {
 			return nil, bus.Thrown(err)
 		}
 		// `/goal ...` changes the session's goal and queues no run

@@ -1,16 +1,17 @@
 package handlers
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sessionbus/sessionbus/lifecycle"
+	"time"
 
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/threadbindings"
+	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/routing"
 	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/spawns"
 )
 
 // An inbound message without a session key is routed: the worker derives
@@ -38,8 +39,9 @@ func readRouteParams(p rules.Params, ip *inboundParams) error {
 }
 
 // routeInbound derives the session key of a message that names none and
-// fills ip.sessionKey and ip.route. It writes nothing.
-func (d *Deps) routeInbound(ip *inboundParams) error {
+// fills ip.sessionKey and ip.route: the child its conversation is bound to
+// (routeBound), else the key OpenClaw's rules give.
+func (d *Deps) routeInbound(ctx context.Context, ip *inboundParams) error {
 	if ip.sessionKey != "" {
 		return nil
 	}
@@ -51,6 +53,47 @@ func (d *Deps) routeInbound(ip *inboundParams) error {
 		return err
 	}
 	ip.sessionKey, ip.route = r.SessionKey, &r
+	return d.routeBound(ctx, ip, r.AccountID)
+}
+
+// bindingTouchEvery is how stale a binding's idle clock may get before a
+// message moves it: idleHours counts hours, so one write a minute keeps it
+// exact enough and spares a write per message.
+const bindingTouchEvery = time.Minute
+
+// routeBound sends a message from a bound conversation to the child bound
+// there (a sub-agent spawned with thread=true) instead of its routed key:
+// one get on the threadbindings bucket, from any worker. A binding that
+// ended (its child killed, deleted or archived, or past idleHours or
+// maxAgeHours) is removed and the message keeps its routed key. The
+// child's session exists, so nothing is created for it; its reply goes
+// back to the thread the message came from, as every routed reply does.
+func (d *Deps) routeBound(ctx context.Context, ip *inboundParams, account string) error {
+	if d.ThreadBindings == nil {
+		return nil
+	}
+	c := spawns.ConversationOf(ip.channel, account, ip.to, ip.threadID)
+	b, rev, err := d.ThreadBindings.Get(ctx, c)
+	if errors.Is(err, threadbindings.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		// routing it by the rules could split the thread's conversation
+		return fmt.Errorf("route the message: %w", err)
+	}
+	if !d.bindingLive(ctx, b, false) {
+		if err := d.ThreadBindings.Remove(ctx, b, rev, b.TargetSessionKey); err != nil {
+			d.Log.Warn("inbound: remove an ended thread binding", "child", b.TargetSessionKey, "err", err)
+		}
+		return nil
+	}
+	ip.sessionKey, ip.route = b.TargetSessionKey, nil
+	now := d.Now().UnixMilli()
+	if b.IdleTimeoutMs > 0 && now-max(b.LastActivityAt, b.BoundAt) >= bindingTouchEvery.Milliseconds() {
+		if err := d.ThreadBindings.Touch(ctx, b, rev, now); err != nil {
+			d.Log.Warn("inbound: move a thread binding's idle clock", "child", b.TargetSessionKey, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -66,6 +66,7 @@ type spawn struct {
 	model, thinking        string
 	origin                 *subagents.Origin
 	attachBytes            int
+	threadPolicy           *config.ThreadBindingPolicy // a thread-bound spawn's channel's
 
 	// planned by plan and record
 	childUUID, runID, sessionID, childKey string
@@ -176,6 +177,7 @@ func (s *spawn) record() *subagents.Record {
 		Runtime: sp.runtime, Model: s.model, Thinking: s.thinking, Depth: s.childDepth, RunTimeoutSeconds: runTimeout,
 		IdempotencyKey: sp.idempotencyKey, ExpectsCompletion: true, CreatedAt: now, Request: req,
 		SubagentRole: s.role, SubagentControlScope: rules.ControlScopeFor(s.role), SpawnContext: s.context, Thread: sp.thread,
+		ThreadIdleTimeoutMs: s.threadPolicy.IdleMs(), ThreadMaxAgeMs: s.threadPolicy.MaxAgeMs(),
 	}
 }
 

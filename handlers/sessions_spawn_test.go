@@ -150,7 +150,7 @@ func TestSpawnReturnedErrors(t *testing.T) {
 		{name: "fork cross agent", params: `{"task":"x","agentId":"ops","context":"fork"}`, edit: func(c *config.Config) { c.Agents.Defaults.Subagents.AllowAgents = []string{"*"} },
 			status: "error", err: `context="fork" needs the requester's own agent (main); got agentId=ops. Use context="isolated" to spawn another agent.`},
 		{name: "acp not exec", params: `{"task":"x","runtime":"acp"}`, status: "error", err: "runtime=acp runs an external harness: agent main needs runtime: exec in agents.list (with exec.command naming the harness)"},
-		{name: "thread without route", params: `{"task":"x","thread":true}`, status: "error", err: "thread=true binds the child to the requester's channel thread, but this session has no channel route (no deliveryContext or lastChannel); spawn without thread=true"},
+		{name: "thread without route", params: `{"task":"x","thread":true}`, status: "error", err: "thread=true requires an active channel conversation context."},
 		{name: "too many files", params: attachmentsParams(51, "a"), status: "error", err: "attachments: at most 50 files per spawn (got 51)"},
 		{name: "bad base64", params: `{"task":"x","attachments":[{"name":"a.bin","content":"!!notbase64","encoding":"base64"}]}`, status: "error",
 			err: `attachments[0] (a.bin): content is not valid base64 (illegal base64 data at input byte 0); send standard base64, or encoding "utf8" for text`},

@@ -163,17 +163,23 @@ func (s *spawn) checkModel() *spawnResult {
 	return nil
 }
 
-// checkOwn is sessionbus's own checks, after OpenClaw's: the context
-// (fork needs the requester's own agent), an acp child's harness, a thread
-// needs a channel route, the attachments' content; and the cleanup a
+// checkOwn is the thread binding's checks (OpenClaw's last), then
+// sessionbus's own: the context (fork needs the requester's own agent), an
+// acp child's harness, the attachments' content; and the cleanup a
 // session-mode child keeps.
 func (s *spawn) checkOwn() *spawnResult {
 	sp := &s.sp
+	if s.reqEntry != nil {
+		s.origin = routeOf(s.reqEntry)
+	}
+	if res := s.checkThread(); res != nil {
+		return res
+	}
 	s.context = sp.context
 	if !sp.hasContext {
 		s.context = contextIsolated
 		if sp.thread {
-			s.context = contextFork // threadBindings.defaultSpawnContext's default
+			s.context = s.threadContext()
 		}
 	}
 	if s.context == contextFork && s.acp {
@@ -186,12 +192,6 @@ func (s *spawn) checkOwn() *spawnResult {
 		if a := s.d.Config.Agent(s.target); a == nil || !strings.EqualFold(strings.TrimSpace(a.Runtime), "exec") {
 			return spawnFail("error", fmt.Sprintf("runtime=acp runs an external harness: agent %s needs runtime: exec in agents.list (with exec.command naming the harness)", s.target))
 		}
-	}
-	if s.reqEntry != nil {
-		s.origin = routeOf(s.reqEntry)
-	}
-	if sp.thread && s.origin == nil {
-		return spawnFail("error", "thread=true binds the child to the requester's channel thread, but this session has no channel route (no deliveryContext or lastChannel); spawn without thread=true")
 	}
 	total, msg := checkAttachments(sp.attachments)
 	if msg != "" {

@@ -43,12 +43,16 @@ func (d *Deps) spawnStep(step string) error {
 // refused registry write is answered by rejected.
 func (s *spawn) commit(ctx context.Context) (any, error) {
 	d, rec := s.d, s.rec
+	if res := s.bind(ctx); res != nil {
+		return res, nil
+	}
 	fork := s.context == contextFork
 	if fork || s.sp.hasAttachments {
 		if err := d.spawnStep(SpawnStepTranscript); err != nil {
 			return nil, err
 		}
 		if err := d.seedChildTranscript(ctx, s.r.key, rec.ChildSessionKey, fork, s.sp.attachments, s.attach, s.sp.idempotencyKey != ""); err != nil {
+			s.unbind(ctx)
 			return spawnFail("error", "sessions_spawn: write the child's transcript: "+err.Error()), nil
 		}
 	}
@@ -58,6 +62,7 @@ func (s *spawn) commit(ctx context.Context) (any, error) {
 		if hookErr != nil {
 			return nil, hookErr
 		}
+		s.unbind(ctx)
 		return spawnFail("error", "Failed to register subagent run: "+w.regErr.Error()), nil
 	}
 	w.wait(ctx)
@@ -209,6 +214,7 @@ func (s *spawn) rejected(ctx context.Context) *spawnResult {
 	if w.entry != nil && w.entryErr == nil {
 		err = errors.Join(err, d.Store.KV().Delete(uctx, bus.EncodeKey(rec.ChildSessionKey), jetstream.LastRevision(w.entryRev)))
 	}
+	err = errors.Join(err, spawns.UnbindSpawn(uctx, d.ThreadBindings, rec))
 	if err != nil {
 		d.Log.Warn("sessions_spawn: undo a spawn whose registration failed (a gateway refuses its run)", "child", rec.ChildSessionKey, "run", rec.RunID, "err", err)
 	}

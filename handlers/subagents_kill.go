@@ -13,6 +13,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/spawns"
 )
 
 // The kill action: end a child's run, or every child's, and the runs
@@ -35,6 +36,7 @@ func (c *subagentsCall) kill(ctx context.Context, target string) (*killResult, e
 				continue
 			}
 			seen[ch.rec.ChildSessionKey] = true
+			c.d.unbindKilled(ctx, ch.rec)
 			if !ch.ended() {
 				ok, err := c.d.killRun(ctx, ch.rec)
 				if err != nil {
@@ -66,6 +68,7 @@ func (c *subagentsCall) kill(ctx context.Context, target string) (*killResult, e
 		return &killResult{Status: f.Status, Action: "kill", Target: target, RunID: ch.rec.RunID, SessionKey: ch.rec.ChildSessionKey, Error: f.Error}, nil
 	}
 	label := ch.label()
+	c.d.unbindKilled(ctx, ch.rec)
 	stopped := false
 	if !ch.ended() {
 		var err error
@@ -107,6 +110,7 @@ func (c *subagentsCall) cascade(ctx context.Context, key string, seen map[string
 			continue
 		}
 		seen[rec.ChildSessionKey] = true
+		c.d.unbindKilled(ctx, rec)
 		if rec.Active() {
 			ok, err := c.d.killRun(ctx, rec)
 			if err != nil {
@@ -166,4 +170,15 @@ func (d *Deps) killRun(ctx context.Context, rec *subagents.Record) (bool, error)
 		}
 	}
 	return killed, nil
+}
+
+// unbindKilled ends the thread binding of a killed child (a thread-bound
+// session-mode child whose turn already ended too: killing it is how its
+// requester ends the binding), so the humans' next message in the thread
+// goes where the routing rules send it. Best effort: the ingress also
+// treats a killed child's binding as ended.
+func (d *Deps) unbindKilled(ctx context.Context, rec *subagents.Record) {
+	if err := spawns.Unbind(ctx, d.ThreadBindings, rec); err != nil {
+		d.Log.Warn("subagents kill: remove the thread binding (the ingress ignores it)", "child", rec.ChildSessionKey, "err", err)
+	}
 }

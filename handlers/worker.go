@@ -73,7 +73,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	w.stores = s
 	d.Store, d.Queue, d.Runs, d.Transcripts = s.Sessions, s.Queue, s.Runs, s.Transcripts
 	d.Subagents, d.Claims, d.Revocations, d.Watchers = s.Subagents, s.Claims, s.Revocations, s.Watchers
-	d.Deliveries = s.Deliveries
+	d.Deliveries, d.ThreadBindings = s.Deliveries, s.ThreadBindings
 	if d.Children, err = subagents.StartIndex(ctx, d.Subagents, log); err != nil {
 		return fail(err)
 	}

@@ -24,9 +24,12 @@ import (
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/kv/threadbindings"
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/spawns"
 	"github.com/sessionbus/sessionbus/stores"
 	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -49,9 +52,13 @@ type Ops struct {
 	Sessions    *sessions.Store
 	Transcripts *transcripts.Store
 	Archives    *archives.Store
-	Signals     *signals.Log        // nil: no signal log to clean
-	Watchers    *watchers.Store     // nil: no cursors to clean
-	JS          jetstream.JetStream // measures SB_TRANSCRIPTS for the disk budget
+	Signals     *signals.Log    // nil: no signal log to clean
+	Watchers    *watchers.Store // nil: no cursors to clean
+	// Subagents and ThreadBindings, when set, end the thread binding of a
+	// deleted or archived thread-bound child (nil: none to end).
+	Subagents      *subagents.Registry
+	ThreadBindings *threadbindings.Store
+	JS             jetstream.JetStream // measures SB_TRANSCRIPTS for the disk budget
 	// Claims, when set, serializes the operations on one session across
 	// processes (a lease per session key): a second delete of a session
 	// being deleted is refused as busy instead of archiving what the
@@ -77,6 +84,7 @@ func New(s *stores.Stores, log *slog.Logger) *Ops {
 	return &Ops{
 		Sessions: s.Sessions, Transcripts: s.Transcripts, Archives: s.Archives, Signals: s.Signals,
 		Watchers: s.Watchers, Claims: s.Claims, JS: s.JS, Log: log,
+		Subagents: s.Subagents, ThreadBindings: s.ThreadBindings,
 	}
 }
 
@@ -345,6 +353,11 @@ func (o *Ops) remove(ctx context.Context, m *archives.Meta, op string) (string, 
 			}
 		}
 	}
+	if !reset {
+		if err := o.unbind(ctx, m.Key); err != nil {
+			return "", err
+		}
+	}
 	if err := o.step(op, StepDone); err != nil {
 		return "", err
 	}
@@ -369,4 +382,24 @@ func resetEntry(e *sessions.Entry, newID string, now time.Time) {
 		// its first human message
 		r.SessionStartedAt, r.LastInteractionAt = now.UnixMilli(), 0
 	})
+}
+
+// unbind ends the thread binding of a deleted or archived sub-agent: the
+// conversation its requester spawned it in routes by the rules again.
+// Idempotent, like every step after the archive.
+func (o *Ops) unbind(ctx context.Context, key string) error {
+	if o.Subagents == nil || o.ThreadBindings == nil {
+		return nil
+	}
+	rec, _, err := o.Subagents.Get(ctx, key)
+	if errors.Is(err, subagents.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the registry record of %s: %w", key, err)
+	}
+	if err := spawns.Unbind(ctx, o.ThreadBindings, rec); err != nil {
+		return fmt.Errorf("end the thread binding of %s: %w", key, err)
+	}
+	return nil
 }

@@ -29,7 +29,7 @@ func newBinding(b config.Binding) binding {
 	if a := strings.TrimSpace(b.Match.AccountID); a == "*" {
 		out.account = "*"
 	} else {
-		out.account = normalizeAccountID(a)
+		out.account = NormalizeAccountID(a)
 	}
 	if p := b.Match.Peer; p != nil {
 		out.peerKind, _ = normalizeChatType(p.Kind, "x")

@@ -129,7 +129,7 @@ func (r *Router) Resolve(m Message) (Route, error) {
 	if m.ThreadID != "" && threadless[m.Channel] {
 		return Route{}, inputErr(fmt.Sprintf("threadId given, but channel %s has no threads (OpenClaw's %s chats are direct or group only): drop threadId", m.Channel, m.Channel))
 	}
-	route := Route{ChatType: chatType, AccountID: normalizeAccountID(m.AccountID)}
+	route := Route{ChatType: chatType, AccountID: NormalizeAccountID(m.AccountID)}
 	peerID := m.From
 	if chatType != ChatDirect {
 		peerID = m.GroupID
@@ -212,6 +212,9 @@ func groupPeerID(channel, chatType, id string) string {
 // the adapter, not a chat.
 var threadless = map[string]bool{"whatsapp": true, "signal": true, "imessage": true}
 
+// Threadless reports a channel (normalized) without threads.
+func Threadless(channel string) bool { return threadless[channel] }
+
 // threadKey adds the thread to a base key as OpenClaw does: a Telegram
 // forum topic is part of the group's key (:topic:<id>), every other thread
 // is a :thread:<id> suffix, lower-cased except in Matrix, whose event ids
@@ -253,10 +256,10 @@ func normalizeMainKey(k string) string {
 	return rules.DefaultMainKey
 }
 
-// normalizeAccountID is OpenClaw's normalizeAccountId: a valid id
+// NormalizeAccountID is OpenClaw's normalizeAccountId: a valid id
 // lower-cased, an invalid one repaired (runs of other characters become
 // "-", cut to 64), blank or unrepairable the default account.
-func normalizeAccountID(a string) string {
+func NormalizeAccountID(a string) string {
 	a = strings.ToLower(strings.TrimSpace(a))
 	if a == "" {
 		return DefaultAccountID

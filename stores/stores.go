@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/kv/threadbindings"
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/objects/archives"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
@@ -43,6 +44,8 @@ type Stores struct {
 	Watchers    *watchers.Store
 	Events      *events.Stream
 	Archives    *archives.Store
+	// ThreadBindings maps bound conversations to sub-agent sessions.
+	ThreadBindings *threadbindings.Store
 
 	// Only gateways write these (nil unless opened WithGatewayStores).
 	A2A        *a2a.Store
@@ -105,6 +108,9 @@ func (s *Stores) open(ctx context.Context, nc *nats.Conn, cfg config.Bus, o opti
 	if s.Subagents, err = subagents.Open(ctx, js, names, subagents.WithReplicas(r)); err != nil {
 		return err
 	}
+	if s.ThreadBindings, err = threadbindings.Open(ctx, js, names, threadbindings.WithReplicas(r)); err != nil {
+		return err
+	}
 	if s.Claims, err = claims.Open(ctx, js, names, claims.WithReplicas(r)); err != nil {
 		return err
 	}
@@ -140,7 +146,7 @@ func (s *Stores) open(ctx context.Context, nc *nats.Conn, cfg config.Bus, o opti
 // new SB_RUNS; a worker's session index empties with its bucket).
 func (s *Stores) Guarded() []bus.Recreatable {
 	out := []bus.Recreatable{s.Runs, s.Transcripts, s.Subagents, s.Claims, s.Revocations,
-		s.Signals, s.Watchers, s.Events, s.Archives}
+		s.Signals, s.Watchers, s.Events, s.Archives, s.ThreadBindings}
 	if s.A2A != nil {
 		out = append(out, s.A2A)
 	}

@@ -29,7 +29,7 @@ func TestOpenCreatesWhatItsProcessUses(t *testing.T) {
 	}
 	common := []string{
 		"KV_claims", "KV_revocations", "KV_runs", "KV_sessions", "KV_sigheads", "KV_subagents",
-		"KV_trindex", "KV_watchers", "OBJ_archives", "SB_DELIVER", "SB_EVENTS", "SB_RUNS", "SB_SIGNALS", "SB_TRANSCRIPTS",
+		"KV_threadbindings", "KV_trindex", "KV_watchers", "OBJ_archives", "SB_DELIVER", "SB_EVENTS", "SB_RUNS", "SB_SIGNALS", "SB_TRANSCRIPTS",
 	}
 	w, err := Open(bustest.Context(t), nc, cfg)
 	if err != nil {

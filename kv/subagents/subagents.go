@@ -116,8 +116,13 @@ type Record struct {
 	// SpawnContext is fork or isolated (the child's transcript started
 	// with a copy of the requester's, or empty).
 	SpawnContext string `json:"spawnContext,omitempty"`
-	// Thread is a thread-bound spawn: the child keeps the requester's route.
+	// Thread is a thread-bound spawn: the child keeps the requester's route,
+	// and the requester's conversation (RequesterOrigin) is bound to it.
 	Thread bool `json:"thread,omitempty"`
+	// ThreadIdleTimeoutMs and ThreadMaxAgeMs are the binding's expiry (0:
+	// never), from threadBindings when the child was spawned.
+	ThreadIdleTimeoutMs int64 `json:"threadIdleTimeoutMs,omitempty"`
+	ThreadMaxAgeMs      int64 `json:"threadMaxAgeMs,omitempty"`
 }
 
 // Active reports a run not yet ended.
