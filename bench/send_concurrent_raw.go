@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -502,5 +504,41 @@ func (e *env) publishConcurrent(ctx context.Context, nStreams int) (Result, erro
 		}
 	})
 	r.Dataset = fmt.Sprintf("256 B, %d publishers each waiting for its ack, over %d file streams R1", sendSenders, nStreams)
+	return r, err
+}
+
+// raw_fsync_1file and raw_fsync_6files: the disk under the server's store,
+// with no NATS at all: 300 B appended and synced in a loop, by one
+// goroutine on one file, and by six each on its own. ops/s is syncs a
+// second. The server syncs a stream's writes one at a time, so the first
+// is about what one stream can take and the second what six can together.
+func runRawFsync1(ctx context.Context, e *env) (Result, error) { return e.fsyncFiles(ctx, 1) }
+
+func runRawFsync6(ctx context.Context, e *env) (Result, error) { return e.fsyncFiles(ctx, 6) }
+
+func (e *env) fsyncFiles(ctx context.Context, n int) (Result, error) {
+	dir, err := os.MkdirTemp(e.dir, "fsync")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	files := make([]*os.File, n)
+	for i := range files {
+		if files[i], err = os.Create(filepath.Join(dir, strconv.Itoa(i))); err != nil {
+			return Result{}, err
+		}
+		defer files[i].Close()
+	}
+	buf := payload(300)
+	p := plan{warm: e.sz.sendTput.warm * n, ops: e.sz.sendTput.ops * n}
+	r, err := measureConcurrent(ctx, n, p, func(w int) func() error {
+		return func() error {
+			if _, err := files[w].Write(buf); err != nil {
+				return err
+			}
+			return files[w].Sync()
+		}
+	})
+	r.Dataset = fmt.Sprintf("300 B write + fsync, %d goroutine(s) each on its own file, in the server's data directory", n)
 	return r, err
 }

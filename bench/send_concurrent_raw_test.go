@@ -14,7 +14,7 @@ import (
 func TestRawSendConcurrentShapes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	only := []string{"raw_js_publish_concurrent", "raw_js_publish_concurrent_1s"}
+	only := []string{"raw_fsync_1file", "raw_fsync_6files", "raw_js_publish_concurrent", "raw_js_publish_concurrent_1s"}
 	for n := range ccShapes {
 		only = append(only, n)
 	}
@@ -26,6 +26,9 @@ func TestRawSendConcurrentShapes(t *testing.T) {
 		ccLane: "KV_bench_cc_lanes", ccRunning: "KV_bench_cc_runs", ccOutcome: "KV_bench_cc_runs",
 		ccPrompt: "BENCH_CC_TR", ccReply: "BENCH_CC_TR", ccIndex: "KV_bench_cc_index",
 		ccTouch: "KV_bench_cc_sessions", ccReplyApart: "BENCH_CC_TR2", ccOutcomeApart: "KV_bench_cc_outcomes",
+	}
+	if len(rep.Results) != len(only)+1 { // and raw_js_publish
+		t.Fatalf("%d results, want %d", len(rep.Results), len(only)+1)
 	}
 	seen := 0
 	for _, r := range rep.Results {
