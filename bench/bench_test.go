@@ -14,7 +14,9 @@ import (
 // TestQuickSuiteJSON runs every benchmark in --quick mode (tiny data sets,
 // a few dozen operations) and checks the JSON contract, not the figures.
 func TestQuickSuiteJSON(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// a bound on a stuck run, not on speed: with -race on two shared cores
+	// the whole quick suite has taken close to two minutes
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
 	rep, err := Run(ctx, Options{Quick: true, Log: &log})

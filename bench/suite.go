@@ -7,7 +7,8 @@
 //
 // Each benchmark's result names its baseline and carries ratio = p50 / the
 // baseline's p50. A baseline names itself and has ratio 1. sanitize_80k is
-// pure CPU work with no NATS counterpart: it has neither field.
+// pure CPU work with no NATS counterpart, and raw_fsync_* the disk with no
+// NATS at all: they have neither field.
 package bench
 
 import (
@@ -57,7 +58,7 @@ type Result struct {
 	P99       int64   `json:"p99_ns"`
 	OpsPerSec float64 `json:"ops_per_sec"`
 	// Baseline is the raw NATS benchmark this one is compared with; a
-	// baseline names itself. Empty (omitted) for sanitize_80k.
+	// baseline names itself. Empty (omitted) for sanitize_80k and raw_fsync_*.
 	Baseline string `json:"baseline,omitempty"`
 	// Ratio is P50 / the baseline's P50 (1 for a baseline). Omitted with Baseline.
 	Ratio *float64 `json:"ratio,omitempty"`
@@ -116,7 +117,7 @@ type Report struct {
 // spec is one registered benchmark.
 type spec struct {
 	name     string
-	baseline string // "" for baselines themselves and for sanitize_80k
+	baseline string // "" for baselines themselves, sanitize_80k and raw_fsync_*
 	isBase   bool
 	run      func(ctx context.Context, e *env) (Result, error)
 }
@@ -155,6 +156,15 @@ var registry = []spec{
 	{name: "send_throughput_1gw_delay20", baseline: "send_wait", run: runSendThroughput1gwDelay20},
 	{name: "send_throughput_2gw_delay20", baseline: "send_wait", run: runSendThroughput2gwDelay20},
 	{name: "send_concurrent", baseline: "send_wait", run: runSendConcurrent},
+	{name: "raw_fsync_1file", run: runRawFsync1},
+	{name: "raw_fsync_6files", run: runRawFsync6},
+	{name: "raw_js_publish_concurrent", baseline: "raw_js_publish", run: runRawJSPublishConcurrent},
+	{name: "raw_js_publish_concurrent_1s", baseline: "raw_js_publish", run: runRawJSPublishConcurrent1s},
+	{name: "raw_send_concurrent", baseline: "raw_js_publish", run: runRawSendConcurrent},
+	{name: "raw_send_concurrent_7w", baseline: "raw_js_publish", run: runRawSendConcurrent7w},
+	{name: "raw_send_concurrent_6w", baseline: "raw_js_publish", run: runRawSendConcurrent6w},
+	{name: "raw_send_concurrent_5w", baseline: "raw_js_publish", run: runRawSendConcurrent5w},
+	{name: "raw_send_concurrent_6w_apart", baseline: "raw_js_publish", run: runRawSendConcurrent6wApart},
 	{name: "raw_direct_get_50", isBase: true, run: runRawDirectGet50},
 	{name: "transcript_tail_interleaved", baseline: "raw_direct_get_50", run: runTranscriptTailInterleaved},
 	{name: "transcript_tail_1m", baseline: "raw_direct_get_50", run: runTranscriptTail1M},
