@@ -39,7 +39,7 @@ func (a *Adapter) Start(ctx context.Context) (*Deliveries, error) {
 		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
-	l := &lanes{a: a, ctx: lctx, q: map[string][]jetstream.Msg{}}
+	l := &lanes{a: a, ctx: lctx, q: map[string][]jetstream.Msg{}, held: map[uint64]bool{}}
 	cc, err := cons.Consume(l.push, jetstream.PullMaxMessages(max(a.o.MaxInFlight, 2)),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			a.o.Log.Warn("webhook adapter: reading deliveries", "channel", a.o.Channel, "err", err)
@@ -48,6 +48,8 @@ func (a *Adapter) Start(ctx context.Context) (*Deliveries, error) {
 		cancel()
 		return nil, fmt.Errorf("read deliveries of channel %s: %w", a.o.Channel, err)
 	}
+	l.wg.Add(1)
+	go l.keepAlive()
 	return &Deliveries{cc: cc, lanes: l, cancel: cancel}, nil
 }
 
@@ -110,11 +112,12 @@ func (a *Adapter) consumer(ctx context.Context) (jetstream.Consumer, error) {
 // lanes keeps one delivery in flight per session: deliveries of a session
 // wait, in the order the stream gave them, behind the one being posted.
 type lanes struct {
-	a   *Adapter
-	ctx context.Context
-	mu  sync.Mutex
-	q   map[string][]jetstream.Msg
-	wg  sync.WaitGroup
+	a    *Adapter
+	ctx  context.Context
+	mu   sync.Mutex
+	q    map[string][]jetstream.Msg
+	held map[uint64]bool // stream sequences in q
+	wg   sync.WaitGroup
 }
 
 func (l *lanes) push(m jetstream.Msg) {
@@ -124,8 +127,15 @@ func (l *lanes) push(m jetstream.Msg) {
 	if key == "" {
 		key = "to:" + d.To
 	}
+	seq := streamSeq(m)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.held[seq] {
+		// handed out again while it waited here (keepAlive was late):
+		// the copy held already posts it, and its ack covers this one
+		return
+	}
+	l.held[seq] = true
 	if q, busy := l.q[key]; busy {
 		l.q[key] = append(q, m)
 		return
@@ -143,6 +153,7 @@ func (l *lanes) run(key string) {
 		l.mu.Unlock()
 		l.a.deliver(l.ctx, m)
 		l.mu.Lock()
+		delete(l.held, streamSeq(m))
 		l.q[key] = l.q[key][1:]
 		if len(l.q[key]) == 0 {
 			delete(l.q, key)
@@ -153,6 +164,38 @@ func (l *lanes) run(key string) {
 	}
 }
 
+// keepAlive tells the server, a few times per ack wait, that every
+// delivery this process holds (posting, in retry, or waiting behind its
+// session's) is still being worked on, so none is handed to another
+// adapter, which would post it twice or out of order.
+func (l *lanes) keepAlive() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.a.o.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		for _, q := range l.q {
+			for _, m := range q {
+				_ = m.InProgress()
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+func streamSeq(m jetstream.Msg) uint64 {
+	meta, err := m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return meta.Sequence.Stream
+}
+
 // DeliveryID is a delivery's idempotency id: the id the gateway published
 // it with (the run id and ":reply", or ":announce"), the same across
 // retries, redeliveries and a republish; the stream sequence when absent.
@@ -160,11 +203,7 @@ func DeliveryID(m jetstream.Msg) string {
 	if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
 		return id
 	}
-	meta, err := m.Metadata()
-	if err != nil {
-		return ""
-	}
-	return "seq-" + strconv.FormatUint(meta.Sequence.Stream, 10)
+	return "seq-" + strconv.FormatUint(streamSeq(m), 10)
 }
 
 // deliver posts one delivery until the receiver takes it or the attempts
@@ -198,7 +237,7 @@ func (a *Adapter) deliver(ctx context.Context, m jetstream.Msg) {
 		if attempt >= a.o.Attempts {
 			break
 		}
-		if !a.sleep(ctx, m, wait) {
+		if !sleep(ctx, wait) {
 			_ = m.Nak()
 			return
 		}
@@ -215,22 +254,15 @@ func ack(m jetstream.Msg) error {
 	return m.DoubleAck(ctx)
 }
 
-// sleep waits d, telling the server the delivery is still being worked
-// on so that it is not handed to another adapter meanwhile.
-func (a *Adapter) sleep(ctx context.Context, m jetstream.Msg, d time.Duration) bool {
-	tick := time.NewTicker(a.o.AckWait / 3)
-	defer tick.Stop()
-	end := time.NewTimer(d)
-	defer end.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-end.C:
-			return true
-		case <-tick.C:
-			_ = m.InProgress()
-		}
+// sleep waits d, or less when ctx ends (then false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -274,7 +306,15 @@ func (a *Adapter) deadLetter(ctx context.Context, m jetstream.Msg, id string, st
 	if lastErr != nil {
 		rec.LastError = lastErr.Error()
 	}
-	_ = json.Unmarshal(m.Data(), &rec.Delivery)
+	var d deliveries.Delivery
+	if json.Unmarshal(m.Data(), &d) == nil {
+		rec.SessionKey = d.SessionKey
+	}
+	if json.Valid(m.Data()) {
+		rec.Delivery = json.RawMessage(m.Data())
+	} else {
+		rec.Delivery, _ = json.Marshal(string(m.Data()))
+	}
 	pctx, cancel := context.WithTimeout(ctx, a.o.Timeout)
 	defer cancel()
 	if err := deadletters.Publish(pctx, a.js, a.o.Names, rec); err != nil {

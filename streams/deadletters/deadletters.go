@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/streams/deliveries"
 )
 
 // Bounds of the stream: dead letters are rare, and the oldest go first
@@ -31,15 +30,17 @@ const (
 // Record is one dead letter.
 type Record struct {
 	DeliveryID string `json:"deliveryId"`
-	Channel    string `json:"channel"`
+	Channel    string `json:"channel"` // a channel id (bus.NormalizeChannel): one subject token
+	SessionKey string `json:"sessionKey,omitempty"`
 	URL        string `json:"url"`
 	Attempts   int    `json:"attempts"`
 	LastStatus int    `json:"lastStatus,omitempty"` // the receiver's last HTTP status; 0: no answer
 	LastError  string `json:"lastError"`
 	FailedAt   int64  `json:"failedAt"` // unix ms
 	Adapter    string `json:"adapter,omitempty"`
-	// Delivery is what could not be delivered, as the gateway published it.
-	Delivery deliveries.Delivery `json:"delivery"`
+	// Delivery is what could not be delivered, as the gateway published it
+	// to SB_DELIVER.
+	Delivery json.RawMessage `json:"delivery"`
 }
 
 // Stream is SB_DEADLETTER.
@@ -79,7 +80,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, names bus.Names, r Rec
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(names.DeadLetter(deliveries.SubjectToken(r.Channel)))
+	m := nats.NewMsg(names.DeadLetter(r.Channel))
 	m.Data = body
 	if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(r.DeliveryID+":dead")); err != nil {
 		return fmt.Errorf("record the dead letter of delivery %s: %w", r.DeliveryID, err)
