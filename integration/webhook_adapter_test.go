@@ -55,7 +55,7 @@ func TestWebhookAdapterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rcv := &adapterReceiver{secret: secret, ids: map[string][]string{}}
+	rcv := &adapterReceiver{secret: secret, ids: map[string][]string{}, release: make(chan struct{})}
 	hs := httptest.NewServer(rcv)
 	defer hs.Close()
 	adapters := make([]*proc, 2)
@@ -63,7 +63,7 @@ func TestWebhookAdapterKill(t *testing.T) {
 	for i := range adapters {
 		adapters[i] = start(t, "adapter", "webhook", "--server", url, "--creds", adapterCreds, "--token-file", tokenFile,
 			"--channel", "web", "--listen", "127.0.0.1:0", "--deliver-url", hs.URL, "--secret-file", secretFile,
-			"--ack-wait", "3s", "--timeout", "2s", "--backoff", "50ms")
+			"--ack-wait", "3s", "--timeout", "2s", "--backoff", "50ms", "--attempts", "100")
 		line := adapters[i].waitLine(t, "listening on ")
 		u, _, _ := strings.Cut(strings.TrimPrefix(line, "listening on "), ",")
 		urls[i] = u
@@ -80,9 +80,19 @@ func TestWebhookAdapterKill(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if sent.Add(1) == total/2 {
-					// SIGKILL: no shutdown, its unacked delivery is left to the other
-					killOnce.Do(func() { _ = adapters[0].cmd.Process.Kill() })
+				switch sent.Add(1) {
+				case total * 2 / 5:
+					// the receiver stops answering: deliveries pile up in
+					// the stream, and an adapter that took (acked) more
+					// than the receiver took would lose them in the kill
+					rcv.holding.Store(true)
+				case total / 2:
+					// SIGKILL: no shutdown; what it held goes to the other
+					killOnce.Do(func() {
+						_ = adapters[0].cmd.Process.Kill()
+						rcv.holding.Store(false)
+						close(rcv.release)
+					})
 				}
 				body, _ := json.Marshal(map[string]any{"from": fmt.Sprint("peer", i%peers), "text": fmt.Sprint("message ", i), "idempotencyKey": fmt.Sprint("m-", i)})
 				errs <- postRetrying(urls, i%2, body, secret)
@@ -168,16 +178,28 @@ func signBody(secret, body []byte) string {
 }
 
 // adapterReceiver is the deliver URL: it records every POST's reply text
-// by delivery id and counts bad signatures.
+// by delivery id and counts bad signatures. While holding, it answers
+// nothing until released, and then 503: those POSTs are not taken.
 type adapterReceiver struct {
-	secret []byte
-	mu     sync.Mutex
-	ids    map[string][]string
-	badSig int
+	secret  []byte
+	holding atomic.Bool
+	release chan struct{}
+	mu      sync.Mutex
+	ids     map[string][]string
+	badSig  int
 }
 
 func (r *adapterReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
+	if r.holding.Load() {
+		// down for a while: nothing POSTed now is taken
+		select {
+		case <-r.release:
+		case <-req.Context().Done():
+		}
+		http.Error(w, "receiver down", http.StatusServiceUnavailable)
+		return
+	}
 	var d struct{ Message string }
 	_ = json.Unmarshal(body, &d)
 	r.mu.Lock()

@@ -62,6 +62,9 @@ func cmdAdapter(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *inFlight < 1 || *attempts < 1 || *ackWait <= 0 || *backoff <= 0 || *timeout <= 0 {
 		return usageErr("--max-in-flight and --attempts must be 1 or more, --ack-wait, --backoff and --timeout positive")
 	}
+	if *ackWait <= *timeout {
+		return usageErr("--ack-wait %v must be longer than --timeout %v: another adapter would take a delivery this one is still posting", *ackWait, *timeout)
+	}
 	var secret []byte
 	if *secretFile != "" {
 		if secret, err = readSecret(*secretFile); err != nil {
