@@ -266,9 +266,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// post is one POST of body; nil error only for a 2xx answer.
+// post is one POST of body; nil error only for a 2xx answer. A POST under
+// way finishes (within Timeout) even when the adapter is stopping: cut
+// off, the receiver might have taken it unacked, and it would come again.
 func (a *Adapter) post(ctx context.Context, id string, attempt int, body []byte) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, a.o.Timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.o.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.o.DeliverURL, bytes.NewReader(body))
 	if err != nil {
