@@ -1,11 +1,14 @@
 package webhook_test
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,3 +240,53 @@ func runID(t *testing.T, accepted string) string {
 	}
 	return id
 }
+
+// TestStopHandsDeliveriesOver: an adapter stopped while it retries a
+// delivery hands it back at once, and another adapter of the channel
+// delivers it long before the ack wait (10 minutes) would have.
+func TestStopHandsDeliveriesOver(t *testing.T) {
+	st := stack(t)
+	rcv := newReceiver(t)
+	rcv.failing.Store(true)
+	failed := &countLog{msg: "webhook adapter: POST failed"}
+	o := webhook.Options{Secret: secret, DeliverURL: rcv.URL, Attempts: 1000, Backoff: 10 * time.Minute, AckWait: 10 * time.Minute, Timeout: time.Second,
+		Log: slog.New(failed)}
+	first := adapter(t, st, "web", o)
+	d, err := first.Start(bustest.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(first.Handler())
+	defer web.Close()
+	if status, text := post(t, web.URL, mustJSON(map[string]any{"from": "9", "text": "hello over"}), true); status != http.StatusAccepted {
+		t.Fatalf("%d %s", status, text)
+	}
+	// the adapter logs a failed POST, then waits to retry: stop it there
+	bustest.WaitFor(t, time.Minute, "the first POST refused", func() bool { return failed.n.Load() == 1 })
+	rcv.failing.Store(false)
+	d.Stop()
+	o.Log = nil
+	start(t, adapter(t, st, "web", o))
+	bustest.WaitFor(t, time.Minute, "the other adapter's delivery", func() bool { return rcv.distinct() == 1 })
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if rcv.taken[0].d.Message != "hi over" || rcv.badSig != 0 {
+		t.Fatalf("taken %+v, %d bad signatures", rcv.taken, rcv.badSig)
+	}
+}
+
+// countLog counts the log records with one message.
+type countLog struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (c *countLog) Enabled(context.Context, slog.Level) bool { return true }
+func (c *countLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == c.msg {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *countLog) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *countLog) WithGroup(string) slog.Handler      { return c }
