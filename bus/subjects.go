@@ -75,6 +75,12 @@ func (n Names) Deliver(channel string) string { return n.p() + ".deliver." + cha
 // DeliverStream captures every outbound delivery.
 func (n Names) DeliverStream() string { return n.stream("DELIVER") }
 
+// DeadLetter is where a channel adapter records a delivery it gave up on.
+func (n Names) DeadLetter(channel string) string { return n.p() + ".deadletter." + channel }
+
+// DeadLetterStream captures the dead letters of every channel.
+func (n Names) DeadLetterStream() string { return n.stream("DEADLETTER") }
+
 // GatewaysConsumer is the durable pull consumer on RunsStream that every
 // gateway replica shares.
 func (n Names) GatewaysConsumer() string { return "gateways" }

@@ -21,7 +21,12 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/lifecycle"
+	"github.com/sessionbus/sessionbus/streams/deadletters"
 )
+
+// DeadLettersShown is how many of the newest dead letters a report lists
+// (DeadLetterCount counts them all).
+const DeadLettersShown = 50
 
 // DefaultStuckAfter is how long a run may stay pending or running before
 // inspect lists it as stuck: longer than any turn should take (a run's
@@ -44,6 +49,10 @@ type Report struct {
 	ExpiredChildren  []Child    `json:"expiredChildren"`
 	PendingAnnounces []Announce `json:"pendingAnnounces"`
 	PendingNotices   []Notice   `json:"pendingNotices"`
+	// DeadLetters are the newest deliveries channel adapters gave up on
+	// (SB_DEADLETTER), oldest first; DeadLetterCount is how many it holds.
+	DeadLetters     []deadletters.Entry `json:"deadLetters"`
+	DeadLetterCount uint64              `json:"deadLetterCount"`
 	// Archive is the archives' disk budget (session.maintenance.maxDiskBytes);
 	// nil when the deployment has no archives store yet. Read leaves it
 	// to the caller, which knows the configured budget.
@@ -139,9 +148,19 @@ func Read(ctx context.Context, js jetstream.JetStream, o Options) (*Report, erro
 		o.Now = time.Now
 	}
 	r := &Report{Streams: []Stream{}, Buckets: []Bucket{}, Consumers: []Consumer{}, StuckRuns: []Run{},
-		ExpiredChildren: []Child{}, PendingAnnounces: []Announce{}, PendingNotices: []Notice{}}
+		ExpiredChildren: []Child{}, PendingAnnounces: []Announce{}, PendingNotices: []Notice{}, DeadLetters: []deadletters.Entry{}}
 	if err := r.readStreams(ctx, js); err != nil {
 		return nil, err
+	}
+	for _, st := range r.Streams {
+		if st.Name == o.Names.DeadLetterStream() && st.Messages > 0 {
+			r.DeadLetterCount = st.Messages
+			dl, err := deadletters.Last(ctx, js, o.Names, DeadLettersShown)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", st.Name, err)
+			}
+			r.DeadLetters = append(r.DeadLetters, dl...)
+		}
 	}
 	now := o.Now()
 	if err := scan(ctx, js, o.Names.RunsBucket(), func(rec *runs.Record) {

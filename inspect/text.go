@@ -3,6 +3,7 @@ package inspect
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -58,7 +59,22 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", n.Watcher, n.Target, n.LastSeenSequence, n.NotifiedSequence)
 		}
 	}
+	if section("DEAD LETTERS", int(r.DeadLetterCount), "  seq\tdelivery\tchannel\tsession\tattempts\tstatus\tfailed at\terror") {
+		if shown := len(r.DeadLetters); uint64(shown) < r.DeadLetterCount {
+			fmt.Fprintf(tw, "  (the newest %d)\n", shown)
+		}
+		for _, d := range r.DeadLetters {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", d.Seq, d.DeliveryID, d.Channel, dash(d.SessionKey), d.Attempts, d.LastStatus,
+				time.UnixMilli(d.FailedAt).UTC().Format(time.RFC3339), dash(oneLine(d.LastError)))
+		}
+	}
 	return tw.Flush()
+}
+
+// oneLine keeps a table row one line: a receiver's error text may hold
+// newlines and tabs.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 func dash(s string) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/threadbindings"
 	"github.com/sessionbus/sessionbus/kv/watchers"
 	"github.com/sessionbus/sessionbus/objects/archives"
+	"github.com/sessionbus/sessionbus/streams/deadletters"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/events"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -50,6 +51,9 @@ type Stores struct {
 	// Only gateways write these (nil unless opened WithGatewayStores).
 	A2A        *a2a.Store
 	Deliveries *deliveries.Stream
+	// DeadLetters is where channel adapters, which may create no stream,
+	// record the deliveries they gave up on.
+	DeadLetters *deadletters.Stream
 }
 
 // Option configures Open.
@@ -133,6 +137,9 @@ func (s *Stores) open(ctx context.Context, nc *nats.Conn, cfg config.Bus, o opti
 	if s.Deliveries, err = deliveries.Open(ctx, js, names, deliveries.WithReplicas(r), deliveries.WithMaxAge(cfg.DeliverMaxAge)); err != nil {
 		return err
 	}
+	if s.DeadLetters, err = deadletters.Open(ctx, js, names, r); err != nil {
+		return err
+	}
 	if !o.gateway {
 		return nil
 	}
@@ -152,6 +159,9 @@ func (s *Stores) Guarded() []bus.Recreatable {
 	}
 	if s.Deliveries != nil {
 		out = append(out, s.Deliveries)
+	}
+	if s.DeadLetters != nil {
+		out = append(out, s.DeadLetters)
 	}
 	return out
 }

@@ -29,7 +29,7 @@ func TestOpenCreatesWhatItsProcessUses(t *testing.T) {
 	}
 	common := []string{
 		"KV_claims", "KV_revocations", "KV_runs", "KV_sessions", "KV_sigheads", "KV_subagents",
-		"KV_threadbindings", "KV_trindex", "KV_watchers", "OBJ_archives", "SB_DELIVER", "SB_EVENTS", "SB_RUNS", "SB_SIGNALS", "SB_TRANSCRIPTS",
+		"KV_threadbindings", "KV_trindex", "KV_watchers", "OBJ_archives", "SB_DEADLETTER", "SB_DELIVER", "SB_EVENTS", "SB_RUNS", "SB_SIGNALS", "SB_TRANSCRIPTS",
 	}
 	w, err := Open(bustest.Context(t), nc, cfg)
 	if err != nil {
@@ -39,7 +39,8 @@ func TestOpenCreatesWhatItsProcessUses(t *testing.T) {
 	if got := streams(); !slices.Equal(got, common) {
 		t.Fatalf("a worker's stores created %v, want %v", got, common)
 	}
-	if w.A2A != nil || w.Deliveries == nil { // a worker delivers the answers to /goal
+	// a worker delivers the answers to /goal, and keeps the adapters' dead letters
+	if w.A2A != nil || w.Deliveries == nil || w.DeadLetters == nil {
 		t.Fatal("a worker's stores opened the gateway's, or no deliveries")
 	}
 	g, err := Open(bustest.Context(t), nc, cfg, WithGatewayStores())

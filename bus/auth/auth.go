@@ -404,7 +404,9 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 			"$JS.API.CONSUMER.CREATE."+ds, "$JS.API.CONSUMER.CREATE."+ds+".>",
 			"$JS.API.CONSUMER.DURABLE.CREATE."+ds+".>", "$JS.API.CONSUMER.INFO."+ds+".>",
 			"$JS.API.CONSUMER.MSG.NEXT."+ds+".>", "$JS.API.CONSUMER.DELETE."+ds+".>",
-			"$JS.ACK."+ds+".>", "$JS.FC."+ds+".>")
+			"$JS.ACK."+ds+".>", "$JS.FC."+ds+".>",
+			// the deliveries it gave up on (the stream acks to its inbox)
+			names.DeadLetter(">"))
 		p.Sub.Allow.Add(own, names.Deliver(">"))
 	case RoleOps:
 		// reads: stream and consumer info, message and direct gets, and
@@ -461,7 +463,7 @@ func ChannelAdapterPermissions(names bus.Names, inbox, channel string) jwt.Permi
 	p.Pub.Allow.Add(names.Inbound(), "$JS.API.INFO", "$JS.API.STREAM.INFO."+ds,
 		"$JS.API.CONSUMER.CREATE."+c, "$JS.API.CONSUMER.CREATE."+c+"."+names.Deliver(channel),
 		"$JS.API.CONSUMER.INFO."+c, "$JS.API.CONSUMER.MSG.NEXT."+c, "$JS.API.CONSUMER.DELETE."+c,
-		"$JS.ACK."+c+".>", "$JS.FC."+c+".>")
+		"$JS.ACK."+c+".>", "$JS.FC."+c+".>", names.DeadLetter(channel))
 	p.Sub.Allow.Add(inbox+".>", names.Deliver(channel))
 	return p
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -80,17 +79,16 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, bus.CodeBadRequest, err)
 	}
-	fields := map[string]any{
-		"channel": ch, "from": *from, "text": fs.Arg(fs.NArg() - 1),
-		"accountId": *account, "threadId": *thread, "idempotencyKey": *idem,
-		"timeoutSeconds": *timeout,
+	msg := bus.InboundMessage{
+		Channel: ch, From: *from, Text: fs.Arg(fs.NArg() - 1),
+		AccountID: *account, ThreadID: *thread, IdempotencyKey: *idem,
+		TimeoutSeconds: *timeout,
 	}
 	if *route {
-		fields["groupId"], fields["chatType"], fields["agentId"] = *group, *chatType, *agent
+		msg.GroupID, msg.ChatType, msg.AgentID = *group, *chatType, *agent
 	} else {
-		fields["sessionKey"] = fs.Arg(0)
+		msg.SessionKey = fs.Arg(0)
 	}
-	body, _ := json.Marshal(fields)
 	nc, err := server.connect("sessionbus chat", credsOptions(*creds)...)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
@@ -103,9 +101,9 @@ func cmdChat(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var res inboundReply
 	streamed := false
 	if *stream {
-		res, streamed, err = chatStream(ctx, nc, names, token, fields, stdout)
+		res, streamed, err = chatStream(ctx, nc, names, token, msg, stdout)
 	} else {
-		res, err = inbound(ctx, nc, names, token, body)
+		res, err = bus.SendInbound(ctx, nc, names, token, msg)
 	}
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)

@@ -13,37 +13,21 @@ import (
 )
 
 // inboundReply is the ingress's answer.
-type inboundReply struct {
-	Status, RunID, SessionKey, Reply, Error string
-	Created                                 bool // a routed message made its session
-}
-
-// inbound sends one request to the ingress and decodes its answer.
-func inbound(ctx context.Context, nc *nats.Conn, names bus.Names, token string, body []byte) (inboundReply, error) {
-	var res inboundReply
-	data, err := bus.Inbound(ctx, nc, names, token, body)
-	if err != nil {
-		return res, err
-	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		return res, &bus.Error{Code: bus.CodeInternal, Message: fmt.Sprintf("the ingress answered something else than its JSON reply: %v: %.200s", err, data)}
-	}
-	return res, nil
-}
+type inboundReply = bus.InboundReply
 
 // liveBuffer is how many live messages may wait for chat to print them; the
 // server drops a subscriber that falls further behind, and the reply then
 // comes from the ingress's answer.
 const liveBuffer = 4096
 
-// chatStream sends the message with fields (which carry an idempotency
+// chatStream sends m (which carries an idempotency
 // key) and prints the turn's text deltas to stdout as they arrive. It
 // subscribes to the session's live output first, learns the run id from
 // an answer-at-once request, then waits for the outcome with a second
 // request with the same key, which starts nothing new. streamed says the
 // reply is on stdout, newline included; otherwise the caller prints it.
-func chatStream(ctx context.Context, nc *nats.Conn, names bus.Names, token string, fields map[string]any, stdout io.Writer) (res inboundReply, streamed bool, err error) {
-	key, _ := fields["sessionKey"].(string)
+func chatStream(ctx context.Context, nc *nats.Conn, names bus.Names, token string, m bus.InboundMessage, stdout io.Writer) (res inboundReply, streamed bool, err error) {
+	key := m.SessionKey
 	live := make(chan *nats.Msg, liveBuffer)
 	sub, err := nc.ChanSubscribe(names.Live(bus.EncodeKey(key)), live)
 	if err != nil {
@@ -53,21 +37,19 @@ func chatStream(ctx context.Context, nc *nats.Conn, names bus.Names, token strin
 	if err := nc.Flush(); err != nil {
 		return res, false, err
 	}
-	wait := fields["timeoutSeconds"]
-	fields["timeoutSeconds"] = 0
-	body, _ := json.Marshal(fields)
-	if res, err = inbound(ctx, nc, names, token, body); err != nil || res.Status != "accepted" {
+	wait := m.TimeoutSeconds
+	m.TimeoutSeconds = 0
+	if res, err = bus.SendInbound(ctx, nc, names, token, m); err != nil || res.Status != "accepted" {
 		return res, false, err
 	}
-	fields["timeoutSeconds"] = wait
-	body, _ = json.Marshal(fields)
+	m.TimeoutSeconds = wait
 	type outcome struct {
 		res inboundReply
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := inbound(ctx, nc, names, token, body)
+		r, err := bus.SendInbound(ctx, nc, names, token, m)
 		done <- outcome{r, err}
 	}()
 	p := livePrinter{runID: res.RunID, w: stdout}

@@ -18,13 +18,14 @@ var subcommands = map[string][]string{
 	"archive":    {"ls", "get", "restore", "budget"},
 	"creds":      {"agent", "adapter", "worker", "gateway", "ops", "admin"},
 	"completion": {"bash", "zsh", "fish"},
+	"adapter":    {"webhook"},
 }
 
 // flagsPerSub are the commands whose subcommands have flag sets of their
 // own (archive ls has --agent, get has not), read with `CMD SUB -h`. Only
 // these: `creds agent -h` would mint credentials, as -h after a
 // positional argument is not a flag.
-var flagsPerSub = map[string]bool{"session": true, "archive": true}
+var flagsPerSub = map[string]bool{"session": true, "archive": true, "adapter": true}
 
 // seenFlags records the flag sets commands create while completion asks
 // each one for -h: the scripts then list exactly the flags the commands

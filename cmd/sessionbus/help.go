@@ -79,6 +79,16 @@ var helps = map[string]cmdHelp{
 			`sessionbus chat --route --channel telegram --from 4242 "hello there"`,
 		},
 	},
+	"adapter": {
+		usage:   "adapter webhook --channel C --deliver-url URL [--listen HOST:PORT] [--secret-file F] [--token-file F] [flags]",
+		purpose: "Run a webhook channel adapter: POST /inbound brings a human's message into the bus (routed), and every reply on sb.deliver.<channel> is POSTed to --deliver-url, signed, retried, once per delivery id.",
+		notes: "Run several for one channel: they share its durable consumer, and each reply goes to one of them.\n" +
+			"A delivery the receiver never takes (--attempts) becomes a dead letter that `sessionbus inspect` lists.",
+		examples: []string{
+			"sessionbus adapter webhook --channel web --deliver-url http://127.0.0.1:9000/replies",
+			"sessionbus adapter webhook --channel web --listen 0.0.0.0:8788 --secret-file web.secret --creds adapter-web.creds --token-file web.token --deliver-url https://chat.example.com/hook",
+		},
+	},
 	"import": {
 		usage:   "import [flags] SESSIONKEY < transcript.jsonl\nsessionbus import [flags] --openclaw STATEDIR",
 		purpose: "Load a JSONL transcript into a session, or migrate an OpenClaw state directory.",

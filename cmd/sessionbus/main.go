@@ -17,6 +17,7 @@ commands:
   call      call one tool and print its reply
   token     print a caller token for any NATS client (--adapter: a channel adapter's)
   chat      play a human on a channel: send one message into a session, print the reply
+  adapter   run a channel adapter: webhook takes messages over HTTP and POSTs the replies
   import    load a JSONL transcript (stdin) into a session
   bench     run the benchmark suite
   session   delete|reset a session (its transcript archived first)
@@ -55,6 +56,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"bench":      cmdBench,
 		"gateway":    cmdGateway,
 		"chat":       cmdChat,
+		"adapter":    cmdAdapter,
 		"session":    cmdSession,
 		"archive":    cmdArchive,
 		"creds":      cmdCreds,
