@@ -36,6 +36,8 @@ type fixture struct {
 	stack *handlerstest.Stack
 	c     *console.Server
 	dir   string
+	// metricsAddr is the /metrics of the worker and gateway
+	metricsAddr string
 }
 
 const mainKey = "agent:main:main"
@@ -45,7 +47,7 @@ func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureWith(t, ni
 // newFixtureWith lets edit change the console's options (its connection,
 // say) before it starts. The gateway and worker report to one metrics
 // listener, which the console charts.
-func newFixtureWith(t *testing.T, edit func(*console.Options)) *fixture {
+func newFixtureWith(t *testing.T, edit func(*handlerstest.Stack, *console.Options)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(t.TempDir(), "slow.sh")
@@ -75,14 +77,14 @@ func newFixtureWith(t *testing.T, edit func(*console.Options)) *fixture {
 		Auth: true, Account: s.Server.Deployment().AccountKey(auth.DefaultAccount), MetricsFrom: []string{msrv.Addr()},
 	}
 	if edit != nil {
-		edit(&o)
+		edit(s, &o)
 	}
 	c, err := console.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	f := &fixture{t: t, stack: s, c: c, dir: dir}
+	f := &fixture{t: t, stack: s, c: c, dir: dir, metricsAddr: msrv.Addr()}
 	// the main session exists before anything is spawned from it
 	s.Put(&sessions.Entry{Key: mainKey, AgentID: "main", SessionID: sessions.NewID(), UpdatedAt: time.Now().UnixMilli()})
 	f.ensureMain()

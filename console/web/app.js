@@ -107,6 +107,7 @@ function follow(session, onChange, onLive) {
 
 function setBus(ok) {
   $('bus').className = ok ? 'bus' : 'bus down';
+  $('bus').textContent = ok ? '' : 'the console lost the bus; reconnecting…';
 }
 
 // debounce keeps a burst of changes to one reload in flight.
