@@ -177,10 +177,14 @@ func (s *Server) List(f Filter, offset, limit int) Page {
 	}
 	sortNewest(first)
 	sortNewest(waiting)
+	// the page's entries are taken first and their rows built after the
+	// walk: Each holds the index's read lock, and a row reads the index
+	// again (a nested read lock deadlocks behind a waiting write)
 	n := 0
+	var page []*sessions.Entry
 	take := func(e *sessions.Entry) {
-		if n >= offset && len(p.Rows) < limit {
-			p.Rows = append(p.Rows, s.row(e, active[e.Key]))
+		if n >= offset && len(page) < limit {
+			page = append(page, e)
 		}
 		n++
 	}
@@ -198,6 +202,9 @@ func (s *Server) List(f Filter, offset, limit int) Page {
 			// only says a next page exists
 			return counting || n <= offset+limit
 		})
+	}
+	for _, e := range page {
+		p.Rows = append(p.Rows, s.row(e, active[e.Key]))
 	}
 	if counting {
 		p.Total = n
