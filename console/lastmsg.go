@@ -25,9 +25,12 @@ const PreviewMaxChars = 120
 
 // lastMsg is what the console knows of a session's newest message.
 type lastMsg struct {
-	role    string // user or assistant
+	role    string // who said the preview: user or assistant
 	preview string // one redacted line, at most PreviewMaxChars
 	at      int64  // the message's stream time, unix ms
+	// replied says the newest entry is the assistant's text: the turn is
+	// over (a tool call or result after it says it goes on)
+	replied bool
 	// fromAgent says the prompt of the turn was another session's message
 	// (sessions_send, spawn, steer): its reply goes back to that agent, so
 	// no person waits on it
@@ -50,22 +53,32 @@ func (t *lastTable) get(key string) (lastMsg, bool) {
 	return lastMsg{}, false
 }
 
-// replied is the sessions whose newest message is the assistant's reply
-// to a person.
+// replied is the sessions whose newest entry is the assistant's reply to
+// a person.
 func (t *lastTable) replied() []string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var out []string
 	for k, l := range t.m {
-		if l.role == "assistant" && !l.fromAgent {
+		if l.replied && !l.fromAgent {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
-// apply takes one transcript entry of key and reports whether the row
-// changed. Tool results, tool-only turns and bookkeeping entries keep the
+// fromAgent reports a user message that is another session's: an
+// inter_session one (sessions_send, a spawn's task, a steer) is answered
+// to its agent; a person's (external_user, or none) and a child's
+// announce or a watch notice (internal_system, which the parent answers
+// to its person) leave a person waiting.
+func fromAgent(m map[string]any) bool {
+	p, _ := m["provenance"].(map[string]any)
+	return p != nil && p["kind"] == "inter_session"
+}
+
+// apply takes one transcript entry of key and reports whether its row
+// changed. Tool calls, tool results and bookkeeping entries keep the
 // previous preview.
 func (t *lastTable) apply(key string, data []byte, at int64, red *sanitize.Redactor) bool {
 	var m map[string]any
@@ -73,46 +86,40 @@ func (t *lastTable) apply(key string, data []byte, at int64, red *sanitize.Redac
 		return false
 	}
 	role, _ := m["role"].(string)
-	if role != "user" && role != "assistant" {
-		if role == "" {
-			return false
-		}
-		// a tool result: the turn goes on, nobody is waited on yet
-		t.mu.Lock()
-		if l := t.m[key]; l != nil && l.role == "assistant" {
-			l.role = "tool"
-		}
-		t.mu.Unlock()
-		return false
+	if role == "" {
+		return false // a compaction or another bookkeeping entry
 	}
-	text := strings.TrimSpace(previewText(m))
+	text := ""
+	if role == "user" || role == "assistant" {
+		text = strings.TrimSpace(previewText(m))
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	prev := t.m[key]
-	fromAgent := prev != nil && prev.fromAgent
-	if role == "user" {
-		// another session's message (inter_session: sessions_send, spawn,
-		// steer) is answered to its agent; a person's (external_user, or
-		// none) and a child's announce or a watch notice (internal_system,
-		// which the parent answers to its person) leave a person waiting
-		p, _ := m["provenance"].(map[string]any)
-		fromAgent = p != nil && p["kind"] == "inter_session"
-	}
+	l := t.m[key]
 	if text == "" {
-		if role == "assistant" && prev != nil {
-			prev.role = "tool" // a tool call: the turn goes on
+		// a tool call, a tool result or a message without text: the turn
+		// goes on, or a new one starts
+		if l == nil {
+			l = &lastMsg{}
+			t.m[key] = l
 		}
-		if role == "user" && prev != nil {
-			prev.role, prev.fromAgent = "user", fromAgent
+		changed := l.replied
+		l.replied = false
+		if role == "user" {
+			l.fromAgent = fromAgent(m)
 		}
-		return false
+		return changed
+	}
+	from := l != nil && l.fromAgent
+	if role == "user" {
+		from = fromAgent(m)
 	}
 	s, _ := red.ToolPayload(text)
 	s = strings.Join(strings.Fields(s), " ")
 	if cut, ok := sanitize.TruncateUTF16(s, PreviewMaxChars); ok {
 		s = strings.TrimSuffix(cut, sanitize.TruncatedMarker) + "…"
 	}
-	t.m[key] = &lastMsg{role: role, preview: s, at: at, fromAgent: fromAgent}
+	t.m[key] = &lastMsg{role: role, preview: s, at: at, replied: role == "assistant", fromAgent: from}
 	return true
 }
 
@@ -188,5 +195,5 @@ func (s *Server) waiting(e *sessions.Entry, active bool) bool {
 		return false
 	}
 	l, ok := s.last.get(e.Key)
-	return ok && l.role == "assistant" && !l.fromAgent
+	return ok && l.replied && !l.fromAgent
 }

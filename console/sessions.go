@@ -234,9 +234,6 @@ func (s *Server) row(e *sessions.Entry, active bool) Row {
 	}
 	if l, ok := s.last.get(e.Key); ok {
 		r.Preview, r.PreviewRole, r.PreviewAt = l.preview, l.role, l.at
-		if r.PreviewRole == "tool" {
-			r.PreviewRole = "assistant"
-		}
 	}
 	r.Waiting = s.waiting(e, active)
 	return r
