@@ -1,8 +1,11 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +32,7 @@ type Chart struct {
 	metrics.Figure
 	At     []int64   `json:"at"` // unix ms
 	Values []float64 `json:"values"`
+	rank   int
 }
 
 // Charts is the ops page's chart data.
@@ -55,17 +59,21 @@ func (s *Server) startCharts(ctx context.Context) *charts {
 	read := func() {
 		now := time.Now().UnixMilli()
 		if fams, err := m.Registry().Gather(); err == nil {
-			local := metrics.Sum(fams)
-			// the console's own process figures are not the bus's
-			delete(local, "go_goroutines")
-			delete(local, "process_resident_memory_bytes")
-			c.add(BusSource, local, now, nil)
+			// only the run queue's: the rest of the console's registry
+			// counts nothing, or the console process itself
+			local := map[string]float64{}
+			for k, v := range metrics.Sum(fams) {
+				if strings.HasPrefix(k, "sessionbus_run_queue_") {
+					local[k] = v
+				}
+			}
+			c.add(0, BusSource, local, now, nil)
 		}
-		for _, addr := range s.o.MetricsFrom {
+		for i, addr := range s.o.MetricsFrom {
 			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			v, err := metrics.Scrape(rctx, hc, addr)
 			cancel()
-			c.add(addr, v, now, err)
+			c.add(i+1, addr, v, now, err)
 		}
 	}
 	s.wg.Add(1)
@@ -85,8 +93,9 @@ func (s *Server) startCharts(ctx context.Context) *charts {
 	return c
 }
 
-// add records one read of source.
-func (c *charts) add(source string, v map[string]float64, at int64, err error) {
+// add records one read of source, the rank-th (the page shows the
+// sources in order, each's figures in Figures' order).
+func (c *charts) add(rank int, source string, v map[string]float64, at int64, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -94,7 +103,7 @@ func (c *charts) add(source string, v map[string]float64, at int64, err error) {
 		return
 	}
 	delete(c.errs, source)
-	for _, f := range metrics.Figures {
+	for fi, f := range metrics.Figures {
 		x, ok := v[f.Name]
 		if !ok {
 			continue
@@ -112,9 +121,10 @@ func (c *charts) add(source string, v map[string]float64, at int64, err error) {
 		}
 		ch := c.byKey[key]
 		if ch == nil {
-			ch = &Chart{Source: source, Figure: f}
+			ch = &Chart{Source: source, Figure: f, rank: rank*len(metrics.Figures) + fi}
 			c.byKey[key] = ch
 			c.order = append(c.order, key)
+			slices.SortFunc(c.order, func(a, b string) int { return cmp.Compare(c.byKey[a].rank, c.byKey[b].rank) })
 		}
 		ch.At = append(ch.At, at)
 		ch.Values = append(ch.Values, x)

@@ -455,7 +455,8 @@ function showOps() {
 function chartCard(c) {
   const vs = c.values || [];
   const last = vs.length ? vs[vs.length - 1] : 0;
-  const fmt = (v) => (Math.abs(v) >= 100 || Number.isInteger(v)) ? String(Math.round(v)) : v.toFixed(2);
+  const fmt = (v) => c.name.endsWith('_bytes') ? (v / (1 << 20)).toFixed(1) + ' MiB'
+    : (Math.abs(v) >= 100 || Number.isInteger(v)) ? String(Math.round(v)) : v.toFixed(2);
   return el('div', { class: 'chart', 'data-source': c.source, 'data-name': c.name, title: c.name + ' — ' + c.help },
     el('div', { class: 'chart-head' }, el('span', { class: 'muted' }, c.source + ' · '), c.help),
     sparkline(vs), el('div', { class: 'chart-value' }, fmt(last) + (c.rate ? '/s' : '')));
@@ -469,7 +470,9 @@ function sparkline(vs) {
   svg.setAttribute('height', h);
   svg.setAttribute('class', 'sparkline');
   const lo = Math.min(0, ...vs), hi = Math.max(...vs, lo + 1e-9);
-  const pts = vs.map((v, i) => [vs.length > 1 ? i * w / (vs.length - 1) : w, h - 1 - (v - lo) / (hi - lo) * (h - 2)]);
+  const y = (v) => h - 1 - (v - lo) / (hi - lo) * (h - 2);
+  // one read is a flat line across, so a new chart shows at once
+  const pts = vs.length === 1 ? [[0, y(vs[0])], [w, y(vs[0])]] : vs.map((v, i) => [i * w / (vs.length - 1), y(v)]);
   const line = document.createElementNS(NS, 'polyline');
   line.setAttribute('points', pts.map((p) => p[0].toFixed(1) + ',' + p[1].toFixed(1)).join(' '));
   line.setAttribute('fill', 'none');
