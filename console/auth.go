@@ -133,7 +133,7 @@ func (s *Server) actor(h http.HandlerFunc) http.Handler {
 			return
 		}
 		if u := userOf(r); !u.CanAct() {
-			writeError(w, http.StatusForbidden, fmt.Sprintf("%s logged in read-only (%s): kill, steer and chat need an admin login", u.Name, u.Role))
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s logged in read-only (%s): kill, steer, chat, delete and restore need an admin login", u.Name, u.Role))
 			return
 		}
 		h(w, r)

@@ -79,19 +79,26 @@ func TestLoginAndRoles(t *testing.T) {
 // waitSignal waits for a console_action event by actor in key's signal log.
 func waitSignal(t *testing.T, f *fixture, key, actor string) signals.Event {
 	t.Helper()
+	return waitSignalWhere(t, f, key, func(ev signals.Event) bool { return ev.ActorID == actor })
+}
+
+// waitSignalWhere waits for a console_action event in key's signal log
+// that ok accepts.
+func waitSignalWhere(t *testing.T, f *fixture, key string, ok func(signals.Event) bool) signals.Event {
+	t.Helper()
 	_, js := bustest.Connect(t, f.stack.Server)
 	log, err := signals.Open(context.Background(), js, bus.NewNames(f.stack.Config.Bus.Prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var found signals.Event
-	bustest.WaitFor(t, 30*time.Second, "a console_action by "+actor+" in "+key+"'s signal log", func() bool {
+	bustest.WaitFor(t, 30*time.Second, "a console_action in "+key+"'s signal log", func() bool {
 		ch, err := log.Since(context.Background(), key, 0, 100)
 		if err != nil {
 			return false
 		}
 		for _, ev := range ch.Events {
-			if ev.Kind == signals.KindConsoleAction && ev.ActorID == actor {
+			if ev.Kind == signals.KindConsoleAction && ok(ev) {
 				found = ev
 				return true
 			}

@@ -19,7 +19,9 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/console"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/metrics"
 	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
@@ -34,11 +36,18 @@ type fixture struct {
 	stack *handlerstest.Stack
 	c     *console.Server
 	dir   string
+	// metricsAddr is the /metrics of the worker and gateway
+	metricsAddr string
 }
 
 const mainKey = "agent:main:main"
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureWith(t, nil) }
+
+// newFixtureWith lets edit change the console's options (its connection,
+// say) before it starts. The gateway and worker report to one metrics
+// listener, which the console charts.
+func newFixtureWith(t *testing.T, edit func(*handlerstest.Stack, *console.Options)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(t.TempDir(), "slow.sh")
@@ -47,25 +56,35 @@ func newFixture(t *testing.T) *fixture {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	m := metrics.New()
+	msrv, err := metrics.Serve("127.0.0.1:0", m, func(context.Context) error { return nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(msrv.Close)
 	s := handlerstest.Start(t, func(c *config.Config) {
 		c.Agents.List = []config.Agent{
 			{ID: "main", Runtime: "script", Subagents: &config.Subagents{AllowAgents: []string{"slow"}},
 				Script: map[string]any{"rules": []any{map[string]any{"match": "^ping", "reply": "pong: {{message}}"}}}},
 			{ID: "slow", Runtime: "exec", Exec: map[string]any{"command": []any{script}, "timeoutSeconds": 300}},
 		}
-	})
-	gatewaytest.Start(t, s, s.Conn, "gw-test", nil, gateway.Options{})
+	}, handlers.WithToolObserver(m))
+	gatewaytest.Start(t, s, s.Conn, "gw-test", nil, gateway.Options{Observer: m})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := console.Start(ctx, console.Options{
+	o := console.Options{
 		Conn: s.Conn, Operator: s.Operator, Names: bus.NewNames(s.Config.Bus.Prefix), Listen: "127.0.0.1:0",
-		Auth: true, Account: s.Server.Deployment().AccountKey(auth.DefaultAccount),
-	})
+		Auth: true, Account: s.Server.Deployment().AccountKey(auth.DefaultAccount), MetricsFrom: []string{msrv.Addr()},
+	}
+	if edit != nil {
+		edit(s, &o)
+	}
+	c, err := console.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	f := &fixture{t: t, stack: s, c: c, dir: dir}
+	f := &fixture{t: t, stack: s, c: c, dir: dir, metricsAddr: msrv.Addr()}
 	// the main session exists before anything is spawned from it
 	s.Put(&sessions.Entry{Key: mainKey, AgentID: "main", SessionID: sessions.NewID(), UpdatedAt: time.Now().UnixMilli()})
 	f.ensureMain()

@@ -128,6 +128,10 @@ func (s *Server) startWatches(ctx, wctx context.Context) error {
 	}{
 		{s.o.Names.SessionsBucket(), true, func(e jetstream.KeyValueEntry) {
 			_ = s.index.WaitApplied(wctx, e.Revision())
+			if e.Operation() != jetstream.KeyValuePut {
+				// its transcript went with it: no preview of the old one
+				s.last.remove(decodeKey(e.Key()))
+			}
 			s.hub.mark(decodeKey(e.Key()), false)
 		}},
 		{s.o.Names.SubagentsBucket(), true, func(e jetstream.KeyValueEntry) {

@@ -13,7 +13,9 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/inspect"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/lifecycle"
 	"github.com/sessionbus/sessionbus/objects/archives"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // The ops page: what `sessionbus inspect` reports (streams, buckets,
@@ -144,4 +146,53 @@ func (s *Server) handleSessionOp(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_, _ = w.Write(reply)
+}
+
+// handleRestore restores an archived session under its key, as `sessionbus
+// archive restore` does (the same code): an admin action, refused for ops
+// by actor, recorded in the restored session's signal log with the user.
+func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
+	u := userOf(r)
+	var req struct {
+		ID string `json:"id"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil || req.ID == "" {
+		writeError(w, http.StatusBadRequest, "send a JSON body: {\"id\": ARCHIVE ID}")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
+	defer cancel()
+	st, err := archives.Open(ctx, s.js, s.o.Names)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "open the archives: "+err.Error())
+		return
+	}
+	m, err := st.Info(ctx, req.ID)
+	if errors.Is(err, archives.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no archive %q (the operations page lists them)", req.ID))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	tr, err := transcripts.Open(ctx, s.o.Conn, s.js, s.o.Names)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "open the transcripts: "+err.Error())
+		return
+	}
+	defer tr.Close()
+	ops := &lifecycle.Ops{Sessions: s.store, Transcripts: tr, Archives: st, JS: s.js, Log: s.log}
+	res, err := ops.Restore(ctx, m.ID, nil)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error: " + err.Error()
+	}
+	s.record(r, u, m.Key, fmt.Sprintf("console %s: restore archive %s: %s", u.Name, m.ID, outcome), map[string]any{"action": "restore", "archive": m.ID})
+	s.log.Info("console: archive restore", "archive", m.ID, "sessionKey", m.Key, "user", u.Name, "outcome", outcome)
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }

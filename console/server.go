@@ -26,6 +26,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/sanitize"
 	"github.com/sessionbus/sessionbus/streams/signals"
 )
 
@@ -58,7 +59,13 @@ type Options struct {
 	Account string
 	// StuckAfter is passed to the ops report (0: its default).
 	StuckAfter time.Duration
-	Log        *slog.Logger
+	// Redactor masks secrets in the sessions page's previews (nil: the
+	// default patterns, as logging.redactSensitive "tools" masks them).
+	Redactor *sanitize.Redactor
+	// MetricsFrom are the /metrics addresses (host:port or URLs) of the
+	// workers and gateways whose figures the ops page charts.
+	MetricsFrom []string
+	Log         *slog.Logger
 }
 
 // Server is a running console.
@@ -66,11 +73,15 @@ type Server struct {
 	o        Options
 	log      *slog.Logger
 	js       jetstream.JetStream
+	store    *sessions.Store
 	index    *sessions.Index
 	children *subagents.Index
 	registry *subagents.Registry
 	signals  *signals.Log
 	runs     *runTable
+	last     *lastTable
+	redactor *sanitize.Redactor
+	charts   *charts
 	hub      *hub
 	logins   *logins
 	verifier *bus.Verifier
@@ -139,6 +150,7 @@ func (s *Server) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("console: open the sessions bucket: %w (the console needs the admin role's credentials)", err)
 	}
+	s.store = store
 	if s.index, err = sessions.StartIndex(ctx, s.js, store, s.log, nil); err != nil {
 		return fmt.Errorf("console: index sessions: %w", err)
 	}
@@ -154,7 +166,19 @@ func (s *Server) open(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.runs = newRunTable()
-	return s.startWatches(ctx, wctx)
+	s.last, s.redactor = newLastTable(), s.o.Redactor
+	if s.redactor == nil {
+		s.redactor = sanitize.DefaultRedactor()
+	}
+	if err := s.startWatches(ctx, wctx); err != nil {
+		return err
+	}
+	if err := s.followTranscripts(ctx, wctx); err != nil {
+		// the page still works; rows just show no preview or mark
+		s.log.Warn("console: cannot follow the transcripts: no previews or waiting marks", "err", err)
+	}
+	s.charts = s.startCharts(wctx)
+	return nil
 }
 
 // URL is the console's address, for people to open.
@@ -212,6 +236,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/ops", s.viewer(s.handleOps))
 	mux.Handle("GET /api/events", s.viewer(s.handleEvents))
 	mux.Handle("GET /api/archive", s.viewer(s.handleArchive))
+	mux.Handle("GET /api/charts", s.viewer(s.handleCharts))
+	mux.Handle("POST /api/archive/restore", s.actor(s.handleRestore))
 	mux.Handle("POST /api/session/{op}", s.actor(s.handleSessionOp))
 	mux.Handle("POST /api/kill", s.actor(s.handleKill))
 	mux.Handle("POST /api/steer", s.actor(s.handleSteer))

@@ -1,9 +1,11 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +45,14 @@ type Row struct {
 	Archived     bool   `json:"archived,omitempty"`
 	Goal         string `json:"goal,omitempty"`
 	Children     int    `json:"children,omitempty"`
+	// Preview is the newest message with text, one redacted line;
+	// PreviewRole says whose (user or assistant).
+	Preview     string `json:"preview,omitempty"`
+	PreviewRole string `json:"previewRole,omitempty"`
+	PreviewAt   int64  `json:"previewAt,omitempty"`
+	// Waiting says a person is waited on: the agent replied last to a
+	// person's message and nothing runs (see waiting).
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 // Page is one page of the list.
@@ -66,13 +76,14 @@ type Filter struct {
 	Search        string
 	ActiveMinutes int
 	Archived      string // "false" (default), "true", "all"
+	Waiting       bool   // only sessions waiting on a person
 }
 
 // narrow reports a filter that leaves out more than archived sessions:
 // the list then counts its matches. Otherwise nearly every session matches
 // and the walk stops at the page's end.
 func (f Filter) narrow() bool {
-	return len(f.Kinds) > 0 || f.AgentID != "" || f.Label != "" || f.Search != "" || f.ActiveMinutes > 0 || f.Archived == "true"
+	return f.Waiting || len(f.Kinds) > 0 || f.AgentID != "" || f.Label != "" || f.Search != "" || f.ActiveMinutes > 0 || f.Archived == "true"
 }
 
 var alias = rules.ResolveAlias("main", "")
@@ -132,46 +143,69 @@ func ParseFilter(q map[string][]string) Filter {
 		}
 	}
 	f.ActiveMinutes, _ = strconv.Atoi(get("activeMinutes"))
+	f.Waiting = get("waiting") == "1" || get("waiting") == "true"
 	return f
 }
 
 // List is one page of the sessions matching f: those with a run in flight
-// first (newest first), then the rest, newest first. Without a filter
-// the walk stops at the page's end, so the first page costs the same at
-// any number of sessions.
+// first, then those waiting on a person, then the rest, each newest first.
+// Without a filter the walk stops at the page's end, so the first page
+// costs the same at any number of sessions (plus the sessions running or
+// waiting, which are sorted).
 func (s *Server) List(f Filter, offset, limit int) Page {
 	limit = min(max(limit, 1), pageMax)
 	offset = max(offset, 0)
 	now := time.Now().UnixMilli()
 	active := s.runs.activeKeys()
 	p := Page{Offset: offset, Limit: limit, Rows: []Row{}}
-	var first []*sessions.Entry
-	for k := range active {
-		if e := s.index.Get(k); e != nil && f.match(e, now) {
-			first = append(first, e)
+	var first, waiting []*sessions.Entry
+	if !f.Waiting {
+		for k := range active {
+			if e := s.index.Get(k); e != nil && f.match(e, now) {
+				first = append(first, e)
+			}
+		}
+	}
+	waits := map[string]bool{}
+	for _, k := range s.last.replied() {
+		if e := s.index.Get(k); e != nil && !active[k] && s.waiting(e, false) {
+			waits[k] = true
+			if f.match(e, now) {
+				waiting = append(waiting, e)
+			}
 		}
 	}
 	sortNewest(first)
+	sortNewest(waiting)
+	// the page's entries are taken first and their rows built after the
+	// walk: Each holds the index's read lock, and a row reads the index
+	// again (a nested read lock deadlocks behind a waiting write)
 	n := 0
+	var page []*sessions.Entry
 	take := func(e *sessions.Entry) {
-		if n >= offset && len(p.Rows) < limit {
-			p.Rows = append(p.Rows, s.row(e, active[e.Key]))
+		if n >= offset && len(page) < limit {
+			page = append(page, e)
 		}
 		n++
 	}
-	for _, e := range first {
+	for _, e := range append(first, waiting...) {
 		take(e)
 	}
 	counting := f.narrow()
-	s.index.Each(func(e *sessions.Entry) bool {
-		if active[e.Key] || !f.match(e, now) {
-			return true
-		}
-		take(e)
-		// without a filter to count, stop one past the page: that row
-		// only says a next page exists
-		return counting || n <= offset+limit
-	})
+	if !f.Waiting {
+		s.index.Each(func(e *sessions.Entry) bool {
+			if active[e.Key] || waits[e.Key] || !f.match(e, now) {
+				return true
+			}
+			take(e)
+			// without a filter to count, stop one past the page: that row
+			// only says a next page exists
+			return counting || n <= offset+limit
+		})
+	}
+	for _, e := range page {
+		p.Rows = append(p.Rows, s.row(e, active[e.Key]))
+	}
 	if counting {
 		p.Total = n
 	} else {
@@ -182,11 +216,9 @@ func (s *Server) List(f Filter, offset, limit int) Page {
 }
 
 func sortNewest(es []*sessions.Entry) {
-	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && (es[j].UpdatedAt > es[j-1].UpdatedAt || (es[j].UpdatedAt == es[j-1].UpdatedAt && es[j].Key < es[j-1].Key)); j-- {
-			es[j], es[j-1] = es[j-1], es[j]
-		}
-	}
+	slices.SortFunc(es, func(a, b *sessions.Entry) int {
+		return cmp.Or(cmp.Compare(b.UpdatedAt, a.UpdatedAt), strings.Compare(a.Key, b.Key))
+	})
 }
 
 func (s *Server) row(e *sessions.Entry, active bool) Row {
@@ -200,6 +232,10 @@ func (s *Server) row(e *sessions.Entry, active bool) Row {
 	if g := e.Rares().Goal; g.Active() {
 		r.Goal = g.Objective
 	}
+	if l, ok := s.last.get(e.Key); ok {
+		r.Preview, r.PreviewRole, r.PreviewAt = l.preview, l.role, l.at
+	}
+	r.Waiting = s.waiting(e, active)
 	return r
 }
 

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
@@ -23,6 +21,7 @@ func cmdConsole(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", console.DefaultListen, "HTTP address of the console (host:port); a non-loopback one needs a bus with auth")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	stuck := fs.Duration("stuck", 0, "the ops page lists a run as stuck after this long (0: inspect's default, 15m)")
+	metricsFrom := fs.String("metrics-from", "", "comma-separated /metrics addresses (host:port, as given to --metrics) of workers and gateways whose figures the operations page charts")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -60,7 +59,8 @@ func cmdConsole(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
-	c, err := startConsole(nc, op, *listen, *prefix, authOn, console.AccountOf(data), *stuck, log)
+	c, err := startConsole(console.Options{Conn: nc, Operator: op, Names: bus.NewNames(*prefix), Listen: *listen, Auth: authOn,
+		Account: console.AccountOf(data), StuckAfter: *stuck, MetricsFrom: splitList(*metricsFrom), Log: log})
 	if err != nil {
 		_ = failLine(stderr, "console", err)
 		return 1
@@ -73,8 +73,19 @@ func cmdConsole(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 // startConsole gives the console's start (its indexes' first load) a
 // bounded time.
-func startConsole(nc *nats.Conn, op *bus.Operator, listen, prefix string, authOn bool, account string, stuck time.Duration, log *slog.Logger) (*console.Server, error) {
+func startConsole(o console.Options) (*console.Server, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return console.Start(ctx, console.Options{Conn: nc, Operator: op, Names: bus.NewNames(prefix), Listen: listen, Auth: authOn, Account: account, StuckAfter: stuck, Log: log})
+	return console.Start(ctx, o)
+}
+
+// splitList is a comma-separated flag's items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

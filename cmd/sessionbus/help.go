@@ -190,13 +190,14 @@ The store is the JetStream object store "archives": ` + "`nats obj ls archives`"
 		},
 	},
 	"console": {
-		usage:   "console [--server URL] [--creds FILE] [--listen HOST:PORT]",
+		usage:   "console [--server URL] [--creds FILE] [--listen HOST:PORT] [--metrics-from HOST:PORT,...]",
 		purpose: "Serve the web console: live sessions, sub-agent mission boards, transcripts, webchat and the bus's health.",
 		notes: "It runs as the admin (DATA/operator.creds). On a bus with auth people log in with a credentials\n" +
 			"file (admin acts, ops only looks) or a session's token; see docs/console.md.",
 		examples: []string{
 			"sessionbus console",
 			"sessionbus console --listen 127.0.0.1:4281 --creds ./sessionbus-data/operator.creds",
+			"sessionbus console --metrics-from 127.0.0.1:9464,127.0.0.1:9465",
 		},
 	},
 	"audit": {

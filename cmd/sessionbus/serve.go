@@ -195,7 +195,7 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintln(stdout, "ready", srv.URL())
-	if c, err := f.startConsole(nc, op, deployment, cfg.Bus.Prefix, log, stderr); err != nil {
+	if c, err := f.startConsole(nc, op, deployment, cfg.Bus.Prefix, w, pm, log, stderr); err != nil {
 		_ = failLine(stderr, "serve", err)
 		return 1
 	} else if c != nil {
@@ -214,7 +214,7 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 
 // startConsole starts the web console when --console or --demo asks for
 // it. The demo's is a convenience: a taken port is a warning, not a stop.
-func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deployment, prefix string, log *slog.Logger, stderr io.Writer) (*console.Server, error) {
+func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deployment, prefix string, w *handlers.Worker, pm *procMetrics, log *slog.Logger, stderr io.Writer) (*console.Server, error) {
 	addr := f.console
 	if addr == "" && f.demo {
 		addr = console.DefaultListen
@@ -226,7 +226,14 @@ func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deploy
 	if d != nil {
 		account = d.AccountKey(auth.DefaultAccount)
 	}
-	c, err := startConsole(nc, op, addr, prefix, f.auth, account, 0, log)
+	o := console.Options{Conn: nc, Operator: op, Names: bus.NewNames(prefix), Listen: addr, Auth: f.auth, Account: account, Log: log}
+	if w != nil {
+		o.Redactor = w.Deps.Redactor // previews masked as this deployment's history is
+	}
+	if pm != nil && pm.srv != nil {
+		o.MetricsFrom = []string{pm.srv.Addr()} // this process's worker and gateway
+	}
+	c, err := startConsole(o)
 	if err != nil && f.console == "" {
 		log.Warn("the demo's web console did not start; start it on another port with `sessionbus console --listen ADDR`", "err", err)
 		return nil, nil

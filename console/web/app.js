@@ -107,6 +107,7 @@ function follow(session, onChange, onLive) {
 
 function setBus(ok) {
   $('bus').className = ok ? 'bus' : 'bus down';
+  $('bus').textContent = ok ? '' : 'the console lost the bus; reconnecting…';
 }
 
 // debounce keeps a burst of changes to one reload in flight.
@@ -195,13 +196,14 @@ function showSessions() {
   } },
   input('search', 'search'), input('agent', 'agent'), input('label', 'label'),
   input('kinds', 'kinds: main,group,…'), input('activeMinutes', 'active minutes'), archived,
+  el('label', {}, el('input', { type: 'checkbox', name: 'waiting', value: '1', id: 'filter-waiting', checked: f.waiting === '1' }), ' waiting on a human only'),
   el('button', { type: 'submit' }, 'Filter'));
   const body = el('tbody', { id: 'sessions' });
   const info = el('span', { id: 'page-info' });
   const prev = el('button', { id: 'prev', onclick: () => { listState.offset = Math.max(0, listState.offset - listState.limit); load(); } }, '‹ newer');
   const next = el('button', { id: 'next', onclick: () => { listState.offset += listState.limit; load(); } }, 'older ›');
   render(el('h2', {}, 'Sessions'), form,
-    el('table', {}, el('thead', {}, el('tr', {}, ['session', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body),
+    el('table', {}, el('thead', {}, el('tr', {}, ['session', 'last message', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body),
     el('div', { class: 'pager' }, prev, info, next));
   const load = debounce(async () => {
     const q = new URLSearchParams(Object.assign({ offset: listState.offset, limit: listState.limit }, listState.filters));
@@ -218,10 +220,15 @@ function showSessions() {
 }
 
 function sessionRow(r) {
-  return el('tr', { class: 'session-row' + (r.active ? ' active' : ''), 'data-key': r.key },
+  return el('tr', { class: 'session-row' + (r.active ? ' active' : '') + (r.waiting ? ' waiting' : ''), 'data-key': r.key, 'data-waiting': r.waiting ? '1' : '0' },
     el('td', {}, sessionLink(r.key), r.goal ? el('div', { class: 'muted' }, 'goal: ' + r.goal) : null),
+    el('td', { class: 'preview', title: r.preview ? when(r.previewAt) : '' },
+      r.waiting ? el('span', { class: 'badge waiting-mark', title: 'the agent replied to a person and nothing runs: a person is waited on' }, 'waiting on you') : null,
+      r.preview ? el('span', { class: 'preview-role' }, r.previewRole + ': ') : null,
+      r.preview ? el('span', { class: 'preview-text' }, r.preview) : null),
     el('td', {}, r.kind), el('td', {}, r.agentId), el('td', {}, r.label || r.displayName || ''),
-    el('td', {}, r.model || ''), el('td', {}, String(r.totalTokens || 0)),
+    el('td', {}, r.model || ''),
+    el('td', { title: 'in ' + (r.inputTokens || 0) + ' · out ' + (r.outputTokens || 0) }, String(r.totalTokens || 0)),
     el('td', { title: when(r.updatedAt) }, ago(r.updatedAt)),
     el('td', {}, r.active ? badge('running') : (r.status ? badge(r.status) : '')),
     el('td', {}, r.children ? el('a', { href: '#/board/' + encodeURIComponent(r.key), class: 'board-link' }, r.children + ' ▸ board') : ''));
@@ -398,7 +405,9 @@ function boardRow(r, act) {
 function showOps() {
   state.view = 'ops';
   const box = el('div', { id: 'ops' });
-  render(el('h2', {}, 'Operations'), box);
+  const chartsBox = el('div', { id: 'charts', class: 'charts' });
+  const opsMsg = el('p', { id: 'ops-message' });
+  render(el('h2', {}, 'Operations'), el('h3', {}, 'Workers and gateways'), chartsBox, opsMsg, box);
   const table = (title, cols, rows, cells) => el('div', { class: 'card' }, el('h3', {}, title + ' (' + rows.length + ')'),
     el('table', {}, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
       el('tbody', {}, rows.map((r) => el('tr', {}, cells(r).map((c) => el('td', {}, c == null ? '' : (c instanceof Node ? c : String(c)))))))));
@@ -417,11 +426,60 @@ function showOps() {
         table('Pending announces', ['child', 'requester', 'state', 'attempts'], r.pendingAnnounces || [], (x) => [x.childSessionKey, x.requesterSessionKey, x.state, x.attempts]),
         table('Pending notices', ['watcher', 'target'], r.pendingNotices || [], (x) => [x.watcher, x.target]),
         table('Archives', ['session', 'reason', 'state', 'entries', 'size', 'at', ''], o.archives || [], (x) => [x.key, x.reason, x.state, x.entries, size(x.compressed), when(x.at),
-          el('a', { href: '/api/archive?id=' + encodeURIComponent(x.id), class: 'archive-download' }, 'download')])));
+          el('span', {}, el('a', { href: '/api/archive?id=' + encodeURIComponent(x.id), class: 'archive-download' }, 'download'),
+            state.me.canAct ? [' ', el('button', { class: 'archive-restore', 'data-id': x.id, onclick: () => restore(x) }, 'restore')] : null)])));
+  });
+  const restore = async (x) => {
+    if (!confirmed('Restore ' + x.key + ' from archive ' + x.id + '? It refuses when the key has a live session.')) return;
+    try {
+      const r = await api('/api/archive/restore', { body: { id: x.id } });
+      opsMsg.textContent = 'restored ' + r.key + ': ' + r.entries + ' entries, new sessionId ' + r.newSessionId;
+      opsMsg.className = 'restored';
+    } catch (e) { opsMsg.textContent = 'restore ' + x.key + ': ' + e.message; opsMsg.className = 'error'; }
+  };
+  const loadCharts = debounce(async () => {
+    const c = await api('/api/charts');
+    if (state.view !== 'ops') return;
+    chartsBox.replaceChildren(...c.charts.map(chartCard),
+      ...Object.entries(c.errors || {}).map(([src, e]) => el('p', { class: 'error' }, src + ': ' + e)));
+    if (!c.charts.length) chartsBox.append(el('p', { class: 'muted' }, 'no figures yet (they are read every ' + c.everyMs / 1000 + 's; pass --metrics-from to chart workers and gateways)'));
   });
   follow('', () => { /* the ops page reads on its own schedule */ });
   load();
-  const t = setInterval(() => { if (state.view === 'ops') load(); else clearInterval(t); }, 5000);
+  loadCharts();
+  const t = setInterval(() => { if (state.view === 'ops') { load(); loadCharts(); } else clearInterval(t); }, 5000);
+}
+
+// chartCard is one figure as a sparkline: an inline SVG polyline of its
+// last minutes, with the latest value.
+function chartCard(c) {
+  const vs = c.values || [];
+  const last = vs.length ? vs[vs.length - 1] : 0;
+  const fmt = (v) => c.name.endsWith('_bytes') ? (v / (1 << 20)).toFixed(1) + ' MiB'
+    : (Math.abs(v) >= 100 || Number.isInteger(v)) ? String(Math.round(v)) : v.toFixed(2);
+  return el('div', { class: 'chart', 'data-source': c.source, 'data-name': c.name, title: c.name + ' — ' + c.help },
+    el('div', { class: 'chart-head' }, el('span', { class: 'muted' }, c.source + ' · '), c.help),
+    sparkline(vs), el('div', { class: 'chart-value' }, fmt(last) + (c.rate ? '/s' : '')));
+}
+
+function sparkline(vs) {
+  const NS = 'http://www.w3.org/2000/svg', w = 160, h = 32;
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('viewBox', '0 0 ' + w + ' ' + h);
+  svg.setAttribute('width', w);
+  svg.setAttribute('height', h);
+  svg.setAttribute('class', 'sparkline');
+  const lo = Math.min(0, ...vs), hi = Math.max(...vs, lo + 1e-9);
+  const y = (v) => h - 1 - (v - lo) / (hi - lo) * (h - 2);
+  // one read is a flat line across, so a new chart shows at once
+  const pts = vs.length === 1 ? [[0, y(vs[0])], [w, y(vs[0])]] : vs.map((v, i) => [i * w / (vs.length - 1), y(v)]);
+  const line = document.createElementNS(NS, 'polyline');
+  line.setAttribute('points', pts.map((p) => p[0].toFixed(1) + ',' + p[1].toFixed(1)).join(' '));
+  line.setAttribute('fill', 'none');
+  line.setAttribute('stroke', '#2a7de1');
+  line.setAttribute('stroke-width', '1.5');
+  svg.append(line);
+  return svg;
 }
 
 start();
