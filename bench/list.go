@@ -7,11 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
@@ -21,59 +17,18 @@ import (
 // listEntry is session i of the list inventory (sessions.Sample).
 func listEntry(i int, now int64) *sessions.Entry { return sessions.Sample(i, now) }
 
-// ensureSessions grows the sessions bucket to n entries with async
-// publishes straight to the KV subjects, then waits until the worker's index
-// has applied them.
+// ensureSessions grows the sessions bucket to n entries (sessionsLoad),
+// then waits until the worker's index has applied them.
 func (e *env) ensureSessions(ctx context.Context, n int) error {
 	if e.sessions >= n {
 		return nil
 	}
 	from := e.sessions
-	return e.timed(fmt.Sprintf("sessions: %d to %d entries, + worker index catch-up", from, n), n-from, func() error {
-		var failed atomic.Int64
-		var firstErr atomic.Value
-		js, err := jetstream.New(e.nc,
-			jetstream.WithPublishAsyncMaxPending(4096),
-			jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-			}))
-		if err != nil {
+	return e.timed(fmt.Sprintf("sessions: %d to %d entries in atomic batches, + worker index catch-up", from, n), n-from, func() error {
+		if err := e.loadSessions(ctx, from, n); err != nil {
 			return err
 		}
-		bucket := "$KV." + e.names.SessionsBucket() + "."
-		now := time.Now().UnixMilli()
-		for i := from; i < n; i++ {
-			ent := listEntry(i, now)
-			data, err := json.Marshal(ent)
-			if err != nil {
-				return err
-			}
-			_, err = js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data)
-			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-				// a loaded machine: let the acknowledgements catch up, then retry
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				_, err = js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-time.After(2 * time.Minute):
-			return errors.New("async publishes not acknowledged within 2m")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if f := failed.Load(); f > 0 {
-			return fmt.Errorf("%d session publishes failed, first: %v", f, firstErr.Load())
-		}
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
 		if err := e.worker.Deps.Index.Sync(sctx); err != nil {
 			return err
