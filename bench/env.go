@@ -56,7 +56,7 @@ func quickSizes() sizes {
 	p := plan{warm: 5, ops: 30}
 	return sizes{
 		list10k: 300, list100k: 600, list1m: 1500,
-		cold: plan{warm: 1, ops: 2},
+		cold:          plan{warm: 1, ops: 2},
 		interSessions: 40, interPerSession: 100,
 		singleN: 2000,
 		fast:    p, mid: p, list: p, tr: p, hist: p,
