@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
@@ -49,12 +51,21 @@ func (e *env) ensureSessions(ctx context.Context, n int) error {
 // It also returns how long that index took to start (load every entry):
 // a worker's cold start of its session index.
 func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration, error) {
-	store, err := sessions.Open(ctx, e.js, e.names)
+	// over the worker's in-process connection, as the worker loads its
+	// own: over the client's TCP one, nats.go's watch of a million entries
+	// on two starved cores overflowed its subscription and stalled
+	// (docs/scale.md)
+	js, err := jetstream.New(e.workerNC)
+	if err != nil {
+		return 0, 0, err
+	}
+	store, err := sessions.Open(ctx, js, e.names)
 	if err != nil {
 		return 0, 0, err
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	warm, err := sessions.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
+	e.logf("index memory: loading two more indexes of the bucket (one to warm the server's cache, one measured)")
+	warm, err := sessions.StartIndex(ctx, js, store, quiet, handlers.IndexDerive(e.cfg))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -62,7 +73,7 @@ func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration,
 	warm = nil
 	before := heapAfterGC()
 	start := time.Now()
-	idx, err := sessions.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
+	idx, err := sessions.StartIndex(ctx, js, store, quiet, handlers.IndexDerive(e.cfg))
 	took := time.Since(start)
 	if err != nil {
 		return 0, 0, err
