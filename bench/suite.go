@@ -282,7 +282,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			r.Sync = e.sync
 		}
 		rep.Results = append(rep.Results, r)
-		e.logf("  %-28s p50 %-9s p99 %-9s %10.0f ops/s  (%d ops)", s.name, fmtDur(r.P50), fmtDur(r.P99), r.OpsPerSec, r.Ops)
+		e.logf("  %-28s p50 %-9s p99 %-9s %10.0f ops/s  (%d ops)%s", s.name, fmtDur(r.P50), fmtDur(r.P99), r.OpsPerSec, r.Ops, progressExtra(r))
 	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
@@ -298,6 +298,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Loads = e.loads
 	return rep, nil
+}
+
+// progressExtra is what the progress line adds for the rows that measure
+// an index (so a run cut short still shows it).
+func progressExtra(r Result) string {
+	if r.BytesPerSession == nil || r.GCCycles == nil {
+		return ""
+	}
+	return fmt.Sprintf("  %.0f B/session, gc %d cycles, pause p99 %s, %.1f%% cpu", *r.BytesPerSession, *r.GCCycles, fmtDur(*r.GCPauseP99), 100**r.GCCPUShare)
 }
 
 // plan is how often a benchmark's operation runs.
