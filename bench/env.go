@@ -24,6 +24,8 @@ import (
 // sizes scale the data sets and iteration counts; quick is for tests.
 type sizes struct {
 	list10k, list100k  int  // sessions in the bucket for list_10k / list_100k
+	list1m             int  // sessions for the *_1m rows
+	cold               plan // worker_cold_start_1m, raw_kv_watch_1m: whole loads of the bucket
 	interSessions      int  // sessions writing the interleaved stream round-robin
 	interPerSession    int  // entries per interleaved session
 	singleN            int  // entries of the single big session
@@ -35,7 +37,8 @@ type sizes struct {
 
 func fullSizes() sizes {
 	return sizes{
-		list10k: 10_000, list100k: 100_000,
+		list10k: 10_000, list100k: 100_000, list1m: 1_000_000,
+		cold:          plan{warm: 1, ops: 3},
 		interSessions: 10_000, interPerSession: 100,
 		singleN:  1_000_000,
 		fast:     plan{warm: 1000, ops: 20_000},
@@ -52,7 +55,8 @@ func fullSizes() sizes {
 func quickSizes() sizes {
 	p := plan{warm: 5, ops: 30}
 	return sizes{
-		list10k: 300, list100k: 600,
+		list10k: 300, list100k: 600, list1m: 1500,
+		cold:          plan{warm: 1, ops: 2},
 		interSessions: 40, interPerSession: 100,
 		singleN: 2000,
 		fast:    p, mid: p, list: p, tr: p, hist: p,
@@ -103,7 +107,8 @@ type env struct {
 	loads []Load
 
 	// shared loads, done at most once per run
-	sessions   int // session entries loaded for the list benchmarks
+	sessions   int   // session entries loaded for the list benchmarks
+	loadNow    int64 // the inventory's clock (unix ms): every load of it spreads updatedAt back from here
 	inter      *interleaved
 	singleDone bool
 	histDone   map[string]bool
@@ -113,7 +118,7 @@ type env struct {
 }
 
 func newEnv(ctx context.Context, o Options) (e *env, err error) {
-	e = &env{o: o, sz: fullSizes(), log: o.Log, histDone: map[string]bool{}, sendTput1gw: map[string]float64{}}
+	e = &env{o: o, sz: fullSizes(), log: o.Log, histDone: map[string]bool{}, sendTput1gw: map[string]float64{}, loadNow: time.Now().UnixMilli()}
 	if o.Quick {
 		e.sz = quickSizes()
 	}

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -21,59 +19,18 @@ import (
 // listEntry is session i of the list inventory (sessions.Sample).
 func listEntry(i int, now int64) *sessions.Entry { return sessions.Sample(i, now) }
 
-// ensureSessions grows the sessions bucket to n entries with async
-// publishes straight to the KV subjects, then waits until the worker's index
-// has applied them.
+// ensureSessions grows the sessions bucket to n entries (sessionsLoad),
+// then waits until the worker's index has applied them.
 func (e *env) ensureSessions(ctx context.Context, n int) error {
 	if e.sessions >= n {
 		return nil
 	}
 	from := e.sessions
-	return e.timed(fmt.Sprintf("sessions: %d to %d entries, + worker index catch-up", from, n), n-from, func() error {
-		var failed atomic.Int64
-		var firstErr atomic.Value
-		js, err := jetstream.New(e.nc,
-			jetstream.WithPublishAsyncMaxPending(4096),
-			jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-			}))
-		if err != nil {
+	return e.timed(fmt.Sprintf("sessions: %d to %d entries in atomic batches, + worker index catch-up", from, n), n-from, func() error {
+		if err := e.loadSessions(ctx, from, n); err != nil {
 			return err
 		}
-		bucket := "$KV." + e.names.SessionsBucket() + "."
-		now := time.Now().UnixMilli()
-		for i := from; i < n; i++ {
-			ent := listEntry(i, now)
-			data, err := json.Marshal(ent)
-			if err != nil {
-				return err
-			}
-			_, err = js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data)
-			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-				// a loaded machine: let the acknowledgements catch up, then retry
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				_, err = js.PublishAsync(bucket+bus.EncodeKey(ent.Key), data)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-time.After(2 * time.Minute):
-			return errors.New("async publishes not acknowledged within 2m")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if f := failed.Load(); f > 0 {
-			return fmt.Errorf("%d session publishes failed, first: %v", f, firstErr.Load())
-		}
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
 		if err := e.worker.Deps.Index.Sync(sctx); err != nil {
 			return err
@@ -94,12 +51,21 @@ func (e *env) ensureSessions(ctx context.Context, n int) error {
 // It also returns how long that index took to start (load every entry):
 // a worker's cold start of its session index.
 func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration, error) {
-	store, err := sessions.Open(ctx, e.js, e.names)
+	// over the worker's in-process connection, as the worker loads its
+	// own: over the client's TCP one, nats.go's watch of a million entries
+	// on two starved cores overflowed its subscription and stalled
+	// (docs/scale.md)
+	js, err := jetstream.New(e.workerNC)
+	if err != nil {
+		return 0, 0, err
+	}
+	store, err := sessions.Open(ctx, js, e.names)
 	if err != nil {
 		return 0, 0, err
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	warm, err := sessions.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
+	e.logf("index memory: loading two more indexes of the bucket (one to warm the server's cache, one measured)")
+	warm, err := sessions.StartIndex(ctx, js, store, quiet, handlers.IndexDerive(e.cfg))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -107,7 +73,7 @@ func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration,
 	warm = nil
 	before := heapAfterGC()
 	start := time.Now()
-	idx, err := sessions.StartIndex(ctx, e.js, store, quiet, handlers.IndexDerive(e.cfg))
+	idx, err := sessions.StartIndex(ctx, js, store, quiet, handlers.IndexDerive(e.cfg))
 	took := time.Since(start)
 	if err != nil {
 		return 0, 0, err

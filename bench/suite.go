@@ -89,6 +89,18 @@ type Result struct {
 	FloodP99Ratio *float64 `json:"flood_p99_ratio,omitempty"`
 	FloodPerSec   *float64 `json:"flood_calls_per_sec,omitempty"`
 	FloodRefused  *float64 `json:"flood_refused_share,omitempty"`
+	// The garbage collector over the timed operations (runtime/metrics
+	// of this process): cycles, the p99 of its stop-the-world pauses, and
+	// its share of the process's CPU capacity (GOMAXPROCS x wall time).
+	GCCycles   *int     `json:"gc_cycles,omitempty"`
+	GCPauseP99 *int64   `json:"gc_pause_p99_ns,omitempty"`
+	GCCPUShare *float64 `json:"gc_cpu_share,omitempty"`
+	// list_restart_1m: the caller's sessions_list p99 while one of three
+	// workers restarts over its quiet p99 (QuietP99), the restarts the
+	// timed calls spanned, and the calls that failed (the bar: none).
+	RestartP99Ratio *float64 `json:"restart_p99_ratio,omitempty"`
+	Restarts        *int     `json:"restarts,omitempty"`
+	FailedCalls     *int     `json:"failed_calls,omitempty"`
 }
 
 // Load is one shared data load, timed.
@@ -144,6 +156,15 @@ var registry = []spec{
 	{name: "console_list_100k", baseline: "list_100k", run: runConsoleList100k},
 	{name: "list_label_100k", baseline: "raw_request_reply", run: runListLabel100k},
 	{name: "list_search_100k", baseline: "raw_request_reply", run: runListSearch100k},
+	// A million sessions (docs/scale.md); every later benchmark runs with
+	// them indexed.
+	{name: "list_1m", baseline: "list_10k", run: runList1M},
+	{name: "list_label_1m", baseline: "raw_request_reply", run: runListLabel1M},
+	{name: "list_search_1m", baseline: "raw_request_reply", run: runListSearch1M},
+	{name: "session_status_1m", baseline: "raw_kv_get", run: runSessionStatus1M},
+	{name: "raw_kv_watch_1m", isBase: true, run: runRawKVWatch1M},
+	{name: "worker_cold_start_1m", baseline: "raw_kv_watch_1m", run: runWorkerColdStart1M},
+	{name: "list_restart_1m", baseline: "list_1m", run: runListRestart1M},
 	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
 	{name: "announce_latency", baseline: "raw_js_publish", run: runAnnounceLatency},
 	{name: "board_update", baseline: "announce_latency", run: runBoardUpdate},
@@ -173,6 +194,7 @@ var registry = []spec{
 	{name: "history_tail_1m", baseline: "raw_direct_get_50", run: runHistoryTail1M},
 	{name: "history_tail_1m_cold", baseline: "raw_direct_get_50", run: runHistoryTail1MCold},
 	{name: "history_offset_1m", baseline: "raw_direct_get_50", run: runHistoryOffset1M},
+	{name: "history_offset_deep", baseline: "history_tail_1m", run: runHistoryOffsetDeep},
 	{name: "history_tail_interleaved", baseline: "raw_direct_get_50", run: runHistoryTailInterleaved},
 	{name: "spawn_accept", baseline: "raw_js_publish", run: runSpawnAccept},
 	{name: "archive_10k", baseline: "raw_direct_get_50", run: runArchive10k},
@@ -270,7 +292,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			r.Sync = e.sync
 		}
 		rep.Results = append(rep.Results, r)
-		e.logf("  %-28s p50 %-9s p99 %-9s %10.0f ops/s  (%d ops)", s.name, fmtDur(r.P50), fmtDur(r.P99), r.OpsPerSec, r.Ops)
+		e.logf("  %-28s p50 %-9s p99 %-9s %10.0f ops/s  (%d ops)%s", s.name, fmtDur(r.P50), fmtDur(r.P99), r.OpsPerSec, r.Ops, progressExtra(r))
 	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
@@ -286,6 +308,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Loads = e.loads
 	return rep, nil
+}
+
+// progressExtra is what the progress line adds for the rows that measure
+// an index (so a run cut short still shows it).
+func progressExtra(r Result) string {
+	if r.BytesPerSession == nil || r.GCCycles == nil {
+		return ""
+	}
+	return fmt.Sprintf("  %.0f B/session, gc %d cycles, pause p99 %s, %.1f%% cpu", *r.BytesPerSession, *r.GCCycles, fmtDur(*r.GCPauseP99), 100**r.GCCPUShare)
 }
 
 // plan is how often a benchmark's operation runs.
@@ -312,6 +343,7 @@ func measureSpans(ctx context.Context, p plan, op func() (time.Duration, error))
 	}
 	runtime.GC()
 	samples := make([]time.Duration, p.ops)
+	gc0 := readGC()
 	cpu0 := processCPU()
 	start := time.Now()
 	for i := range samples {
@@ -326,14 +358,17 @@ func measureSpans(ctx context.Context, p plan, op func() (time.Duration, error))
 	}
 	wall := time.Since(start)
 	cpu := processCPU() - cpu0
+	gc := readGC().since(gc0)
 	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
-	return Result{
+	r := Result{
 		Ops:       p.ops,
 		P50:       int64(percentile(samples, 0.50)),
 		P99:       int64(percentile(samples, 0.99)),
 		OpsPerSec: round(float64(p.ops)/wall.Seconds(), 1),
 		CPUPerOp:  cpuPerOp(cpu, p.ops),
-	}, nil
+	}
+	gc.set(&r)
+	return r, nil
 }
 
 // cpuPerOp is cpu spread over ops, in µs; nil where CPU is not measured.
@@ -394,6 +429,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		var extra []string
 		if res.BytesPerSession != nil {
 			extra = append(extra, fmt.Sprintf("%.0f B/session", *res.BytesPerSession))
+		}
+		if res.GCCycles != nil && res.BytesPerSession != nil {
+			extra = append(extra, fmt.Sprintf("gc %d cycles, pause p99 %s, %.1f%% cpu", *res.GCCycles, fmtDur(*res.GCPauseP99), 100**res.GCCPUShare))
+		}
+		if res.RestartP99Ratio != nil && res.Restarts != nil && res.FailedCalls != nil {
+			extra = append(extra, fmt.Sprintf("quiet p99 %s, p99 %.2fx quiet over %d restarts, %d failed", fmtDur(res.QuietP99), *res.RestartP99Ratio, *res.Restarts, *res.FailedCalls))
 		}
 		if res.IndexStartMs != nil {
 			extra = append(extra, fmt.Sprintf("index start %.0f ms", *res.IndexStartMs))

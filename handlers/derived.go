@@ -12,9 +12,13 @@ import (
 // once, when it takes the entry in, and keeps them in Entry.Derived:
 // listing 100 rows would otherwise parse each key several times per call.
 type derivedFields struct {
-	agentID   string
-	kind      string
-	channel   string
+	agentID string
+	channel string
+	// kindAt is the kind (rules.ToolKind's value) as its place in
+	// toolKinds: one byte where a string takes 16, which brings the
+	// struct from the 64-byte allocation class to the 48-byte one (16
+	// bytes a session, 16 MB at a million).
+	kindAt    uint8
 	malformed bool
 	cronRun   bool
 	subagent  bool
@@ -27,6 +31,22 @@ type derivedFields struct {
 	// the key on every listing of the row (a bool: in the padding, where a
 	// string would take 16 bytes per session).
 	parentSameAgent bool
+}
+
+// toolKinds are the values rules.ToolKind returns.
+var toolKinds = [...]string{rules.KindOther, rules.KindMain, rules.KindGroup, rules.KindCron, rules.KindHook, rules.KindNode}
+
+// kind is the row's kind.
+func (f *derivedFields) kind() string { return toolKinds[f.kindAt] }
+
+// kindAt is kind's place in toolKinds; rules.ToolKind returns no other.
+func kindAt(kind string) uint8 {
+	for i, k := range toolKinds {
+		if k == kind {
+			return uint8(i)
+		}
+	}
+	return 0
 }
 
 // IndexDerive is the sessions.Derive hook workers index with (exported so the
@@ -51,7 +71,7 @@ func deriveFields(alias rules.Alias, e *sessions.Entry) *derivedFields {
 	}
 	f := &derivedFields{
 		agentID:   agentID,
-		kind:      kind,
+		kindAt:    kindAt(kind),
 		channel:   rules.DeriveChannel(kind, e.Channel, origin, last, e.Key),
 		malformed: rules.IsMalformedAgentKey(e.Key),
 		cronRun:   rules.IsCronRunKey(e.Key),
@@ -61,7 +81,7 @@ func deriveFields(alias rules.Alias, e *sessions.Entry) *derivedFields {
 		f.parentSameAgent = rules.AgentIDFromKey(p) == agentID
 	}
 	f.plain = jsonPlainStrings(e.Key, e.SessionID, e.Label, e.Group, e.DisplayName, e.ParentSessionKey, e.SpawnedBy,
-		e.Model, e.Status, f.agentID, f.kind, f.channel)
+		e.Model, e.Status, f.agentID, kind, f.channel)
 	return f
 }
 

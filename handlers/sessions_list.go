@@ -255,7 +255,7 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 		Key:            r.alias.Display(e.Key),
 		SessionID:      e.SessionID,
 		AgentID:        f.agentID,
-		Kind:           f.kind,
+		Kind:           f.kind(),
 		Channel:        f.channel,
 		Archived:       e.Archived,
 		Pinned:         e.Pinned,

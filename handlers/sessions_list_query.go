@@ -206,7 +206,7 @@ func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int
 	if q.search != "" && !e.MatchesSearch(q.search) {
 		return false
 	}
-	if q.kinds != nil && !q.kinds[f.kind] {
+	if q.kinds != nil && !q.kinds[f.kind()] {
 		return false
 	}
 	return true

@@ -29,7 +29,7 @@ type Index struct {
 	// session (BenchmarkIndexBytesPerSession).
 	slots []*Entry // by slot; nil: free
 	free  []uint32
-	byKey map[string]uint32
+	byKey keyTable
 	order *btree.BTreeG[uint32] // newest first, then key
 	// children: slots by parent key; byLabel: slots by label.
 	children map[string][]uint32
@@ -37,7 +37,7 @@ type Index struct {
 	byLabel  map[string][]uint32
 	// bySessionID has the first entry of each sessionId; the rare ids
 	// that several keys share have the others in sharedIDs.
-	bySessionID map[string]uint32
+	bySessionID keyTable
 	sharedIDs   map[string][]uint32
 	search      signatures
 	intern      interner
@@ -102,12 +102,12 @@ func StartIndex(ctx context.Context, js jetstream.JetStream, store *Store, log *
 // clear empties the index (mu held or not yet shared).
 func (ix *Index) clear() {
 	ix.slots, ix.free = nil, nil
-	ix.byKey = make(map[string]uint32)
+	ix.byKey = keyTable{keyOf: func(s uint32) string { return ix.slots[s].Key }}
 	ix.order = btree.NewG(32, func(a, b uint32) bool { return newer(ix.slots[a], ix.slots[b]) })
 	ix.children = make(map[string][]uint32)
 	ix.parentsF.reset()
 	ix.byLabel = make(map[string][]uint32)
-	ix.bySessionID = make(map[string]uint32)
+	ix.bySessionID = keyTable{keyOf: func(s uint32) string { return ix.slots[s].SessionID }}
 	ix.sharedIDs = make(map[string][]uint32)
 	ix.search = signatures{}
 	ix.intern = interner{}

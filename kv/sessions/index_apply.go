@@ -34,7 +34,7 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 		ix.intern.entry(e)
 		ix.mu.RLock()
 		var prev *Entry
-		if slot, ok := ix.byKey[key]; ok {
+		if slot, ok := ix.byKey.get(key); ok {
 			prev = ix.slots[slot]
 		}
 		ix.mu.RUnlock()
@@ -47,7 +47,7 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	slot, had := ix.byKey[key]
+	slot, had := ix.byKey.get(key)
 	switch {
 	case had && e != nil:
 		old := ix.slots[slot]
@@ -60,14 +60,14 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	case had:
 		ix.search.set(slot, entrySignature(ix.slots[slot]), false)
 		ix.unlink(slot)
-		delete(ix.byKey, key)
+		ix.byKey.remove(key)
 		ix.slots[slot] = nil
 		ix.free = append(ix.free, slot)
 	case e != nil:
 		slot = ix.newSlot()
-		ix.byKey[key] = slot
 		ix.search.set(slot, sig, true)
 		ix.link(slot, e)
+		ix.byKey.set(key, slot) // after link: the table reads the key from the slot's entry
 	}
 	if ke.Revision() > ix.applied {
 		ix.applied = ke.Revision()
@@ -104,10 +104,10 @@ func (ix *Index) link(slot uint32, e *Entry) {
 		ix.byLabel[e.Label] = append(ix.byLabel[e.Label], slot)
 	}
 	if id := e.SessionID; id != "" {
-		if _, taken := ix.bySessionID[id]; taken {
+		if _, taken := ix.bySessionID.get(id); taken {
 			ix.sharedIDs[id] = append(ix.sharedIDs[id], slot)
 		} else {
-			ix.bySessionID[id] = slot
+			ix.bySessionID.set(id, slot)
 		}
 	}
 }
@@ -124,13 +124,13 @@ func (ix *Index) unlink(slot uint32) {
 		removeSlot(ix.byLabel, e.Label, slot)
 	}
 	if id := e.SessionID; id != "" {
-		if ix.bySessionID[id] != slot {
+		if first, _ := ix.bySessionID.get(id); first != slot {
 			removeSlot(ix.sharedIDs, id, slot)
 		} else if more := ix.sharedIDs[id]; len(more) > 0 {
-			ix.bySessionID[id] = more[0]
+			ix.bySessionID.set(id, more[0])
 			removeSlot(ix.sharedIDs, id, more[0])
 		} else {
-			delete(ix.bySessionID, id)
+			ix.bySessionID.remove(id)
 		}
 	}
 }

@@ -49,7 +49,7 @@ func (ix *Index) WaitApplied(ctx context.Context, rev uint64) error {
 func (ix *Index) Get(key string) *Entry {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if slot, ok := ix.byKey[key]; ok {
+	if slot, ok := ix.byKey.get(key); ok {
 		return ix.slots[slot]
 	}
 	return nil
@@ -60,7 +60,7 @@ func (ix *Index) Get(key string) *Entry {
 func (ix *Index) BySessionID(id string) []*Entry {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	first, ok := ix.bySessionID[id]
+	first, ok := ix.bySessionID.get(id)
 	if !ok {
 		return []*Entry{}
 	}
@@ -77,7 +77,7 @@ func (ix *Index) BySessionID(id string) []*Entry {
 func (ix *Index) IsChild(parent, child string) bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	slot, ok := ix.byKey[child]
+	slot, ok := ix.byKey.get(child)
 	return ok && slices.Contains(ix.children[parent], slot)
 }
 
@@ -202,5 +202,5 @@ func (ix *Index) EachSearch(needle string, fn func(*Entry) bool) {
 func (ix *Index) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return len(ix.byKey)
+	return ix.byKey.len()
 }
