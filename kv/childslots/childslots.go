@@ -27,7 +27,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -269,13 +268,11 @@ func (s *Slots) Acquire(ctx context.Context, runID string) (*Slot, error) {
 // key's last revision to be rev.
 func (sl *Slot) write(ctx context.Context, rev uint64) error {
 	data, _ := json.Marshal(sl.val)
-	m := nats.NewMsg(record.Subject(sl.s.kv, sl.key))
-	m.Data = data
-	ack, err := sl.s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(sl.s.lease))
+	seq, err := record.PutLease(ctx, sl.s.js, sl.s.kv, sl.key, data, rev, sl.s.lease)
 	if err != nil {
 		return err
 	}
-	sl.rev = ack.Sequence
+	sl.rev = seq
 	return nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -200,13 +199,11 @@ func (ls *Lanes) Acquire(ctx context.Context, sessionKey, runID string, freedAt 
 // last revision to be rev.
 func (l *Lane) write(ctx context.Context, rev uint64) error {
 	data, _ := json.Marshal(l.val)
-	m := nats.NewMsg(record.Subject(l.ls.kv, l.key))
-	m.Data = data
-	ack, err := l.ls.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(l.ls.lease))
+	seq, err := record.PutLease(ctx, l.ls.js, l.ls.kv, l.key, data, rev, l.ls.lease)
 	if err != nil {
 		return err
 	}
-	l.rev = ack.Sequence
+	l.rev = seq
 	return nil
 }
 
