@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,7 +45,7 @@ func newLogger(stderr io.Writer, level string) *slog.Logger {
 }
 
 func connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1)}, opts...)...)
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ErrorHandler(asyncError)}, opts...)...)
 	switch {
 	case errors.Is(err, nats.ErrAuthorization):
 		return nil, fmt.Errorf("connect to %s: %v (the server requires credentials of its own deployment: pass --creds FILE, e.g. DATA/operator.creds or DATA/creds/ROLE.creds of the serve's data dir, or set SESSIONBUS_CREDS)", url, err)
@@ -57,6 +58,24 @@ func connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to %s: %w (is `sessionbus serve` running? pass --server)", url, err)
 	}
 	return nc, nil
+}
+
+// asyncError prints what the server reports outside a request, as nats.go
+// would, except the refused delete of a reader's own ephemeral consumer:
+// the ops role may create consumers to watch a bucket or page a stream but
+// may delete none (a delete could reach the deployment's durables), so
+// nats.go's clean-up of every KV watch was refused and printed as an error
+// on a read that succeeded. The server drops such a consumer itself once it
+// is idle.
+func asyncError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "$JS.API.CONSUMER.DELETE.") {
+		return
+	}
+	if sub != nil {
+		fmt.Fprintf(os.Stderr, "%v (subscription on %q)\n", err, sub.Subject)
+		return
+	}
+	fmt.Fprintln(os.Stderr, err)
 }
 
 // fail prints the CLI's error shape on stderr: {"error": "...", "code": N}.
