@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -105,19 +104,7 @@ func runChainShape(ctx context.Context, e *env, shape chainShape) (Result, error
 	var n atomic.Int64
 	r, err := measure(ctx, e.sz.send, func() error {
 		id := strconv.FormatInt(n.Add(1), 10)
-		rctx, rcancel := context.WithTimeout(cctx, chainCallTimeout)
-		defer rcancel()
-		m, err := e.nc.RequestWithContext(rctx, chainReqSub, []byte(id))
-		if err != nil {
-			if gerr := c.gatewayErr(); gerr != nil {
-				return fmt.Errorf("run %s: %w (gateway: %v)", id, err, gerr)
-			}
-			return fmt.Errorf("run %s: %w", id, err)
-		}
-		if string(m.Data) != "ok "+id {
-			return fmt.Errorf("chain reply %q for run %s", m.Data, id)
-		}
-		return nil
+		return c.call(cctx, e.nc, chainReqSub, id, id)
 	})
 	r.Dataset = shape.dataset()
 	if err != nil {
@@ -133,14 +120,11 @@ func runChainShape(ctx context.Context, e *env, shape chainShape) (Result, error
 	return r, nil
 }
 
-// chain is the storage and the two parties of raw_send_chain.
+// chain is the storage and the two parties of raw_send_chain: a worker
+// (conns[0]) and a gateway (conns[1]).
 type chain struct {
-	wnc, gnc *nats.Conn
-	js       jetstream.JetStream
-	gw       *chainGateway
-	stop     []func()
-	streams  []string
-	gwErr    atomic.Pointer[error]
+	rawRig
+	gw *chainGateway
 }
 
 // writesPerCall is, per stream, the messages stored since before (the
@@ -159,143 +143,33 @@ func (c *chain) writesPerCall(ctx context.Context, before map[string]uint64, cal
 	return per, total, nil
 }
 
-func (c *chain) gatewayErr() error {
-	if p := c.gwErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-type chainKV struct {
-	lanes, runs, sessions, index jetstream.KeyValue
-}
-
 func newChain(ctx context.Context, e *env, shape chainShape) (c *chain, err error) {
-	c = &chain{js: e.js}
+	c = &chain{}
 	defer func() {
 		if err != nil {
 			c.close(context.WithoutCancel(ctx))
 		}
 	}()
-	for _, cfg := range []jetstream.StreamConfig{
-		{Name: "BENCH_CHAIN_RUNS", Subjects: []string{chainRunsSub}, Storage: jetstream.FileStorage},
-		{Name: "BENCH_CHAIN_TR", Subjects: []string{chainTrSub}, Storage: jetstream.FileStorage},
-	} {
-		if _, err := e.js.CreateStream(ctx, cfg); err != nil {
-			return nil, err
-		}
-		c.streams = append(c.streams, cfg.Name)
-	}
-	for _, b := range []string{"lanes", "runs", "sessions", "index"} {
-		if _, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: chainPrefix + b, History: 1, Storage: jetstream.FileStorage}); err != nil {
-			return nil, err
-		}
-		c.streams = append(c.streams, "KV_"+chainPrefix+b)
-	}
-	if c.wnc, err = e.connectInternal("bench chain worker"); err != nil {
+	if err := c.setUp(ctx, e, []jetstream.StreamConfig{
+		{Name: "BENCH_CHAIN_RUNS", Subjects: []string{chainRunsSub}},
+		{Name: "BENCH_CHAIN_TR", Subjects: []string{chainTrSub}},
+	}, chainPrefix, []string{"lanes", "runs", "sessions", "index"}, "bench chain worker", "bench chain gateway"); err != nil {
 		return nil, err
 	}
-	if c.gnc, err = e.connectInternal("bench chain gateway"); err != nil {
-		return nil, err
-	}
-	if err := c.startWorker(ctx); err != nil {
+	// The worker answers on the runs bucket; its watch on sessions stands
+	// for its session index.
+	if err := c.startWorker(ctx, c.conns[0], rawWorker{reqSub: chainReqSub, runsSub: chainRunsSub, answerOn: []string{"runs"}, follow: []string{"sessions"}}); err != nil {
 		return nil, err
 	}
 	return c, c.startGateway(ctx, shape)
 }
 
-// openChainKV opens the chain's buckets for one party's connection.
-func openChainKV(ctx context.Context, nc *nats.Conn) (js jetstream.JetStream, kv chainKV, err error) {
-	if js, err = jetstream.New(nc); err != nil {
-		return nil, kv, err
-	}
-	for _, b := range []struct {
-		name string
-		kv   *jetstream.KeyValue
-	}{{"lanes", &kv.lanes}, {"runs", &kv.runs}, {"sessions", &kv.sessions}, {"index", &kv.index}} {
-		if *b.kv, err = js.KeyValue(ctx, chainPrefix+b.name); err != nil {
-			return nil, kv, err
-		}
-	}
-	return js, kv, nil
-}
-
-// startWorker answers each request once the run's outcome shows up on the
-// runs bucket watch.
-func (c *chain) startWorker(ctx context.Context) error {
-	js, kv, err := openChainKV(ctx, c.wnc)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.stop = append(c.stop, cancel)
-	runs, err := kv.runs.WatchAll(wctx, jetstream.UpdatesOnly())
-	if err != nil {
-		return err
-	}
-	sessions, err := kv.sessions.WatchAll(wctx, jetstream.UpdatesOnly())
-	if err != nil {
-		return err
-	}
-	var waiters sync.Map // run id -> chan struct{}
-	go func() {
-		for e := range runs.Updates() {
-			if e == nil || !bytes.Contains(e.Value(), []byte(`"status":"ok"`)) {
-				continue
-			}
-			if ch, ok := waiters.Load(e.Key()); ok {
-				ch.(chan struct{}) <- struct{}{}
-			}
-		}
-	}()
-	go func() {
-		for range sessions.Updates() { // the worker's session index
-		}
-	}()
-	runBody := payload(700)
-	sub, err := c.wnc.Subscribe(chainReqSub, func(m *nats.Msg) {
-		go func() {
-			id := string(m.Data)
-			ch := make(chan struct{}, 1)
-			waiters.Store(id, ch)
-			defer waiters.Delete(id)
-			msg := &nats.Msg{Subject: chainRunsSub, Header: nats.Header{}, Data: append([]byte(id+" "), runBody...)}
-			if _, err := js.PublishMsg(wctx, msg, jetstream.WithMsgID(id)); err != nil {
-				return
-			}
-			select {
-			case <-ch:
-				_ = m.Respond([]byte("ok " + id))
-			case <-wctx.Done():
-			}
-		}()
-	})
-	if err != nil {
-		return err
-	}
-	c.stop = append(c.stop, func() { _ = sub.Unsubscribe() })
-	return c.wnc.Flush()
-}
-
-// startGateway runs each queued run in sessionbus's four waves.
+// startGateway runs each queued run in the shape's waves.
 func (c *chain) startGateway(ctx context.Context, shape chainShape) error {
-	js, kv, err := openChainKV(ctx, c.gnc)
+	js, kv, err := c.openKV(ctx, c.conns[1])
 	if err != nil {
 		return err
 	}
-	st, err := js.Stream(ctx, "BENCH_CHAIN_RUNS")
-	if err != nil {
-		return err
-	}
-	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "chain", AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		return err
-	}
-	iter, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	c.stop = append(c.stop, iter.Stop)
 	g := &chainGateway{js: js, kv: kv, ctx: context.WithoutCancel(ctx), shape: shape}
 	c.gw = g
 	if g.laneRev, err = kv.lanes.Put(ctx, chainKey, []byte(`{"expiresAt":0}`)); err != nil {
@@ -304,22 +178,7 @@ func (c *chain) startGateway(ctx context.Context, shape chainShape) error {
 	if g.sessRev, err = kv.sessions.Put(ctx, chainKey, payload(600)); err != nil {
 		return err
 	}
-	go func() {
-		for {
-			msg, err := iter.Next()
-			if err != nil {
-				return
-			}
-			go func() {
-				if err := g.run(msg); err != nil {
-					c.gwErr.Store(&err)
-					return
-				}
-				_ = msg.Ack()
-			}()
-		}
-	}()
-	return nil
+	return c.pull(ctx, js, "BENCH_CHAIN_RUNS", "chain", g.run)
 }
 
 type chainGateway struct {
@@ -327,7 +186,7 @@ type chainGateway struct {
 	// for the last one's outcome wave, as a gateway's next run does.
 	mu               sync.Mutex
 	js               jetstream.JetStream
-	kv               chainKV
+	kv               rawKV
 	ctx              context.Context
 	laneRev, sessRev uint64
 	trSeq            uint64
@@ -340,10 +199,10 @@ var (
 )
 
 // run is one run's writes, wave by wave, each wave's writes in parallel.
-func (g *chainGateway) run(msg jetstream.Msg) error {
+func (g *chainGateway) run(data []byte) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	id, _, _ := bytes.Cut(msg.Data(), []byte(" "))
+	id, _, _ := bytes.Cut(data, []byte(" "))
 	run := string(id)
 	ctx := g.ctx
 	switch g.shape {
@@ -446,20 +305,4 @@ func wave(ops ...func() error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-func (c *chain) close(ctx context.Context) {
-	for i := len(c.stop) - 1; i >= 0; i-- {
-		c.stop[i]()
-	}
-	for _, nc := range []*nats.Conn{c.wnc, c.gnc} {
-		if nc != nil {
-			nc.Close()
-		}
-	}
-	dctx, cancel := opCtx(ctx)
-	defer cancel()
-	for _, s := range c.streams {
-		_ = c.js.DeleteStream(dctx, s)
-	}
 }

@@ -97,19 +97,7 @@ func (e *env) runCCShape(ctx context.Context, name string) (Result, error) {
 	r, err := measureConcurrent(cctx, sendSenders, e.ccPlan(1), func(w int) func() error {
 		return func() error {
 			id := strconv.FormatInt(n.Add(1), 10)
-			rctx, rcancel := context.WithTimeout(cctx, chainCallTimeout)
-			defer rcancel()
-			m, err := e.nc.RequestWithContext(rctx, ccReqSub, []byte(strconv.Itoa(w)+" "+id))
-			if err != nil {
-				if gerr := c.gatewayErr(); gerr != nil {
-					return fmt.Errorf("run %s: %w (gateway: %v)", id, err, gerr)
-				}
-				return fmt.Errorf("run %s: %w", id, err)
-			}
-			if string(m.Data) != "ok "+id {
-				return fmt.Errorf("reply %q for run %s", m.Data, id)
-			}
-			return nil
+			return c.call(cctx, e.nc, ccReqSub, strconv.Itoa(w)+" "+id, id)
 		}
 	})
 	if err != nil {
@@ -153,16 +141,12 @@ const (
 	ccReqSub  = "bench.cc.req"
 )
 
-// cc is the storage and the parties of one raw_send_concurrent row.
+// cc is the storage and the parties of one raw_send_concurrent row: a
+// worker (conns[0]) and two gateways.
 type cc struct {
-	js      jetstream.JetStream
-	conns   []*nats.Conn
-	stop    []func()
-	streams []string
-	shape   [][]ccOp
-	gwErr   atomic.Pointer[error]
-	sess    sync.Map // session number -> *ccSession
-	running sync.WaitGroup
+	rawRig
+	shape [][]ccOp
+	sess  sync.Map // session number -> *ccSession
 }
 
 // ccSession is one session's state, shared by both gateways (the raw
@@ -172,47 +156,23 @@ type ccSession struct {
 	laneRev, sessRev, trSeq uint64
 }
 
-func (c *cc) gatewayErr() error {
-	if p := c.gwErr.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// wait waits for every run's last wave (the writes off the caller's path).
-func (c *cc) wait() { c.running.Wait() }
-
 func newCC(ctx context.Context, e *env, shape [][]ccOp) (c *cc, err error) {
-	c = &cc{js: e.js, shape: shape}
+	c = &cc{shape: shape}
 	defer func() {
 		if err != nil {
 			c.close(context.WithoutCancel(ctx))
 		}
 	}()
-	for _, cfg := range []jetstream.StreamConfig{
-		{Name: "BENCH_CC_RUNS", Subjects: []string{ccRunsSub}, Storage: jetstream.FileStorage},
-		{Name: "BENCH_CC_TR", Subjects: []string{ccTrSub + "*"}, Storage: jetstream.FileStorage},
-		{Name: "BENCH_CC_TR2", Subjects: []string{ccTr2Sub + "*"}, Storage: jetstream.FileStorage},
-	} {
-		if _, err := e.js.CreateStream(ctx, cfg); err != nil {
-			return nil, err
-		}
-		c.streams = append(c.streams, cfg.Name)
+	if err := c.setUp(ctx, e, []jetstream.StreamConfig{
+		{Name: "BENCH_CC_RUNS", Subjects: []string{ccRunsSub}},
+		{Name: "BENCH_CC_TR", Subjects: []string{ccTrSub + "*"}},
+		{Name: "BENCH_CC_TR2", Subjects: []string{ccTr2Sub + "*"}},
+	}, ccPrefix, []string{"lanes", "runs", "sessions", "index", "outcomes"}, "bench cc worker", "bench cc gateway 1", "bench cc gateway 2"); err != nil {
+		return nil, err
 	}
-	for _, b := range []string{"lanes", "runs", "sessions", "index", "outcomes"} {
-		if _, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ccPrefix + b, History: 1, Storage: jetstream.FileStorage}); err != nil {
-			return nil, err
-		}
-		c.streams = append(c.streams, "KV_"+ccPrefix+b)
-	}
-	for _, name := range []string{"worker", "gateway 1", "gateway 2"} {
-		nc, err := e.connectInternal("bench cc " + name)
-		if err != nil {
-			return nil, err
-		}
-		c.conns = append(c.conns, nc)
-	}
-	if err := c.startWorker(ctx, c.conns[0]); err != nil {
+	// An outcome written to its own bucket answers the caller as one in
+	// the runs bucket does.
+	if err := c.startWorker(ctx, c.conns[0], rawWorker{reqSub: ccReqSub, runsSub: ccRunsSub, answerOn: []string{"runs", "outcomes"}}); err != nil {
 		return nil, err
 	}
 	if err := c.seed(ctx); err != nil {
@@ -229,7 +189,7 @@ func newCC(ctx context.Context, e *env, shape [][]ccOp) (c *cc, err error) {
 // seed writes each session's lane and entry, as a session has them before
 // its first send.
 func (c *cc) seed(ctx context.Context) error {
-	_, kv, err := openCCKV(ctx, c.conns[1])
+	_, kv, err := c.openKV(ctx, c.conns[1])
 	if err != nil {
 		return err
 	}
@@ -247,118 +207,20 @@ func (c *cc) seed(ctx context.Context) error {
 	return nil
 }
 
-func openCCKV(ctx context.Context, nc *nats.Conn) (js jetstream.JetStream, kv ccKV, err error) {
-	if js, err = jetstream.New(nc); err != nil {
-		return nil, kv, err
-	}
-	for _, b := range []struct {
-		name string
-		kv   *jetstream.KeyValue
-	}{{"lanes", &kv.lanes}, {"runs", &kv.runs}, {"sessions", &kv.sessions}, {"index", &kv.index}, {"outcomes", &kv.outcomes}} {
-		if *b.kv, err = js.KeyValue(ctx, ccPrefix+b.name); err != nil {
-			return nil, kv, err
-		}
-	}
-	return js, kv, nil
-}
-
-// ccKV is the buckets of a raw_send_concurrent row.
-type ccKV struct {
-	lanes, runs, sessions, index, outcomes jetstream.KeyValue
-}
-
-// startWorker queues each request as a run and answers it once the run's
-// outcome shows up on its runs watch.
-func (c *cc) startWorker(ctx context.Context, nc *nats.Conn) error {
-	js, kv, err := openCCKV(ctx, nc)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.stop = append(c.stop, cancel)
-	var waiters sync.Map // run id -> chan struct{}
-	for _, b := range []jetstream.KeyValue{kv.runs, kv.outcomes} {
-		runs, err := b.WatchAll(wctx, jetstream.UpdatesOnly())
-		if err != nil {
-			return err
-		}
-		go func() {
-			for e := range runs.Updates() {
-				if e == nil || !bytes.Contains(e.Value(), []byte(`"status":"ok"`)) {
-					continue
-				}
-				if ch, ok := waiters.Load(e.Key()); ok {
-					ch.(chan struct{}) <- struct{}{}
-				}
-			}
-		}()
-	}
-	runBody := payload(700)
-	sub, err := nc.Subscribe(ccReqSub, func(m *nats.Msg) {
-		go func() {
-			sess, id, _ := strings.Cut(string(m.Data), " ")
-			ch := make(chan struct{}, 1)
-			waiters.Store(id, ch)
-			defer waiters.Delete(id)
-			msg := &nats.Msg{Subject: ccRunsSub, Data: append([]byte(sess+" "+id+" "), runBody...)}
-			if _, err := js.PublishMsg(wctx, msg, jetstream.WithMsgID(id)); err != nil {
-				return
-			}
-			select {
-			case <-ch:
-				_ = m.Respond([]byte("ok " + id))
-			case <-wctx.Done():
-			}
-		}()
-	})
-	if err != nil {
-		return err
-	}
-	c.stop = append(c.stop, func() { _ = sub.Unsubscribe() })
-	return nc.Flush()
-}
-
 // startGateway pulls runs from the shared durable consumer and writes each
 // in the row's shape.
 func (c *cc) startGateway(ctx context.Context, nc *nats.Conn) error {
-	js, kv, err := openCCKV(ctx, nc)
+	js, _, err := c.openKV(ctx, nc)
 	if err != nil {
 		return err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, "BENCH_CC_RUNS", jetstream.ConsumerConfig{Durable: "cc", AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		return err
-	}
-	iter, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	c.stop = append(c.stop, iter.Stop)
-	g := &ccGateway{c: c, js: js, kv: kv, ctx: context.WithoutCancel(ctx)}
-	go func() {
-		for {
-			msg, err := iter.Next()
-			if err != nil {
-				return
-			}
-			c.running.Add(1)
-			go func() {
-				defer c.running.Done()
-				if err := g.run(msg.Data()); err != nil {
-					c.gwErr.Store(&err)
-					return
-				}
-				_ = msg.Ack()
-			}()
-		}
-	}()
-	return nil
+	g := &ccGateway{c: c, js: js, ctx: context.WithoutCancel(ctx)}
+	return c.pull(ctx, js, "BENCH_CC_RUNS", "cc", g.run)
 }
 
 type ccGateway struct {
 	c   *cc
 	js  jetstream.JetStream
-	kv  ccKV
 	ctx context.Context
 }
 
@@ -454,20 +316,6 @@ func (g *ccGateway) wave(s *ccSession, key, run string, ops []ccOp) error {
 		}
 	}
 	return nil
-}
-
-func (c *cc) close(ctx context.Context) {
-	for i := len(c.stop) - 1; i >= 0; i-- {
-		c.stop[i]()
-	}
-	for _, nc := range c.conns {
-		nc.Close()
-	}
-	dctx, cancel := opCtx(ctx)
-	defer cancel()
-	for _, s := range c.streams {
-		_ = c.js.DeleteStream(dctx, s)
-	}
 }
 
 // raw_js_publish_concurrent: the disk's synced write rate as the send
