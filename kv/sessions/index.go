@@ -31,6 +31,9 @@ type Index struct {
 	free  []uint32
 	byKey keyTable
 	order *btree.BTreeG[uint32] // newest first, then key
+	// loading: the initial load is filing entries, and order is built
+	// once at its end (from a sort, cheaper than a million inserts).
+	loading bool
 	// children: slots by parent key; byLabel: slots by label.
 	children map[string][]uint32
 	parentsF parentFilter
@@ -112,5 +115,6 @@ func (ix *Index) clear() {
 	ix.search = signatures{}
 	ix.intern = interner{}
 	ix.applied = 0
+	ix.loading = false
 	ix.err = nil
 }

@@ -32,6 +32,9 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.commit(&c)
+	if c.rev > ix.applied {
+		ix.applied = c.rev
+	}
 	ix.changed.Broadcast()
 }
 
@@ -71,7 +74,7 @@ func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, withPrev bool
 	return c
 }
 
-// commit files c in every lookup (mu held).
+// commit files c in every lookup (mu held); the caller advances applied.
 func (ix *Index) commit(c *change) {
 	key, e, sig := c.key, c.e, c.sig
 	slot, had := ix.byKey.get(key)
@@ -96,9 +99,6 @@ func (ix *Index) commit(c *change) {
 		ix.link(slot, e)
 		ix.byKey.set(key, slot) // after link: the table reads the key from the slot's entry
 	}
-	if c.rev > ix.applied {
-		ix.applied = c.rev
-	}
 }
 
 // newSlot takes a free slot or adds one.
@@ -116,7 +116,9 @@ func (ix *Index) newSlot() uint32 {
 // link files e under slot in every lookup but byKey and the signatures.
 func (ix *Index) link(slot uint32, e *Entry) {
 	ix.slots[slot] = e
-	ix.order.ReplaceOrInsert(slot)
+	if !ix.loading {
+		ix.order.ReplaceOrInsert(slot)
+	}
 	for _, p := range parents(e) {
 		kids, had := ix.children[p]
 		// by key, so a list row's childSessions need no sort per call
@@ -142,7 +144,9 @@ func (ix *Index) link(slot uint32, e *Entry) {
 // finds it by its fields).
 func (ix *Index) unlink(slot uint32) {
 	e := ix.slots[slot]
-	ix.order.Delete(slot)
+	if !ix.loading {
+		ix.order.Delete(slot)
+	}
 	for _, p := range parents(e) {
 		removeSlot(ix.children, p, slot)
 	}

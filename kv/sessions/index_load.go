@@ -1,8 +1,11 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,18 +48,22 @@ func (ix *Index) load(ctx context.Context, updates <-chan jetstream.KeyValueEntr
 			}
 		})
 	}
+	ix.mu.Lock()
+	ix.loading = true
+	ix.mu.Unlock()
 	filed := make(chan struct{})
+	var top uint64 // the last revision filed
 	go func() {
 		defer close(filed)
 		for b := range inOrder {
 			<-b.prepared
 			ix.mu.Lock()
 			for i := range b.changes {
-				if !b.changes[i].skip {
-					ix.commit(&b.changes[i])
+				if c := &b.changes[i]; !c.skip {
+					ix.commit(c)
+					top = max(top, c.rev)
 				}
 			}
-			ix.changed.Broadcast()
 			ix.mu.Unlock()
 		}
 	}()
@@ -69,7 +76,42 @@ func (ix *Index) load(ctx context.Context, updates <-chan jetstream.KeyValueEntr
 	close(inOrder)
 	<-filed
 	workers.Wait()
+	// Only now are the filed entries listed, so applied (what Sync and
+	// WaitApplied wait for) moves past them here.
+	ix.mu.Lock()
+	ix.buildOrder()
+	ix.loading = false
+	ix.applied = max(ix.applied, top)
+	ix.changed.Broadcast()
+	ix.mu.Unlock()
 	return ok
+}
+
+// buildOrder fills the empty order tree with every indexed slot: sorted
+// first on a flat copy of what newer compares, then inserted in order, each
+// insert finding its place in the nodes the last one touched.
+func (ix *Index) buildOrder() {
+	type item struct {
+		at   int64
+		key  string
+		slot uint32
+	}
+	items := make([]item, 0, len(ix.slots)-len(ix.free))
+	for slot, e := range ix.slots {
+		if e != nil {
+			items = append(items, item{e.UpdatedAt, e.Key, uint32(slot)})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		if a.at != b.at {
+			return cmp.Compare(b.at, a.at) // newer first
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	ix.order.Clear(false)
+	for _, it := range items {
+		ix.order.ReplaceOrInsert(it.slot)
+	}
 }
 
 // receive hands the initial values to send in batches until the marker
