@@ -72,7 +72,9 @@ func newer(a, b *Entry) bool {
 }
 
 // Derive computes per-entry facts once, when an entry is indexed, so hot
-// paths such as listing do not re-parse every key on every call.
+// paths such as listing do not re-parse every key on every call. It is
+// called from several goroutines at once while the index loads, so it must
+// only read the entry it is given.
 type Derive func(*Entry) any
 
 // StartIndex loads every entry and keeps following the bucket until Stop.
