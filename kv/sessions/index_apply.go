@@ -9,44 +9,74 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 )
 
+// change is one watched change made ready to file: the entry decoded,
+// interned, packed, derived and its search signature computed, all of which
+// needs no lock, so readers wait only for commit.
+type change struct {
+	key  string
+	e    *Entry // nil: the key was deleted (or its value is corrupt)
+	sig  signature
+	rev  uint64
+	skip bool // an undecodable key: nothing to file
+}
+
 // apply files one change the watch brought (a put or a delete) in every
-// lookup. A put's entry is decoded, interned and packed before the write
-// lock is taken, so readers wait only for the lookups' update.
+// lookup.
 func (ix *Index) apply(ke jetstream.KeyValueEntry) {
+	// Only the watch goroutine applies, so the intern table needs no
+	// lock (recover clears it after that goroutine ended).
+	c := ix.prepare(ke, &ix.intern, true)
+	if c.skip {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.commit(&c)
+	if c.rev > ix.applied {
+		ix.applied = c.rev
+	}
+	ix.changed.Broadcast()
+}
+
+// prepare decodes ke into a change. withPrev: reuse the strings of the
+// entry it replaces (the initial load, which sees each key once, skips the
+// lookup so that several goroutines can prepare at once).
+func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, withPrev bool) change {
 	key, err := bus.DecodeKey(ke.Key())
 	if err != nil {
 		ix.log.Warn("session index: undecodable key", "key", ke.Key(), "err", err)
-		return
+		return change{skip: true}
 	}
-	var e *Entry
-	if ke.Operation() == jetstream.KeyValuePut {
-		e, err = ix.store.b.Decode(ke.Value())
-		if err != nil {
-			ix.log.Warn("session index: skipping corrupt entry", "key", key, "err", err)
-		} else {
-			e.Key = key
-		}
+	c := change{key: key, rev: ke.Revision()}
+	if ke.Operation() != jetstream.KeyValuePut {
+		return c
 	}
-	var sig signature
-	if e != nil {
-		// Only the watch goroutine applies, so the intern table needs no
-		// lock (recover clears it after that goroutine ended).
-		ix.intern.entry(e)
+	e, err := ix.store.b.Decode(ke.Value())
+	if err != nil {
+		ix.log.Warn("session index: skipping corrupt entry", "key", key, "err", err)
+		return c
+	}
+	e.Key = key
+	in.entry(e)
+	var prev *Entry
+	if withPrev {
 		ix.mu.RLock()
-		var prev *Entry
 		if slot, ok := ix.byKey.get(key); ok {
 			prev = ix.slots[slot]
 		}
 		ix.mu.RUnlock()
-		pack(e, prev)
-		key = e.Key
-		if ix.derive != nil {
-			e.Derived = ix.derive(e)
-		}
-		sig = entrySignature(e)
 	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
+	pack(e, prev)
+	if ix.derive != nil {
+		e.Derived = ix.derive(e)
+	}
+	c.key, c.e, c.sig = e.Key, e, entrySignature(e)
+	return c
+}
+
+// commit files c in every lookup (mu held); the caller advances applied.
+func (ix *Index) commit(c *change) {
+	key, e, sig := c.key, c.e, c.sig
 	slot, had := ix.byKey.get(key)
 	switch {
 	case had && e != nil:
@@ -69,10 +99,6 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 		ix.link(slot, e)
 		ix.byKey.set(key, slot) // after link: the table reads the key from the slot's entry
 	}
-	if ke.Revision() > ix.applied {
-		ix.applied = ke.Revision()
-	}
-	ix.changed.Broadcast()
 }
 
 // newSlot takes a free slot or adds one.
@@ -90,7 +116,9 @@ func (ix *Index) newSlot() uint32 {
 // link files e under slot in every lookup but byKey and the signatures.
 func (ix *Index) link(slot uint32, e *Entry) {
 	ix.slots[slot] = e
-	ix.order.ReplaceOrInsert(slot)
+	if !ix.loading {
+		ix.order.ReplaceOrInsert(slot)
+	}
 	for _, p := range parents(e) {
 		kids, had := ix.children[p]
 		// by key, so a list row's childSessions need no sort per call
@@ -116,7 +144,9 @@ func (ix *Index) link(slot uint32, e *Entry) {
 // finds it by its fields).
 func (ix *Index) unlink(slot uint32) {
 	e := ix.slots[slot]
-	ix.order.Delete(slot)
+	if !ix.loading {
+		ix.order.Delete(slot)
+	}
 	for _, p := range parents(e) {
 		removeSlot(ix.children, p, slot)
 	}

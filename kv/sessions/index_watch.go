@@ -126,7 +126,13 @@ func (ix *Index) stopWatch() {
 // of Sync and WaitApplied.
 func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher, ready, done chan struct{}) {
 	defer close(done)
-	record.Follow(ctx, w, ready, ix.apply)
+	if ix.load(ctx, w.Updates()) {
+		close(ready)
+		record.Follow(ctx, w, nil, ix.apply)
+	} else {
+		_ = w.Stop()
+		close(ready)
+	}
 	ix.mu.Lock()
 	if ix.err == nil {
 		ix.err = errors.New("session index stopped")
