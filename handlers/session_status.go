@@ -187,9 +187,9 @@ func (d *Deps) statusTarget(r *requester, raw string) (resolved, error) {
 		if e := d.selectSessionID(r, raw, func(e *sessions.Entry) bool {
 			// with agent-to-agent off, another agent's session can never be
 			// the answer, so it must not make the choice ambiguous either
-			return r.a2a.Enabled || r.derived(e).agentID == r.agentID
+			return r.a2a.Enabled || r.derived(e).agentID() == r.agentID
 		}); e != nil {
-			if err := statusAgentAccess(r, r.derived(e).agentID); err != nil {
+			if err := statusAgentAccess(r, r.derived(e).agentID()); err != nil {
 				return resolved{}, err
 			}
 			key, viaID = e.Key, true
@@ -266,7 +266,7 @@ func (d *Deps) statusGuard(r *requester, key string) error {
 // entry is written only when something changed.
 func (d *Deps) applyStatusOverrides(ctx context.Context, r *requester, target resolved, sp statusParams, out *statusResult) (*sessions.Entry, error) {
 	e := target.entry
-	agentID := r.derived(e).agentID
+	agentID := r.derived(e).agentID()
 	provider, model := e.Rares().ProviderOverride, e.Rares().ModelOverride
 	if sp.hasModel {
 		var err error

@@ -101,7 +101,7 @@ func sessionsList(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 		if !d.listable(r, q, e, nowMs) {
 			return true
 		}
-		if ok, _, _ := guard.CheckAgent(e.Key, r.derived(e).agentID); !ok {
+		if ok, _, _ := guard.CheckAgent(e.Key, r.derived(e).agentID()); !ok {
 			return true
 		}
 		return take(e)
@@ -254,9 +254,9 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 	*row = listRow{
 		Key:            r.alias.Display(e.Key),
 		SessionID:      e.SessionID,
-		AgentID:        f.agentID,
+		AgentID:        f.agentID(),
 		Kind:           f.kind(),
-		Channel:        f.channel,
+		Channel:        f.channel(),
 		Archived:       e.Archived,
 		Pinned:         e.Pinned,
 		Label:          e.Label,
@@ -277,7 +277,7 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 	if p := e.Parent(); p != "" {
 		var ok bool
 		if f.parentSameAgent {
-			ok, _, _ = guard.CheckAgent(p, f.agentID) // guard.Check(p), the key parsed once
+			ok, _, _ = guard.CheckAgent(p, f.agentID()) // guard.Check(p), the key parsed once
 		} else {
 			ok, _, _ = guard.Check(p)
 		}
@@ -290,7 +290,7 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 	row.plainKids = true
 	for _, c := range sc.kids {
 		cf := r.derived(c)
-		if ok, _, _ := guard.CheckAgent(c.Key, cf.agentID); !ok {
+		if ok, _, _ := guard.CheckAgent(c.Key, cf.agentID()); !ok {
 			continue
 		}
 		sc.names = append(sc.names, r.alias.Display(c.Key))

@@ -32,7 +32,7 @@ func (d *Deps) eachArchived(ctx context.Context, r *requester, q *listQuery, gua
 		if e.UpdatedAt == 0 {
 			e.UpdatedAt = m.At
 		}
-		e.Derived = deriveFields(r.alias, e)
+		e.Derived = deriveFields(r.alias, e, nil)
 		if !d.listable(r, q, e, nowMs) || !archivedVisible(r, e, guard) {
 			continue
 		}
@@ -59,7 +59,7 @@ func archivedVisible(r *requester, e *sessions.Entry, guard rules.Guard) bool {
 		if r.restrictToSpawned {
 			return e.Parent() == r.key
 		}
-		ok, _, _ := guard.CheckAgent(e.Key, r.derived(e).agentID)
+		ok, _, _ := guard.CheckAgent(e.Key, r.derived(e).agentID())
 		return ok
 	case rules.VisibilityTree:
 		return e.Parent() == r.key

@@ -186,7 +186,7 @@ func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int
 	if q.label != "" && e.Label != q.label {
 		return false
 	}
-	if q.agentID != "" && f.agentID != q.agentID {
+	if q.agentID != "" && f.agentID() != q.agentID {
 		return false
 	}
 	if q.group != "" && e.Group != q.group {

@@ -77,7 +77,7 @@ func (d *Deps) statusCard(r *requester, e *sessions.Entry, m modelInfo, u usage)
 		think = "off"
 	}
 	lines = append(lines,
-		"⚙️ Runtime: "+d.runtimeLabel(r.derived(e).agentID)+" · Think: "+think,
+		"⚙️ Runtime: "+d.runtimeLabel(r.derived(e).agentID())+" · Think: "+think,
 		// a message to a busy session waits for its lane and runs as its
 		// own turn after the current one: OpenClaw's followup mode
 		"🪢 Queue: followup")

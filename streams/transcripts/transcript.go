@@ -46,6 +46,8 @@ type Store struct {
 	pipes  []*pipe
 	closed bool
 
+	hints countHints // transcripts' last lengths, for tailPrefetched
+
 	// gen counts the recreations of SB_TRANSCRIPTS this store went
 	// through: a sequence names the same immutable message only within
 	// one generation (see Generation).

@@ -38,7 +38,9 @@ type Loader struct {
 	inflight map[uint64]*loadOp
 	msgs     int // messages in flight (a batch counts all its messages)
 	batches  int // atomic batches in flight
+	plain    int // single-message publishes in flight
 	queue    []*loadOp
+	queued   int // messages of the queued appends (grouped in pump)
 	sess     map[string]*loadSess
 	runS     *loadSess
 	run      [][]byte
@@ -50,6 +52,11 @@ type Loader struct {
 const (
 	loaderMaxMsgs    = 8192 // messages in flight
 	loaderMaxBatches = 32   // atomic batches in flight (server allows 50 per stream)
+	// loaderMaxPlain bounds single-message publishes (index chunks and
+	// heads, lone entries) in flight: with sync always each costs the
+	// server an fsync, and thousands queued at once left none acknowledged
+	// within the stall timeout on a busy disk.
+	loaderMaxPlain   = 256
 	loaderMaxRetries = 8
 )
 
@@ -59,6 +66,7 @@ const (
 	opEntries loadKind = iota
 	opChunk
 	opHead
+	opGroup // appends of several sessions in one atomic batch (transcript_loader_group.go)
 )
 
 type loadOp struct {
@@ -69,6 +77,7 @@ type loadOp struct {
 	chunk    uint64
 	attempts int
 	nmsgs    int
+	parts    []*loadOp // opGroup: one opEntries per session, in stream order
 }
 
 type loadSess struct {
@@ -174,6 +183,11 @@ func (l *Loader) flushRun(ctx context.Context) error {
 	op := &loadOp{kind: opEntries, s: s, data: run}
 	s.pending = op
 	l.queue = append(l.queue, op)
+	l.queued += len(run)
+	if l.queued < MaxBatch {
+		// short runs (round-robin loads) wait to share an atomic batch
+		return nil
+	}
 	return l.fail(l.pump(ctx))
 }
 
@@ -187,17 +201,14 @@ func (l *Loader) fail(err error) error {
 // pump sends queued operations, waiting for acks while the window is full.
 func (l *Loader) pump(ctx context.Context) error {
 	for len(l.queue) > 0 {
-		op := l.queue[0]
-		n := 1
-		if op.kind == opEntries {
-			n = len(op.data)
-		}
-		for len(l.inflight) > 0 && (l.msgs+n > loaderMaxMsgs || (n > 1 && l.batches >= loaderMaxBatches)) {
+		op, k := l.nextOp()
+		n := op.msgCount()
+		for len(l.inflight) > 0 && (l.msgs+n > loaderMaxMsgs || (n > 1 && l.batches >= loaderMaxBatches) || (n == 1 && l.plain >= loaderMaxPlain)) {
 			if err := l.waitOne(ctx); err != nil {
 				return err
 			}
 		}
-		l.queue = l.queue[1:]
+		l.queue = l.queue[k:]
 		if err := l.send(op); err != nil {
 			return err
 		}
@@ -220,6 +231,8 @@ func (l *Loader) send(op *loadOp) error {
 		m := &nats.Msg{Subject: l.t.kvPre + headKey(op.s.key), Header: nats.Header{}, Data: op.body}
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(op.s.rev, 10))
 		msgs = []*nats.Msg{m}
+	case opGroup:
+		msgs = groupMsgs(op)
 	}
 	msgs[len(msgs)-1].Reply = reply
 	for _, m := range msgs {
@@ -231,6 +244,8 @@ func (l *Loader) send(op *loadOp) error {
 	l.msgs += op.nmsgs
 	if op.nmsgs > 1 {
 		l.batches++
+	} else {
+		l.plain++
 	}
 	l.inflight[id] = op
 	return nil
@@ -275,11 +290,15 @@ func (l *Loader) waitOne(ctx context.Context) error {
 	l.msgs -= op.nmsgs
 	if op.nmsgs > 1 {
 		l.batches--
+	} else {
+		l.plain--
 	}
 	ack, err := parseAck(m)
 	switch op.kind {
 	case opEntries:
 		return l.entriesAcked(ctx, op, ack, err)
+	case opGroup:
+		return l.groupAcked(ctx, op, ack, err)
 	case opChunk:
 		if err != nil {
 			return fmt.Errorf("streams: loader: write index chunk %s: %w", chunkKey(op.s.key, op.chunk), err)
@@ -310,6 +329,7 @@ func (l *Loader) entriesAcked(ctx context.Context, op *loadOp, ack pubAck, err e
 			return err
 		}
 		l.queue = append(l.queue, op) // s.pending stays op: later runs wait for it
+		l.queued += int(k)
 		return nil
 	}
 	if err != nil {

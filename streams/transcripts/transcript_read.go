@@ -66,11 +66,15 @@ func (t *Store) TailCached(ctx context.Context, encKey string, limit int, offset
 	}
 	defer cancel()
 	defer t.putPipe(p)
+	if es, total, ok, err := t.tailPrefetched(ctx, p, encKey, limit, offset, cached); ok || err != nil {
+		return es, total, err
+	}
 	h, newest, err := t.loadState(ctx, p, encKey, true)
 	if err != nil {
 		return nil, 0, fmt.Errorf("tail %s: %w", encKey, err)
 	}
 	total := h.Count
+	t.hints.put(encKey, total)
 	if limit <= 0 || offset >= total {
 		return nil, total, nil
 	}
@@ -93,6 +97,11 @@ func (t *Store) fetch(ctx context.Context, p *pipe, encKey string, h *head, from
 	if err != nil {
 		return nil, err
 	}
+	return t.fetchSeqs(ctx, p, encKey, h, from, to, seqs, newest, cached)
+}
+
+// fetchSeqs is fetch with the entries' sequences already looked up.
+func (t *Store) fetchSeqs(ctx context.Context, p *pipe, encKey string, h *head, from, to uint64, seqs []uint64, newest *rawEntry, cached func(seq, n uint64) bool) ([]Entry, error) {
 	out := make([]Entry, len(seqs))
 	var reqs []*nats.Msg
 	var want []int // the indices of seqs fetched, in request order
@@ -177,27 +186,36 @@ func (t *Store) lookup(ctx context.Context, p *pipe, encKey string, h *head, fro
 				return nil, err
 			}
 		}
-		for i, m := range res {
-			k := k0 + uint64(i)
-			switch st := msgStatus(m); st {
-			case "":
-			case "404":
-				return nil, fmt.Errorf("%w: index chunk %s is missing (head says %d entries)", ErrIndexCorrupt, chunkKey(encKey, k), h.Count)
-			case "503":
-				return nil, ErrUnavailable
-			default:
-				return nil, fmt.Errorf("streams: index chunk get: status %s %s", st, m.Header.Get("Description"))
-			}
-			chunk, err := decodeChunk(m.Data)
-			if err != nil {
-				return nil, fmt.Errorf("%w: index chunk %s: %v", ErrIndexCorrupt, chunkKey(encKey, k), err)
-			}
-			lo, hi := k*ChunkSize, k*ChunkSize+ChunkSize
-			seqs = append(seqs, chunk[max(from, lo)-lo:min(to, hi)-lo]...)
+		if seqs, err = appendChunkSeqs(seqs, encKey, h, res, k0, from, to); err != nil {
+			return nil, err
 		}
 	}
 	if to > sealedEnd {
 		seqs = append(seqs, h.Tail[max(from, sealedEnd)-sealedEnd:to-sealedEnd]...)
+	}
+	return seqs, nil
+}
+
+// appendChunkSeqs appends the sequences of entries [from, to) that the
+// replies res, chunks k0, k0+1, ..., hold.
+func appendChunkSeqs(seqs []uint64, encKey string, h *head, res []*nats.Msg, k0, from, to uint64) ([]uint64, error) {
+	for i, m := range res {
+		k := k0 + uint64(i)
+		switch st := msgStatus(m); st {
+		case "":
+		case "404":
+			return nil, fmt.Errorf("%w: index chunk %s is missing (head says %d entries)", ErrIndexCorrupt, chunkKey(encKey, k), h.Count)
+		case "503":
+			return nil, ErrUnavailable
+		default:
+			return nil, fmt.Errorf("streams: index chunk get: status %s %s", st, m.Header.Get("Description"))
+		}
+		chunk, err := decodeChunk(m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: index chunk %s: %v", ErrIndexCorrupt, chunkKey(encKey, k), err)
+		}
+		lo, hi := k*ChunkSize, k*ChunkSize+ChunkSize
+		seqs = append(seqs, chunk[max(from, lo)-lo:min(to, hi)-lo]...)
 	}
 	return seqs, nil
 }
