@@ -24,11 +24,17 @@ import (
 
 // subagentConfig: the requester (main) answers each announce after a short
 // delay, so its lane is busy while announces pile up; children (kid) work
-// a little, or for a minute when their task says "slow".
+// a little, or for a minute when their task says "slow". Every child runs
+// at once (maxConcurrent above the most these tests spawn): the scenarios
+// need them all running when the gateways go; the bound has its own test
+// (subagent_concurrency_test.go).
 const subagentConfig = `
 bus:
   subagentSweepInterval: 500ms
 agents:
+  defaults:
+    subagents:
+      maxConcurrent: 64
   list:
     - id: main
       runtime: script
