@@ -57,7 +57,11 @@ func (a *Adapter) Start(ctx context.Context) (*Deliveries, error) {
 // to the server for another adapter, and returns when none is in flight.
 func (d *Deliveries) Stop() {
 	d.cc.Stop()
+	// cancelled under the lanes' lock, so a push either saw it (and started
+	// nothing) or added its lane before the Wait below
+	d.lanes.mu.Lock()
 	d.cancel()
+	d.lanes.mu.Unlock()
 	d.lanes.wg.Wait()
 }
 
@@ -130,6 +134,13 @@ func (l *lanes) push(m jetstream.Msg) {
 	seq := streamSeq(m)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		// handed to this callback after Stop (nats.go may still dispatch
+		// what it had received): back to the server for another adapter,
+		// and no lane may start once Stop waits for them
+		_ = m.Nak()
+		return
+	}
 	if l.held[seq] {
 		// handed out again while it waited here (keepAlive was late):
 		// the copy held already posts it, and its ack covers this one
