@@ -10,6 +10,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/childslots"
 	"github.com/sessionbus/sessionbus/kv/lanes"
+	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
@@ -60,17 +61,15 @@ type childSlot struct {
 }
 
 // takeChildSlot takes a slot when the run is a sub-agent's current run
-// (nil, nil for any other run); errChildQueued when every slot is taken.
-func (r *run) takeChildSlot(ctx context.Context) (*childSlot, error) {
+// (child, from childRecord; nil, nil for any other run); errChildQueued
+// when every slot is taken.
+func (r *run) takeChildSlot(ctx context.Context, child *subagents.Record) (*childSlot, error) {
 	g := r.g
-	if g.slots == nil || !rules.IsSubagentKey(r.req.SessionKey) {
+	if g.slots == nil || child == nil {
 		return nil, nil
 	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	if g.childOf(octx, r.req.SessionKey, r.req.RunID) == nil {
-		return nil, nil
-	}
 	sl, err := g.slots.Acquire(octx, r.req.RunID)
 	if errors.Is(err, childslots.ErrFull) {
 		return nil, errChildQueued

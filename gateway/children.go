@@ -320,16 +320,25 @@ func (g *Gateway) announceCarried(ctx context.Context, req *runqueue.Request) er
 	return nil
 }
 
+// childRecord is the registry record of the sub-agent whose current run r
+// is (childOf), nil for any other run: read once per run, for its slot and
+// its start (a new child is often not in the index yet, and each miss is a
+// registry read).
+func (r *run) childRecord(ctx context.Context) *subagents.Record {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	return r.g.childOf(octx, r.req.SessionKey, r.req.RunID)
+}
+
 // startChild is the Started step of docs/subagents.md#lifecycle for a
-// sub-agent's current run: record its start (and deadline) on the registry
+// sub-agent's current run (c, from childRecord; nil for any other run): record its start (and deadline) on the registry
 // record, end it as timeout without running when it is taken after its
 // deadline (r.rec is then terminal), and watch its run record so a kill or
 // a sweep's timeout cancels the turn.
-func (r *run) startChild(ctx context.Context) error {
+func (r *run) startChild(ctx context.Context, c *subagents.Record) error {
 	g := r.g
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	c := g.childOf(octx, r.req.SessionKey, r.req.RunID)
 	if c == nil {
 		return g.spawnRegistered(octx, r.req)
 	}

@@ -84,13 +84,14 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 		r.releaseLane()
 		return g.afterRun(ctx, req, r.rec)
 	}
-	slot, err := r.takeChildSlot(ctx)
+	child := r.childRecord(ctx)
+	slot, err := r.takeChildSlot(ctx, child)
 	if err != nil {
 		r.releaseLane()
 		return err
 	}
 	defer slot.free()
-	if err := r.startChild(ctx); err != nil {
+	if err := r.startChild(ctx, child); err != nil {
 		r.releaseLane()
 		return err
 	}
