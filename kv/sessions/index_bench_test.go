@@ -1,17 +1,12 @@
 package sessions
 
 import (
-	"encoding/json"
 	"log/slog"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // fakeKE is a watched bucket entry: a put.
@@ -42,24 +37,16 @@ func heapAfterGC() uint64 {
 // entries are applied as the watch would apply them.
 func BenchmarkIndexBytesPerSession(b *testing.B) {
 	n := 100000
-	kes := make([]fakeKE, n)
-	for i := range n {
-		e := Sample(i, 1_790_000_000_000)
-		b, _ := json.Marshal(e)
-		kes[i] = fakeKE{bus.EncodeKey(e.Key), b, uint64(i + 1)}
-	}
+	kes := sampleKEs(n)
 	for b.Loop() {
 	}
 	before := heapAfterGC()
-	ix := &Index{store: &Store{b: record.New[Entry](nil, nil, "session")}, log: slog.Default()}
-	ix.changed = sync.NewCond(&ix.mu)
-	ix.derive = func(e *Entry) any {
+	ix := bareIndex(slog.Default(), func(e *Entry) any {
 		return &struct {
 			a, b, c string
 			x, y, z bool
 		}{a: e.AgentID}
-	}
-	ix.clear()
+	})
 	for _, ke := range kes {
 		ix.apply(ke)
 	}

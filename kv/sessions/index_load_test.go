@@ -6,21 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 func newTestIndex() *Index {
-	ix := &Index{store: &Store{b: record.New[Entry](nil, nil, "session")}, log: slog.New(slog.DiscardHandler)}
-	ix.changed = sync.NewCond(&ix.mu)
-	ix.derive = func(e *Entry) any { return e.AgentID + "/" + e.Channel }
-	ix.clear()
-	return ix
+	return bareIndex(slog.New(slog.DiscardHandler), func(e *Entry) any { return e.AgentID + "/" + e.Channel })
 }
 
 // dump is everything a reader of ix can see, keys in place of slots.

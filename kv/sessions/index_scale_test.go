@@ -1,15 +1,10 @@
 package sessions
 
 import (
-	"encoding/json"
 	"log/slog"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // BenchmarkIndexBytesPerSession1M is BenchmarkIndexBytesPerSession at a
@@ -20,26 +15,18 @@ import (
 //	go test -run '^$' -bench IndexBytesPerSession1M -benchtime 1x ./kv/sessions/
 func BenchmarkIndexBytesPerSession1M(b *testing.B) {
 	n := 1_000_000
-	kes := make([]fakeKE, n)
-	for i := range n {
-		e := Sample(i, 1_790_000_000_000)
-		b, _ := json.Marshal(e)
-		kes[i] = fakeKE{bus.EncodeKey(e.Key), b, uint64(i + 1)}
-	}
+	kes := sampleKEs(n)
 	for b.Loop() {
 	}
 	before := heapAfterGC()
-	ix := &Index{store: &Store{b: record.New[Entry](nil, nil, "session")}, log: slog.Default()}
-	ix.changed = sync.NewCond(&ix.mu)
-	ix.derive = func(e *Entry) any {
+	ix := bareIndex(slog.Default(), func(e *Entry) any {
 		return &struct {
 			a, c    string
 			k       uint8
 			x, y, z bool
 			p, q    bool
 		}{a: e.AgentID}
-	}
-	ix.clear()
+	})
 	start := time.Now()
 	for _, ke := range kes {
 		ix.apply(ke)

@@ -7,13 +7,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // opKE is fakeKE with a chosen operation, for deletes.
@@ -29,9 +27,7 @@ func (o opKE) Operation() jetstream.KeyValueOp { return o.op }
 // children Children does, and a key that never had children is mostly
 // answered by the filter alone.
 func TestAppendChildrenMatchesChildrenThroughChurn(t *testing.T) {
-	ix := &Index{store: &Store{b: record.New[Entry](nil, nil, "session")}, log: slog.New(slog.DiscardHandler)}
-	ix.changed = sync.NewCond(&ix.mu)
-	ix.clear()
+	ix := bareIndex(slog.New(slog.DiscardHandler), nil)
 	rng := rand.New(rand.NewPCG(17, 1))
 	key := func(i int) string { return fmt.Sprintf("agent:main:k%d", i) }
 	const pool = 300
