@@ -132,7 +132,7 @@ func (r *run) claim(ctx context.Context) error {
 	if c, ok := r.g.cursors.take(r.enc); ok {
 		r.cur, cached = c, true
 	} else {
-		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, false) })
+		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, true) })
 	}
 	wg.Go(func() { r.sess, r.sessRev, sessErr = r.g.store.Get(octx, r.req.SessionKey) })
 	if r.fresh() {
@@ -164,9 +164,10 @@ func (r *run) claim(ctx context.Context) error {
 		// another gateway held the lane since this one kept the cursor:
 		// its turn moved the end, and appending at the kept one would fail
 		// its compare-and-set and cost a second record write (the moved
-		// position); read the end the index has now instead
+		// position); read the end now instead, the newest entry with the
+		// index head (the head lags by design)
 		var err error
-		if r.cur, err = r.g.tr.OpenCursor(octx, r.enc, false); err != nil {
+		if r.cur, err = r.g.tr.OpenCursor(octx, r.enc, true); err != nil {
 			r.releaseLane()
 			return err
 		}

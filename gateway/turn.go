@@ -322,9 +322,14 @@ func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, 
 	handOver := r.startHandOver()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := g.tr.Flush(ctx, r.cur); err != nil {
-			g.log.Debug("gateway: transcript index lags (readers repair it)", "run", req.RunID, "err", err)
-			return
+		// The index head moves once per many turns, not every turn: until
+		// then each entry lists what the head lacks, and readers extend it
+		// from the newest entry they fetch anyway (transcripts.Cursor.FlushDue).
+		if r.cur.FlushDue() {
+			if err := g.tr.Flush(ctx, r.cur); err != nil {
+				g.log.Debug("gateway: transcript index lags (readers repair it)", "run", req.RunID, "err", err)
+				return
+			}
 		}
 		g.cursors.put(r.enc, r.cur)
 	})

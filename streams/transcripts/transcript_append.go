@@ -54,7 +54,10 @@ func (t *Store) appendEntries(ctx context.Context, encKey string, exact bool, wa
 	defer cancel()
 	defer t.putPipe(p)
 
-	h, _, err := t.loadState(ctx, p, encKey, false)
+	// The newest entry is read beside the head: heads lag the stream by
+	// design (transcript_lag.go), and a publish after a lagging head's end
+	// would only fail its compare-and-set.
+	h, _, err := t.readState(ctx, p, encKey)
 	if err != nil {
 		return 0, err
 	}

@@ -38,7 +38,13 @@ func (t *Store) OpenCursor(ctx context.Context, encKey string, exact bool) (*Cur
 	}
 	defer cancel()
 	defer t.putPipe(p)
-	h, top, err := t.loadState(ctx, p, encKey, exact)
+	var h *head
+	var top *rawEntry
+	if exact {
+		h, top, err = t.readState(ctx, p, encKey)
+	} else {
+		h, top, err = t.loadState(ctx, p, encKey, false)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read end of %s: %w", encKey, err)
 	}
@@ -85,6 +91,9 @@ func (t *Store) AppendAt(ctx context.Context, c *Cursor, msgID string, entry []b
 	m := buildEntryMsgs(t.names.Transcript(c.encKey), n, c.lastSeq(), [][]byte{entry}, nil)[0]
 	if msgID != "" {
 		m.Header[nats.MsgIdHdr] = []string{msgID}
+	}
+	if v := c.unindexedHeader(); v != "" {
+		m.Header[hdrUnindexed] = []string{v}
 	}
 	res, err := p.roundTrip(ctx, []*nats.Msg{m})
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -61,6 +62,11 @@ type head struct {
 
 	rev uint64 // KV revision of the head subject (0: never written); CAS base
 	bad bool   // present but undecodable/inconsistent: rebuild from the stream
+
+	// stored is set on a head extended in memory (virtualHead): the head
+	// as stored, and unindexed the sequences of the entries past it
+	stored    *head
+	unindexed []uint64
 }
 
 // tailStart is the first entry whose sequence the head itself carries.
@@ -245,6 +251,8 @@ type rawEntry struct {
 	subject string
 	data    []byte
 	time    time.Time
+
+	unindexed string // its Sb-Unindexed header: the entries the stored head lacked
 }
 
 // parseEntryMsg decodes a direct-get reply. found is false on 404.
@@ -275,6 +283,7 @@ func parseEntryMsg(m *nats.Msg) (e rawEntry, found bool, err error) {
 	if ts := h.Get(jetstream.TimeStampHeaer); ts != "" {
 		e.time, _ = time.Parse(time.RFC3339Nano, ts)
 	}
+	e.unindexed = h.Get(hdrUnindexed)
 	e.data = m.Data
 	return e, true, nil
 }
@@ -360,10 +369,26 @@ func (t *Store) walkBack(ctx context.Context, p *pipe, encKey string, top rawEnt
 // consistent read costs one round trip). It returns the head and, when the
 // probe confirmed it, the newest entry (callers may reuse it).
 func (t *Store) loadState(ctx context.Context, p *pipe, encKey string, probe bool) (*head, *rawEntry, error) {
+	return t.loadStateLag(ctx, p, encKey, probe, false)
+}
+
+// readState is loadState with the probe for a reader or a cursor: a head
+// that lags the newest entry by what that entry lists (Sb-Unindexed) comes
+// back extended in memory (virtualHead) instead of repaired with a write.
+func (t *Store) readState(ctx context.Context, p *pipe, encKey string) (*head, *rawEntry, error) {
+	return t.loadStateLag(ctx, p, encKey, true, true)
+}
+
+func (t *Store) loadStateLag(ctx context.Context, p *pipe, encKey string, probe, lag bool) (*head, *rawEntry, error) {
 	for attempt := 0; attempt < maxRepairAttempts; attempt++ {
 		h, top, err := t.fetchState(ctx, p, encKey, probe)
 		if err != nil {
 			return nil, nil, err
+		}
+		if lag && !consistent(h, top) {
+			if v := virtualHead(h, top); v != nil {
+				return v, top, nil
+			}
 		}
 		if !probe {
 			if !h.bad {
@@ -457,6 +482,23 @@ func (t *Store) fetchState(ctx context.Context, p *pipe, encKey string, probe bo
 // (plus sealed chunks); a lagging head is caught up by walking back from
 // top; anything stranger, or a lost CAS, goes through the full repair.
 func (t *Store) indexAppend(ctx context.Context, p *pipe, encKey string, h *head, top *rawEntry, seqs []uint64) (*head, error) {
+	if stored, gap := h.unwrap(); len(gap) > 0 {
+		// appended after a head extended in memory: the stored head moves
+		// past the gap and the new entries, sealing what the gap fills
+		h, seqs = stored, append(slices.Clone(gap), seqs...)
+		top = nil
+		if h.Count > 0 {
+			top = &rawEntry{n: h.Count - 1, seq: h.Last}
+		}
+	} else if v := virtualHead(h, top); v != nil {
+		// a writer that read the stored head, not the newest entry, and
+		// lost its first compare-and-set: the newest entry lists the gap
+		seqs = append(slices.Clone(v.unindexed), seqs...)
+		top = nil
+		if h.Count > 0 {
+			top = &rawEntry{n: h.Count - 1, seq: h.Last}
+		}
+	}
 	var base *head
 	switch {
 	case h.bad:

@@ -66,12 +66,18 @@ func (t *Store) tailPrefetched(ctx context.Context, p *pipe, encKey string, limi
 		return nil, 0, false, err
 	}
 	h, err := decodeHeadMsg(res[0])
-	if err != nil || h.bad || h.Count != n || uint64(len(h.Tail)) != n-sealedEnd {
+	if err != nil {
 		return nil, 0, false, nil
 	}
 	top, found, err := parseEntryMsg(res[1])
-	if err != nil || !found || top.subject != t.names.Transcript(encKey) || top.seq != h.Last || top.n != n-1 {
-		return nil, 0, false, nil // lagging or odd: loadState repairs
+	if err != nil || !found || top.subject != t.names.Transcript(encKey) {
+		return nil, 0, false, nil
+	}
+	if v := virtualHead(h, &top); v != nil && !consistent(h, &top) {
+		h = v // lagging by what the newest entry lists
+	}
+	if h.bad || h.Count != n || uint64(len(h.Tail)) != n-sealedEnd || top.seq != h.Last || top.n != n-1 {
+		return nil, 0, false, nil // lagging further or odd: loadState repairs
 	}
 	seqs, err := appendChunkSeqs(make([]uint64, 0, to-from), encKey, h, res[2:], k0, from, to)
 	if err != nil {

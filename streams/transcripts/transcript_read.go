@@ -16,7 +16,7 @@ func (t *Store) Count(ctx context.Context, encKey string) (uint64, error) {
 	}
 	defer cancel()
 	defer t.putPipe(p)
-	h, _, err := t.loadState(ctx, p, encKey, true)
+	h, _, err := t.readState(ctx, p, encKey)
 	if err != nil {
 		return 0, fmt.Errorf("count %s: %w", encKey, err)
 	}
@@ -31,7 +31,7 @@ func (t *Store) Read(ctx context.Context, encKey string, from, to uint64) ([]Ent
 	}
 	defer cancel()
 	defer t.putPipe(p)
-	h, newest, err := t.loadState(ctx, p, encKey, true)
+	h, newest, err := t.readState(ctx, p, encKey)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", encKey, err)
 	}
@@ -69,7 +69,7 @@ func (t *Store) TailCached(ctx context.Context, encKey string, limit int, offset
 	if es, total, ok, err := t.tailPrefetched(ctx, p, encKey, limit, offset, cached); ok || err != nil {
 		return es, total, err
 	}
-	h, newest, err := t.loadState(ctx, p, encKey, true)
+	h, newest, err := t.readState(ctx, p, encKey)
 	if err != nil {
 		return nil, 0, fmt.Errorf("tail %s: %w", encKey, err)
 	}
