@@ -51,7 +51,7 @@ func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, withPrev bool
 	if ke.Operation() != jetstream.KeyValuePut {
 		return c
 	}
-	e, err := ix.store.b.Decode(ke.Value())
+	e, err := ix.store.decodeWatched(ke.Value(), in)
 	if err != nil {
 		ix.log.Warn("session index: skipping corrupt entry", "key", key, "err", err)
 		return c
