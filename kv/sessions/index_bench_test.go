@@ -11,9 +11,10 @@ import (
 
 // fakeKE is a watched bucket entry: a put.
 type fakeKE struct {
-	key string
-	val []byte
-	rev uint64
+	key   string
+	val   []byte
+	rev   uint64
+	delta uint64 // values after this one in the watch's initial values
 }
 
 func (f fakeKE) Bucket() string                  { return "b" }
@@ -21,7 +22,7 @@ func (f fakeKE) Key() string                     { return f.key }
 func (f fakeKE) Value() []byte                   { return f.val }
 func (f fakeKE) Revision() uint64                { return f.rev }
 func (f fakeKE) Created() time.Time              { return time.Time{} }
-func (f fakeKE) Delta() uint64                   { return 0 }
+func (f fakeKE) Delta() uint64                   { return f.delta }
 func (f fakeKE) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 
 func heapAfterGC() uint64 {
