@@ -118,10 +118,15 @@ func (ix *Index) buildOrder() {
 		}
 		return strings.Compare(a.key, b.key)
 	})
+	ix.rank = make([]uint32, len(ix.slots))
+	for i, it := range items {
+		ix.rank[it.slot] = uint32(i)
+	}
 	ix.order.Clear(false)
 	for _, it := range items {
 		ix.order.ReplaceOrInsert(it.slot)
 	}
+	ix.rank = nil
 }
 
 // receive hands the initial values to send in batches until the marker
