@@ -98,18 +98,37 @@ func FuzzParams(f *testing.F) {
 	})
 }
 
+// parseAgentSessionKeyGeneral is ParseAgentSessionKey without its fast
+// path for canonical keys.
+func parseAgentSessionKeyGeneral(k string) (agentID, rest string, ok bool) {
+	parts := nonEmptySegments(strings.ToLower(trim(k)))
+	if len(parts) < 3 || parts[0] != "agent" {
+		return "", "", false
+	}
+	return parts[1], strings.Join(parts[2:], ":"), true
+}
+
 // FuzzSessionKeys is the key parsing every tool applies to a sessionKey
 // or agent id it is given: no panic, and what they return is consistent.
 func FuzzSessionKeys(f *testing.F) {
 	for _, s := range []string{
 		"agent:main:main", "main", "agent:MAIN:subagent:x:subagent:y", "agent::", "agent:../x:main", "cron:job:run:1",
 		"agent:main:telegram:group:1:thread:5", "a\x00b", "\xff", strings.Repeat("agent:", 50), "agent:main:acp:x", "node-1",
+		"agent:main", "agent:main:", ":agent:main:x", "agent:main::x", " agent:main:x", "Agent:main:x", "agent:mäin:x",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, k string) {
-		if id, rest, ok := ParseAgentSessionKey(k); ok && (id == "" || rest == "") {
+		id, rest, ok := ParseAgentSessionKey(k)
+		if ok && (id == "" || rest == "") {
 			t.Fatalf("ParseAgentSessionKey(%q) = %q, %q, ok", k, id, rest)
+		}
+		// the canonical key's fast paths give what the general rule gives
+		if wid, wrest, wok := parseAgentSessionKeyGeneral(k); id != wid || rest != wrest || ok != wok {
+			t.Fatalf("ParseAgentSessionKey(%q) = %q, %q, %v; the general rule %q, %q, %v", k, id, rest, ok, wid, wrest, wok)
+		}
+		if got, want := lowerTrim(k), strings.ToLower(trim(k)); got != want {
+			t.Fatalf("lowerTrim(%q) = %q, want %q", k, got, want)
 		}
 		ClassifyKeyShape(k)
 		if id := AgentIDFromKey(k); id == "" || !utf8.ValidString(id) && utf8.ValidString(k) {

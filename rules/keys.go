@@ -26,6 +26,18 @@ const (
 // Empty segments are dropped before counting, so "agent::broken" has only two
 // segments and is not an agent key (it is "malformed_agent").
 func ParseAgentSessionKey(k string) (agentID, rest string, ok bool) {
+	if canonicalKey(k) {
+		// the form nearly every stored key has, split without copying: a
+		// worker parses each of a million keys several times at its start
+		r, found := strings.CutPrefix(k, "agent:")
+		if !found {
+			return "", "", false
+		}
+		if agentID, rest, ok = strings.Cut(r, ":"); !ok {
+			return "", "", false
+		}
+		return agentID, rest, true
+	}
 	raw := lowerTrim(k)
 	if raw == "" {
 		return "", "", false
@@ -35,6 +47,22 @@ func ParseAgentSessionKey(k string) (agentID, rest string, ok bool) {
 		return "", "", false
 	}
 	return parts[1], strings.Join(parts[2:], ":"), true
+}
+
+// canonicalKey reports a key that is its own lowerTrim and has no empty
+// segment: printable ASCII without upper case, not starting or ending with
+// a colon, no two colons together.
+func canonicalKey(k string) bool {
+	if k == "" || k[0] == ':' || k[len(k)-1] == ':' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || ('A' <= c && c <= 'Z') || (c == ':' && k[i-1] == ':') {
+			return false
+		}
+	}
+	return true
 }
 
 func nonEmptySegments(s string) []string {
@@ -124,7 +152,10 @@ var cronRunRestRe = regexp.MustCompile(`^cron:[^:]+:run:[^:]+$`)
 
 // IsCronRunKey reports a per-run cron key (agent:<id>:cron:<job>:run:<run>);
 // sessions.list never returns these.
-func IsCronRunKey(k string) bool { return cronRunRestRe.MatchString(parsedRest(k)) }
+func IsCronRunKey(k string) bool {
+	rest := parsedRest(k)
+	return strings.HasPrefix(rest, "cron:") && cronRunRestRe.MatchString(rest)
+}
 
 // IsCronKey reports an agent-scoped cron key. A bare "cron:job" is not one:
 // OpenClaw only recognises cron keys after parsing.

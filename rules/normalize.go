@@ -16,7 +16,27 @@ func isJSSpace(r rune) bool {
 }
 
 // lowerTrim is the canonical form OpenClaw compares keys and config values in.
-func lowerTrim(s string) string { return strings.ToLower(trim(s)) }
+func lowerTrim(s string) string {
+	if lowerTrimmed(s) {
+		return s
+	}
+	return strings.ToLower(trim(s))
+}
+
+// lowerTrimmed reports an ASCII s without upper case or space at either
+// end: its own lowerTrim (most keys and values, checked without decoding
+// runes).
+func lowerTrimmed(s string) bool {
+	if s == "" || s[0] <= ' ' || s[len(s)-1] <= ' ' {
+		return s == ""
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x7f || ('A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
 
 // FirstNonEmpty implements OpenClaw's `a ?? b ?? c` chains, where an
 // absent value is the empty string in Go. Blank counts as absent and the

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -136,9 +137,10 @@ func (e *Entry) SetRare(fn func(*RareFields)) {
 // tests read these bytes). It stays a struct of its own, copied to and from
 // Entry, because encoding/json writes a struct's fields in their declared
 // order and the rare fields sit between the others here; and because
-// json.Marshal and json.Unmarshal of a plain struct are the fast path the
-// store's encoder and the watch's decode take (unknown fields ignored,
-// names matched case-insensitively, decoding over what is there).
+// json.Marshal of a plain struct is the store's encoder, and decoding into
+// one the definition of what any stored value decodes to (unknown fields
+// ignored, names matched case-insensitively, decoding over what is there),
+// which the generated plain decoder (decodePlain) must give too.
 type entryJSON struct {
 	Key                  string           `json:"key"`
 	AgentID              string           `json:"agentId,omitempty"`
@@ -209,6 +211,34 @@ func (e *Entry) encode() ([]byte, error) {
 // UnmarshalJSON reads the stored form into e, over what e holds, as
 // json.Unmarshal into a struct does.
 func (e *Entry) UnmarshalJSON(data []byte) error {
+	// Nearly every stored entry is in the plain form the store writes,
+	// read without reflection (plaindec.go); any other is read in full.
+	if *e == (Entry{}) {
+		if e.decodePlain(data, nil) {
+			return nil
+		}
+		*e = Entry{}
+	}
+	return e.decodeFull(data)
+}
+
+// decodeInterned is a new entry decoded from data as UnmarshalJSON
+// decodes it, with the strings in holds taken from there.
+func decodeInterned(data []byte, in *interner) (*Entry, error) {
+	e := new(Entry)
+	if e.decodePlain(data, in) {
+		return e, nil
+	}
+	*e = Entry{}
+	if err := e.decodeFull(data); err != nil {
+		return nil, fmt.Errorf("corrupt session record: %w", err)
+	}
+	return e, nil
+}
+
+// decodeFull is UnmarshalJSON by the full decoder: what it gives is the
+// definition of an entry's decoding, for every input.
+func (e *Entry) decodeFull(data []byte) error {
 	w := e.wire()
 	w.Imports = slices.Clone(w.Imports) // may be shared: decoding reuses its array
 	// may be shared: decoding writes through the pointer

@@ -146,3 +146,261 @@ func (r RareFields) orNil() *RareFields {
 	}
 	return &r
 }
+
+// decodePlain decodes data into e, the zero Entry, when data is in the
+// form plainDecoder reads; false otherwise, with e partly written. in (may
+// be nil) gives the strings it holds.
+func (e *Entry) decodePlain(data []byte, in *interner) bool {
+	d := plainDecoder{data: data, in: in}
+	var seen [1]uint64
+	var r RareFields
+	rare := false
+	for more := d.open(); more; more = d.next() {
+		switch string(d.key()) {
+		case "key":
+			d.once(seen[:], 0)
+			e.Key = d.str()
+		case "agentId":
+			d.once(seen[:], 1)
+			e.AgentID = d.str()
+		case "sessionId":
+			d.once(seen[:], 2)
+			e.SessionID = d.str()
+		case "createdAt":
+			d.once(seen[:], 3)
+			e.CreatedAt = d.int64()
+		case "updatedAt":
+			d.once(seen[:], 4)
+			e.UpdatedAt = d.int64()
+		case "label":
+			d.once(seen[:], 5)
+			e.Label = d.str()
+		case "displayName":
+			d.once(seen[:], 6)
+			e.DisplayName = d.str()
+		case "subject":
+			d.once(seen[:], 7)
+			e.Subject = d.str()
+		case "group":
+			d.once(seen[:], 8)
+			e.Group = d.str()
+		case "derivedTitle":
+			d.once(seen[:], 9)
+			e.DerivedTitle = d.str()
+		case "channel":
+			d.once(seen[:], 10)
+			e.Channel = d.str()
+		case "lastChannel":
+			d.once(seen[:], 11)
+			e.LastChannel = d.str()
+		case "lastTo":
+			d.once(seen[:], 12)
+			e.LastTo = d.str()
+		case "lastAccountId":
+			d.once(seen[:], 13)
+			e.LastAccountID = d.str()
+		case "lastThreadId":
+			d.once(seen[:], 14)
+			e.LastThreadID = d.str()
+		case "origin":
+			d.once(seen[:], 15)
+			v := new(Origin)
+			v.decodePlain(&d)
+			e.Origin = v
+		case "deliveryContext":
+			d.once(seen[:], 16)
+			v := new(DeliveryContext)
+			v.decodePlain(&d)
+			e.DeliveryContext = v
+		case "chatType":
+			d.once(seen[:], 17)
+			e.ChatType = d.str()
+		case "spawnedBy":
+			d.once(seen[:], 18)
+			e.SpawnedBy = d.str()
+		case "parentSessionKey":
+			d.once(seen[:], 19)
+			e.ParentSessionKey = d.str()
+		case "spawnDepth":
+			d.once(seen[:], 20)
+			v := d.int()
+			e.SpawnDepth = &v
+		case "subagentRole":
+			d.once(seen[:], 21)
+			r.SubagentRole = d.str()
+			rare = true
+		case "subagentControlScope":
+			d.once(seen[:], 22)
+			r.SubagentControlScope = d.str()
+			rare = true
+		case "spawnedWorkspaceDir":
+			d.once(seen[:], 23)
+			r.SpawnedWorkspaceDir = d.str()
+			rare = true
+		case "sendPolicy":
+			d.once(seen[:], 24)
+			e.SendPolicy = d.str()
+		case "model":
+			d.once(seen[:], 25)
+			e.Model = d.str()
+		case "modelProvider":
+			d.once(seen[:], 26)
+			e.ModelProvider = d.str()
+		case "providerOverride":
+			d.once(seen[:], 27)
+			r.ProviderOverride = d.str()
+			rare = true
+		case "modelOverride":
+			d.once(seen[:], 28)
+			r.ModelOverride = d.str()
+			rare = true
+		case "thinkingLevel":
+			d.once(seen[:], 29)
+			r.ThinkingLevel = d.str()
+			rare = true
+		case "inputTokens":
+			d.once(seen[:], 30)
+			e.InputTokens = d.int64()
+		case "outputTokens":
+			d.once(seen[:], 31)
+			e.OutputTokens = d.int64()
+		case "totalTokens":
+			d.once(seen[:], 32)
+			e.TotalTokens = d.int64()
+		case "contextTokens":
+			d.once(seen[:], 33)
+			e.ContextTokens = d.int64()
+		case "cacheRead":
+			d.once(seen[:], 34)
+			r.CacheRead = d.int64()
+			rare = true
+		case "cacheWrite":
+			d.once(seen[:], 35)
+			r.CacheWrite = d.int64()
+			rare = true
+		case "compactionCount":
+			d.once(seen[:], 36)
+			r.CompactionCount = d.int64()
+			rare = true
+		case "status":
+			d.once(seen[:], 37)
+			e.Status = d.str()
+		case "startedAt":
+			d.once(seen[:], 38)
+			e.StartedAt = d.int64()
+		case "endedAt":
+			d.once(seen[:], 39)
+			e.EndedAt = d.int64()
+		case "runtimeMs":
+			d.once(seen[:], 40)
+			r.RuntimeMs = d.int64()
+			rare = true
+		case "abortedLastRun":
+			d.once(seen[:], 41)
+			e.AbortedLastRun = d.bool()
+		case "archived":
+			d.once(seen[:], 42)
+			e.Archived = d.bool()
+		case "pinned":
+			d.once(seen[:], 43)
+			e.Pinned = d.bool()
+		case "goal":
+			d.once(seen[:], 44)
+			var v *Goal
+			d.full(&v)
+			r.Goal = v
+			rare = true
+		case "ownerId":
+			d.once(seen[:], 45)
+			e.OwnerID = d.str()
+		case "creatorId":
+			d.once(seen[:], 46)
+			e.CreatorID = d.str()
+		case "projectId":
+			d.once(seen[:], 47)
+			e.ProjectID = d.str()
+		case "workspaceDir":
+			d.once(seen[:], 48)
+			e.WorkspaceDir = d.str()
+		case "stateVersion":
+			d.once(seen[:], 49)
+			r.StateVersion = d.uint64()
+			rare = true
+		case "sessionStartedAt":
+			d.once(seen[:], 50)
+			r.SessionStartedAt = d.int64()
+			rare = true
+		case "lastInteractionAt":
+			d.once(seen[:], 51)
+			r.LastInteractionAt = d.int64()
+			rare = true
+		case "sessionbusImports":
+			d.once(seen[:], 52)
+			var v []ImportMark
+			d.full(&v)
+			r.Imports = v
+			rare = true
+		default:
+			d.fail()
+		}
+	}
+	if !d.done() {
+		return false
+	}
+	if rare {
+		e.Rare = r.orNil()
+	}
+	return true
+}
+
+// decodePlain decodes the next value into o, the zero Origin.
+func (o *Origin) decodePlain(d *plainDecoder) {
+	var seen [1]uint64
+	for more := d.open(); more; more = d.next() {
+		switch string(d.key()) {
+		case "provider":
+			d.once(seen[:], 0)
+			o.Provider = d.str()
+		case "accountId":
+			d.once(seen[:], 1)
+			o.AccountID = d.str()
+		case "threadId":
+			d.once(seen[:], 2)
+			o.ThreadID = d.str()
+		case "chatType":
+			d.once(seen[:], 3)
+			o.ChatType = d.str()
+		case "from":
+			d.once(seen[:], 4)
+			o.From = d.str()
+		case "to":
+			d.once(seen[:], 5)
+			o.To = d.str()
+		default:
+			d.fail()
+		}
+	}
+}
+
+// decodePlain decodes the next value into o, the zero DeliveryContext.
+func (o *DeliveryContext) decodePlain(d *plainDecoder) {
+	var seen [1]uint64
+	for more := d.open(); more; more = d.next() {
+		switch string(d.key()) {
+		case "channel":
+			d.once(seen[:], 0)
+			o.Channel = d.str()
+		case "to":
+			d.once(seen[:], 1)
+			o.To = d.str()
+		case "accountId":
+			d.once(seen[:], 2)
+			o.AccountID = d.str()
+		case "threadId":
+			d.once(seen[:], 3)
+			o.ThreadID = d.str()
+		default:
+			d.fail()
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, withPrev bool
 	if ke.Operation() != jetstream.KeyValuePut {
 		return c
 	}
-	e, err := ix.store.b.Decode(ke.Value())
+	e, err := ix.store.decodeWatched(ke.Value(), in)
 	if err != nil {
 		ix.log.Warn("session index: skipping corrupt entry", "key", key, "err", err)
 		return c
@@ -77,7 +77,11 @@ func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, withPrev bool
 // commit files c in every lookup (mu held); the caller advances applied.
 func (ix *Index) commit(c *change) {
 	key, e, sig := c.key, c.e, c.sig
-	slot, had := ix.byKey.get(key)
+	cell, had := ix.byKey.find(key)
+	var slot uint32
+	if had {
+		slot = ix.byKey.cells[cell] - 1
+	}
 	switch {
 	case had && e != nil:
 		old := ix.slots[slot]
@@ -97,8 +101,18 @@ func (ix *Index) commit(c *change) {
 		slot = ix.newSlot()
 		ix.search.set(slot, sig, true)
 		ix.link(slot, e)
-		ix.byKey.set(key, slot) // after link: the table reads the key from the slot's entry
+		ix.byKey.add(cell, key, slot) // after link: the table reads the key from the slot's entry
 	}
+}
+
+// reserve makes room for n more entries (mu held): the load knows from
+// its first value how many follow, and the lookups grown step by step
+// would be copied and rehashed ~20 times on the way to a million.
+func (ix *Index) reserve(n int) {
+	ix.slots = slices.Grow(ix.slots, n)
+	ix.search.grow(cap(ix.slots))
+	ix.byKey.reserve(ix.byKey.len() + n)
+	ix.bySessionID.reserve(ix.bySessionID.len() + n)
 }
 
 // newSlot takes a free slot or adds one.
@@ -132,10 +146,10 @@ func (ix *Index) link(slot uint32, e *Entry) {
 		ix.byLabel[e.Label] = append(ix.byLabel[e.Label], slot)
 	}
 	if id := e.SessionID; id != "" {
-		if _, taken := ix.bySessionID.get(id); taken {
+		if cell, taken := ix.bySessionID.find(id); taken {
 			ix.sharedIDs[id] = append(ix.sharedIDs[id], slot)
 		} else {
-			ix.bySessionID.set(id, slot)
+			ix.bySessionID.add(cell, id, slot)
 		}
 	}
 }

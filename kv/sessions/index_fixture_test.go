@@ -26,7 +26,7 @@ func sampleKEs(n int) []fakeKE {
 	for i := range n {
 		e := Sample(i, 1_790_000_000_000)
 		v, _ := json.Marshal(e)
-		kes[i] = fakeKE{bus.EncodeKey(e.Key), v, uint64(i + 1)}
+		kes[i] = fakeKE{bus.EncodeKey(e.Key), v, uint64(i + 1), uint64(n - 1 - i)}
 	}
 	return kes
 }

@@ -21,6 +21,9 @@ const loadBatch = 256
 // arrive, without holding the whole bucket twice.
 const loadQueue = 1024
 
+// maxReserve bounds the room the load makes before it has the entries.
+const maxReserve = 1 << 24
+
 type batch struct {
 	kes      []jetstream.KeyValueEntry
 	changes  []change
@@ -55,9 +58,16 @@ func (ix *Index) load(ctx context.Context, updates <-chan jetstream.KeyValueEntr
 	var top uint64 // the last revision filed
 	go func() {
 		defer close(filed)
+		reserved := false
 		for b := range inOrder {
 			<-b.prepared
 			ix.mu.Lock()
+			if !reserved && len(b.kes) > 0 {
+				// the first value says how many follow it (bounded: a
+				// hint, not a promise)
+				ix.reserve(int(min(b.kes[0].Delta()+1, maxReserve)))
+				reserved = true
+			}
 			for i := range b.changes {
 				if c := &b.changes[i]; !c.skip {
 					ix.commit(c)
@@ -108,10 +118,15 @@ func (ix *Index) buildOrder() {
 		}
 		return strings.Compare(a.key, b.key)
 	})
+	ix.rank = make([]uint32, len(ix.slots))
+	for i, it := range items {
+		ix.rank[it.slot] = uint32(i)
+	}
 	ix.order.Clear(false)
 	for _, it := range items {
 		ix.order.ReplaceOrInsert(it.slot)
 	}
+	ix.rank = nil
 }
 
 // receive hands the initial values to send in batches until the marker

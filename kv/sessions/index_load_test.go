@@ -78,7 +78,9 @@ func TestIndexLoadMatchesApply(t *testing.T) {
 			t.Fatal(err)
 		}
 		rev++
-		kes = append(kes, opKE{fakeKE{bus.EncodeKey(e.Key), b, rev}, jetstream.KeyValuePut})
+		// the first value's count of those that follow is a hint: here
+		// one too low, so the load both reserves and grows
+		kes = append(kes, opKE{fakeKE{key: bus.EncodeKey(e.Key), val: b, rev: rev, delta: uint64(loadBatch)}, jetstream.KeyValuePut})
 	}
 	n := 3*loadBatch + 17
 	for i := range n {
@@ -102,11 +104,11 @@ func TestIndexLoadMatchesApply(t *testing.T) {
 	}
 	for i := 3; i < n; i += 11 { // deleted
 		rev++
-		kes = append(kes, opKE{fakeKE{bus.EncodeKey(Sample(i, 0).Key), nil, rev}, jetstream.KeyValueDelete})
+		kes = append(kes, opKE{fakeKE{key: bus.EncodeKey(Sample(i, 0).Key), rev: rev}, jetstream.KeyValueDelete})
 	}
 	rev++
-	kes = append(kes, opKE{fakeKE{bus.EncodeKey(Sample(5, 0).Key), []byte("{corrupt"), rev}, jetstream.KeyValuePut})
-	kes = append(kes, opKE{fakeKE{"not base64 !", []byte("{}"), rev + 1}, jetstream.KeyValuePut})
+	kes = append(kes, opKE{fakeKE{key: bus.EncodeKey(Sample(5, 0).Key), val: []byte("{corrupt"), rev: rev}, jetstream.KeyValuePut})
+	kes = append(kes, opKE{fakeKE{key: "not base64 !", val: []byte("{}"), rev: rev + 1}, jetstream.KeyValuePut})
 
 	one := newTestIndex()
 	for _, ke := range kes {

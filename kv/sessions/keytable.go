@@ -58,6 +58,30 @@ func (t *keyTable) set(key string, slot uint32) {
 	t.cells[i] = slot + 1
 }
 
+// add files slot under key, which the table does not hold, in cell, the
+// empty cell find returned for key (keyOf(slot) must be key): one probe
+// sequence for a lookup and an insert.
+func (t *keyTable) add(cell int, key string, slot uint32) {
+	if cell < 0 || (t.n+1)*4 > len(t.cells)*3 {
+		t.grow()
+		cell, _ = t.find(key)
+	}
+	t.cells[cell] = slot + 1
+	t.n++
+}
+
+// reserve makes room for n keys in all, so adding them never grows the
+// table (each growth rehashes every key, reading it from its entry).
+func (t *keyTable) reserve(n int) {
+	size := max(16, len(t.cells))
+	for size*3 < n*4 {
+		size *= 2
+	}
+	if size > len(t.cells) {
+		t.resize(size)
+	}
+}
+
 // remove drops key, shifting back the cells after it (no tombstones: a
 // table that sees many deletes stays as fast as a fresh one).
 func (t *keyTable) remove(key string) {
@@ -78,9 +102,12 @@ func (t *keyTable) remove(key string) {
 	}
 }
 
-func (t *keyTable) grow() {
+func (t *keyTable) grow() { t.resize(max(16, 2*len(t.cells))) }
+
+// resize rehashes the table into size cells, a power of two.
+func (t *keyTable) resize(size int) {
 	old := t.cells
-	t.cells = make([]uint32, max(16, 2*len(old)))
+	t.cells = make([]uint32, size)
 	mask := len(t.cells) - 1
 	for _, c := range old {
 		if c == 0 {

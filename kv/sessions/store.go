@@ -55,6 +55,16 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	return &Store{KVConfig: opened, b: record.New[Entry](kv, js, "session").WithEcho(echo).WithEncoder((*Entry).encode), echo: echo, js: js}, nil
 }
 
+// decodeWatched is the entry the watch brought as data: the one this
+// process wrote, if the echo holds it, else data decoded with the strings
+// in holds.
+func (s *Store) decodeWatched(data []byte, in *interner) (*Entry, error) {
+	if e := s.echo.Take(data); e != nil {
+		return e, nil
+	}
+	return decodeInterned(data, in)
+}
+
 // recreate creates the bucket again, as Open did, after it was deleted.
 func (s *Store) recreate(ctx context.Context) error { return s.KVConfig.Recreate(ctx, "") }
 
