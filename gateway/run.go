@@ -31,9 +31,10 @@ func opCtx(parent context.Context) (context.Context, context.CancelFunc) {
 // waves is what a run costs in latency. The common case takes four, three
 // of them writes:
 //
-//  1. claim: read the transcript's end (none when this gateway kept it from
-//     the session's last run here), the run record and the session entry,
-//     and find whether another run holds the session (lane.go);
+//  1. claim: read the transcript's end (its newest entry only, when this
+//     gateway kept it from the session's last run here), the run record
+//     and the session entry, and find whether another run holds the
+//     session (lane.go);
 //  2. start: record running, then append the prompt, whose compare-and-set
 //     on the transcript's end holds the session for the run;
 //  3. appendReply: append the reply after the agent's turn, which frees
@@ -113,35 +114,17 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 
 // claim is wave 1: it reads the transcript's end, the run record and the
 // session entry, and returns errBusy when another run holds the session
-// there. The end may be stale by the time the prompt goes out, which is
-// safe: the prompt's compare-and-set fails, and the append reads the end
-// again and checks it again (appendPart).
+// there. The end may move by the time the prompt goes out, which is safe:
+// the prompt's compare-and-set fails, and the append reads the end again
+// and checks it again (appendPart). The session entry is read every time:
+// it carries the model override, which session_status changes through any
+// worker, and a copy kept here would run the next turn with the old model.
 func (r *run) claim(ctx context.Context) error {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	var curErr, sessErr, recErr, holdErr error
-	var held, checked bool
+	var endErr, sessErr, recErr error
 	var wg sync.WaitGroup
-	// The transcript's end as this gateway left it after the session's
-	// last run here, else read exactly: the read fetches the newest entry
-	// in the same round trip as the index head, and that entry says who
-	// holds the session. A stale cursor fails the prompt's compare-and-set.
-	// The session entry is read every time: it carries the model override,
-	// which session_status changes through any worker, and a copy kept here
-	// would run the next turn with the old model.
-	if c, ok := r.g.cursors.take(r.enc); ok {
-		r.cur = c
-		// the end this gateway left is its last run's reply, free; or a
-		// part of a turn that ended without one, whose record says so
-		if id, known := r.otherHolder(); known {
-			checked = true
-			if id != "" {
-				wg.Go(func() { held, holdErr = r.g.stillHolds(octx, id) })
-			}
-		}
-	} else {
-		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, true) })
-	}
+	wg.Go(func() { endErr = r.openEnd(octx) })
 	wg.Go(func() { r.sess, r.sessRev, sessErr = r.g.store.Get(octx, r.req.SessionKey) })
 	if r.fresh() {
 		// nobody wrote its record: turn will create it (CAS on revision 0)
@@ -161,16 +144,34 @@ func (r *run) claim(ctx context.Context) error {
 	if recErr == nil && r.rec.Terminal() {
 		return nil
 	}
-	if err := errors.Join(recErr, curErr, sessErr, holdErr); err != nil {
-		return err
+	return errors.Join(recErr, endErr, sessErr)
+}
+
+// openEnd reads the transcript's end and returns errBusy when another run
+// holds the session there. The end this gateway left after the session's
+// last run here is checked with one read of the newest entry (the index is
+// not read); when another gateway's run moved it since, or none was kept,
+// the end is read exactly: the index head and the newest entry in one
+// round trip. A kept end that went stale unnoticed would cost the run a
+// second write of its record (the prompt's moved position), which with
+// replicas sharing a session's runs was every other run. The newest entry
+// names the run that may hold the session; its record is read only when
+// that is another run's part other than a reply.
+func (r *run) openEnd(ctx context.Context) error {
+	var err error
+	current := false
+	if c, ok := r.g.cursors.take(r.enc); ok {
+		current, err = r.g.tr.Current(ctx, c)
+		if current {
+			r.cur = c
+		}
 	}
-	if !checked {
-		return r.heldByOther(octx)
+	if !current || err != nil {
+		if r.cur, err = r.g.tr.OpenCursor(ctx, r.enc, true); err != nil {
+			return err
+		}
 	}
-	if held {
-		return errBusy
-	}
-	return nil
+	return r.heldByOther(ctx)
 }
 
 // fresh reports a first delivery of a run queued without a record.

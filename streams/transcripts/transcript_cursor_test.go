@@ -184,3 +184,41 @@ func TestCursorTop(t *testing.T) {
 		t.Fatalf("top after flush %q known %v", data, known)
 	}
 }
+
+// Current tells a cursor that still ends where the transcript does from one
+// a writer outside it moved.
+func TestCursorCurrent(t *testing.T) {
+	f := newFixture(t)
+	key := "agent.main.current"
+	empty, err := f.tr.OpenCursor(ctx(t), key, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.tr.Current(ctx(t), empty); err != nil || !ok {
+		t.Fatalf("empty transcript, empty cursor: current %v %v", ok, err)
+	}
+	f.appendN(key, 0, 2)
+	if ok, err := f.tr.Current(ctx(t), empty); err != nil || ok {
+		t.Fatalf("cursor of the empty transcript after two appends: current %v %v", ok, err)
+	}
+	c, err := f.tr.OpenCursor(ctx(t), key, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.tr.Current(ctx(t), c); err != nil || !ok {
+		t.Fatalf("fresh cursor: current %v %v", ok, err)
+	}
+	if data, known := c.Top(); !known || string(data) != string(body(key, 1)) {
+		t.Fatalf("top after the check %q known %v", data, known)
+	}
+	if _, _, err := f.tr.AppendAt(ctx(t), c, "", body(key, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.tr.Current(ctx(t), c); err != nil || !ok {
+		t.Fatalf("after its own append: current %v %v", ok, err)
+	}
+	f.appendN(key, 3, 1) // someone else
+	if ok, err := f.tr.Current(ctx(t), c); err != nil || ok {
+		t.Fatalf("after another writer: current %v %v", ok, err)
+	}
+}
