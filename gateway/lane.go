@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
 // One run at a time holds a session, and the transcript says which, with
@@ -92,7 +93,10 @@ func (r *run) endHolder(ctx context.Context) (string, error) {
 
 // stillHolds reports whether run id, named by the transcript's newest
 // entry, still holds the session: its record is not terminal. A record
-// that is gone (expired, long after any turn) holds nothing.
+// that is gone (expired, long after any turn) holds nothing, and neither
+// does a running one past its turn's deadline by two ack waits: its
+// gateway died and its request is gone (a redelivery would have recorded
+// a new attempt by then), and nothing else would ever end it.
 func (g *Gateway) stillHolds(ctx context.Context, id string) (bool, error) {
 	rec, _, err := g.runs.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -101,7 +105,22 @@ func (g *Gateway) stillHolds(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read the record of run %s, which holds the session: %w", id, err)
 	}
+	if rec.Status == runs.Running && rec.TurnDeadline > 0 &&
+		time.Now().UnixMilli() > rec.TurnDeadline+2*g.ackWait.Milliseconds() {
+		g.log.Warn("gateway: a run past its turn's deadline held a session; taking it", "run", id, "session", rec.SessionKey)
+		return false, nil
+	}
 	return !rec.Terminal(), nil
+}
+
+// turnTimeout is the most a turn of req may run (runAgent stops it then;
+// a sub-agent's deadline can only make it shorter).
+func (g *Gateway) turnTimeout(req *runqueue.Request) time.Duration {
+	secs := req.TimeoutSeconds
+	if secs <= 0 {
+		secs = DefaultTimeoutSeconds
+	}
+	return time.Duration(secs) * time.Second
 }
 
 // heldByOther returns errBusy when another run holds the session at the
@@ -150,7 +169,7 @@ func (r *run) backOff(ctx context.Context) error {
 		if rr.Terminal() || rr.Status == runs.Pending {
 			return record.ErrUnchanged
 		}
-		rr.Status, rr.Gateway, rr.StartedAt, rr.TranscriptAt = runs.Pending, "", 0, nil
+		rr.Status, rr.Gateway, rr.StartedAt, rr.TurnDeadline, rr.TranscriptAt = runs.Pending, "", 0, 0, nil
 		rr.Attempts = max(rr.Attempts-1, 0)
 		return nil
 	})

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
@@ -82,4 +85,66 @@ func entryMarker(t *testing.T, data []byte) marker {
 		t.Fatalf("entry without a run marker: %s", data)
 	}
 	return *m.M
+}
+
+// A run whose prompt is the transcript's newest entry holds the session
+// while its record is running: another run waits (busy) until the record
+// is terminal. A running record long past its turn's deadline is an
+// attempt whose gateway died and whose request is gone: it holds nothing.
+func TestOpenPromptHoldsSessionUntilEndedOrPastDeadline(t *testing.T) {
+	e := newEnv(t)
+	var busy atomic.Int64
+	e.gateway("gw1", Options{AckWait: time.Second, Observer: busyCounter{busy: &busy}})
+	ctx := context.Background()
+	orphan := func(session string, deadline time.Time) string {
+		t.Helper()
+		id := fmt.Sprintf("orphan-%d", time.Now().UnixNano())
+		rec := &runs.Record{RunID: id, SessionKey: session, AgentID: "main", Status: runs.Running,
+			Gateway: "dead", Attempts: 1, CreatedAt: time.Now().UnixMilli(), StartedAt: time.Now().UnixMilli(),
+			TurnDeadline: deadline.UnixMilli(), TranscriptAt: new(uint64)}
+		if err := e.runs.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		prompt, _ := json.Marshal(map[string]any{"role": "user", "content": "orphaned", runMarker: marker{Run: id, Part: "prompt"}})
+		if _, err := e.tr.Append(ctx, bus.EncodeKey(session), prompt); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	contents := func(session string) string {
+		var got []string
+		for _, m := range e.transcript(session) {
+			got = append(got, fmt.Sprint(m["content"]))
+		}
+		return strings.Join(got, "|")
+	}
+
+	held := "agent:main:held"
+	id := orphan(held, time.Now().Add(time.Hour))
+	req := e.request(held, "main", "after it")
+	e.submit(req)
+	bustest.WaitFor(t, 20*time.Second, "the run to find the session busy", func() bool { return busy.Load() > 0 })
+	if rec, _, err := e.runs.Get(ctx, req.RunID); err != nil || rec.Status != runs.Pending || rec.TranscriptAt != nil {
+		t.Fatalf("waiting run's record %+v %v, want pending with no transcript position", rec, err)
+	}
+	if _, err := e.runs.Update(ctx, id, func(r *runs.Record) error { r.Status = runs.Killed; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if rec := e.wait(req.RunID); rec.Status != runs.OK || rec.Attempts != 1 {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := contents(held); got != "orphaned|after it|after it" {
+		t.Fatalf("transcript %q", got)
+	}
+
+	stale := "agent:main:stale"
+	orphan(stale, time.Now().Add(-time.Minute))
+	req = e.request(stale, "main", "takes it")
+	e.submit(req)
+	if rec := e.wait(req.RunID); rec.Status != runs.OK {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := contents(stale); got != "orphaned|takes it|takes it" {
+		t.Fatalf("transcript %q", got)
+	}
 }

@@ -195,6 +195,7 @@ func (r *run) recordRunning(ctx context.Context, at uint64) (await func() (alrea
 		rr.Attempts++
 		rr.Gateway = r.g.id
 		rr.StartedAt = time.Now().UnixMilli()
+		rr.TurnDeadline = rr.StartedAt + r.g.turnTimeout(r.req).Milliseconds()
 		rr.Error = ""
 		rr.TranscriptAt = &at
 		return nil
