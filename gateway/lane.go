@@ -30,7 +30,8 @@ import (
 // the winner's open prompt, puts its record back to pending and is retried
 // after laneRetryDelay, as a run that found the session busy at its claim
 // is. A run whose gateway died keeps the session until its redelivery
-// resumes it or a kill or a sweep's timeout makes its record terminal.
+// resumes it, a kill or a sweep's timeout makes its record terminal, or
+// its turn's deadline is long past (stillHolds).
 
 // errBusy says another run holds the session: the delivery tries again
 // after laneRetryDelay, and it never counts as a failure.
