@@ -54,11 +54,8 @@ func thinkingOf(sess *sessions.Entry, child *subagents.Record) string {
 // sessions), whose deadline bounds the turn; emit receives the turn's
 // live output.
 func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, sess *sessions.Entry, model string, child *subagents.Record, emit func(runtime.Event)) (*runtime.Result, error) {
-	secs := req.TimeoutSeconds
-	if secs <= 0 {
-		secs = DefaultTimeoutSeconds
-	}
-	timeout := time.Duration(secs) * time.Second
+	timeout := g.turnTimeout(req)
+	secs := int(timeout / time.Second)
 	if d := deadline(child); !d.IsZero() {
 		// a child's run also stops at its deadline, set at its first start
 		// and kept across redeliveries: min(its timeout, the time left)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/childslots"
-	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -20,10 +19,10 @@ import (
 // from before it starts until its outcome is recorded. One that finds
 // every slot taken waits queued, as OpenClaw's sub-agent lane queues it:
 // its message goes back to the queue and is tried again, paced like a run
-// waiting for its session's lane, without counting as a failure.
+// waiting for its busy session, without counting as a failure.
 
-// errChildQueued is lanes.ErrBusy to the delivery: try again later.
-var errChildQueued = fmt.Errorf("sub-agent runs at agents.defaults.subagents.maxConcurrent: %w", lanes.ErrBusy)
+// errChildQueued is errBusy to the delivery: try again later.
+var errChildQueued = fmt.Errorf("sub-agent runs at agents.defaults.subagents.maxConcurrent: %w", errBusy)
 
 // openSlots opens the fleet's sub-agent slots, leased as long as a run's
 // message (both are kept by the run's heartbeat).
@@ -40,7 +39,7 @@ func (g *Gateway) openSlots(ctx context.Context) error {
 
 // childQueued reports, from what this gateway knows without a read, that
 // req is a sub-agent's current run and would find every slot taken: it
-// then waits without taking its session's lane (two writes) first. A
+// then waits without reading its session first. A
 // child that ended meanwhile (killed while it waited) goes through, to be
 // acked as the ended run it is.
 func (g *Gateway) childQueued(req *runqueue.Request) bool {

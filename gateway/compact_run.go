@@ -2,18 +2,25 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // compactRun is an on-demand compaction (`sessionbus session compact`):
-// it holds the session's lane like a turn, so it never interleaves with
-// one, compacts whether or not the context fits, and records the outcome
-// as the run's: ok with a one-line report as its reply, or an error saying
-// why nothing was compacted. A redelivered run that finds its compaction
-// entry reports it without compacting again.
+// it compacts whether or not the context fits, and records the outcome as
+// the run's: ok with a one-line report as its reply, or an error saying why
+// nothing was compacted. Its compaction entry carries the run's marker and
+// is its first part, so it obeys the rule a turn's prompt does (lane.go):
+// it is appended only where no other run's turn is open, never inside
+// one, and holds the session until the run's record is terminal. A turn
+// that started while the summary was written finds the entry going after
+// its reply; one still open then makes the compaction back off (errBusy)
+// and run again. A redelivered run that finds its compaction entry reports
+// it without compacting again.
 func (r *run) compactRun(ctx context.Context) (*runs.Record, error) {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
@@ -48,6 +55,14 @@ func (r *run) compactRun(ctx context.Context) (*runs.Record, error) {
 		switch {
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case errors.Is(err, errBusy):
+			// another run's turn is open at the end: compact again after it
+			bctx, c := opCtx(ctx)
+			defer c()
+			if berr := r.backOff(bctx); berr != nil {
+				return nil, berr
+			}
+			return nil, err
 		case err != nil:
 			status, errText = runs.Error, err.Error()
 		default:
@@ -70,5 +85,5 @@ func (r *run) compactRun(ctx context.Context) (*runs.Record, error) {
 		}
 		r.g.touchSession(octx, r.req, r.sess, r.sessRev, tu)
 	}
-	return r.recordOutcome(octx, status, errText, reply, nil)
+	return r.recordOutcome(octx, status, errText, reply, nil, time.Now().UnixMilli())
 }

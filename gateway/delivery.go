@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
@@ -41,7 +40,7 @@ func (g *Gateway) handle(msg jetstream.Msg) {
 	log := g.log.With("run", req.RunID, "session", req.SessionKey)
 	ctx := g.ctx
 	if err := g.execute(ctx, msg, &req); err != nil {
-		if errors.Is(err, lanes.ErrBusy) {
+		if errors.Is(err, errBusy) {
 			outcome = "busy"
 			_ = msg.NakWithDelay(laneRetryDelay(msg))
 			return
@@ -65,7 +64,7 @@ func (g *Gateway) handle(msg jetstream.Msg) {
 // MaxRunFailures records it failed and terminates its message, so a run
 // that can never succeed is not retried forever. The count is this
 // gateway's own, kept by stream sequence: the server's MaxDeliver would also
-// count the naks of a run waiting for a busy lane, and such a run must wait
+// count the naks of a run waiting for a busy session, and such a run must wait
 // as long as the turn ahead of it takes. Another replica that takes the
 // message counts afresh, so a run is tried at most MaxRunFailures times per
 // gateway.

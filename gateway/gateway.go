@@ -1,6 +1,7 @@
 // Package gateway executes run requests: every replica pulls from the shared
-// durable consumer on SB_RUNS, runs one turn at a time per session (a lane
-// lock in KV), records the outcome in the runs bucket, and drives the
+// durable consumer on SB_RUNS, runs one turn at a time per session (held by
+// the transcript's compare-and-set, see lane.go), records the outcome in the
+// runs bucket, and drives the
 // agent-to-agent flow (ping-pong, announce) as durable continuation runs.
 package gateway
 
@@ -48,7 +49,7 @@ const (
 	// MaxRunFailures is how often one gateway tries a run whose attempts
 	// fail (a deleted stream or bucket, a store that refuses its writes)
 	// before it records the run as failed and drops its message. Waiting
-	// for a busy session lane is no failure and never counts.
+	// for a session another run holds is no failure and never counts.
 	MaxRunFailures = 5
 )
 
@@ -58,7 +59,7 @@ type Options struct {
 	// AckWait of the shared consumer when this replica creates it (default
 	// 30 s): how long a run whose gateway died waits before another
 	// replica takes it. A replica that finds the consumer made keeps its
-	// AckWait, and paces its heartbeats and lane expiry by it.
+	// AckWait, and paces its heartbeats by it.
 	AckWait time.Duration
 	// RetryDelay is the wait before a failed run's first retry (default
 	// 1 s); it doubles with each failure, up to MaxRetryDelay.
@@ -91,16 +92,17 @@ type Gateway struct {
 	// which quotes a runtime's stderr) and in every log line.
 	redact *sanitize.Redactor
 
-	runs      *runs.Records
-	queue     *runqueue.Queue
-	flows     *a2a.Store
-	tr        *transcripts.Store
-	store     *sessions.Store
-	lanes     *lanes.Lanes
-	slots     *childslots.Slots // the fleet's sub-agent run bound
-	releasing releasing
+	runs  *runs.Records
+	queue *runqueue.Queue
+	flows *a2a.Store
+	tr    *transcripts.Store
+	store *sessions.Store
+	// lanes is the bucket earlier gateways held a session with; opened
+	// (and brought back when deleted) for the benchmarks and tools that
+	// still read it, written by no run here
+	lanes *lanes.Lanes
+	slots *childslots.Slots // the fleet's sub-agent run bound
 	// what this gateway last wrote per session (see recent)
-	laneRevs recent[uint64]
 	cursors  recent[*transcripts.Cursor]
 	failures recent[int] // failed attempts per queued message (stream sequence)
 	deliver  *deliveries.Stream
@@ -196,12 +198,9 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		}
 		g.ackWait = aw
 	}
-	// A held lane lives as long as the run's message: both are kept by the
-	// same heartbeat, and both end one ack wait after it stops.
 	if g.lanes, err = lanes.Open(ctx, g.js, g.names, id, g.ackWait, lanes.WithReplicas(cfg.Bus.Replicas)); err != nil {
 		return fail(err)
 	}
-	g.lanes.Finished = g.runFreedLane
 	if err := g.openSlots(ctx); err != nil {
 		return fail(err)
 	}
@@ -407,7 +406,7 @@ func (q queueGuard) Recreate(ctx context.Context, deleted string) error {
 }
 
 // heartbeat is how often a running turn tells the server it is still
-// working, and refreshes its lane: three times per ack wait.
+// working: three times per ack wait.
 func (g *Gateway) heartbeat() time.Duration { return g.ackWait / 3 }
 
 // ID is the gateway's name.

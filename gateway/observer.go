@@ -4,13 +4,13 @@ package gateway
 // gateway's own goroutines, so they must be quick and must not block.
 type Observer interface {
 	// RunStarted and RunDone bracket every run request an executor takes;
-	// outcome is "ok", "busy" (the session's lane was held: retried
+	// outcome is "ok", "busy" (another run held the session: retried
 	// later), "failed" (the attempt failed; retried or recorded failed),
 	// "stopping" or "malformed".
 	RunStarted()
 	RunDone(outcome string)
 	// Redelivered is a run request the server delivered again (an earlier
-	// delivery was nak'd, for a busy lane or a failure, or its gateway
+	// delivery was nak'd, for a busy session or a failure, or its gateway
 	// died before acking it).
 	Redelivered()
 	// Delivered is one delivery attempt of an announce or a notice (kind

@@ -27,14 +27,18 @@ type marker struct {
 }
 
 // appendPart appends one of the run's own entries at the cursor, with a
-// message id the server deduplicates. A writer outside the lane (an import,
-// say) can move the end under it: re-read the end, let moved record the new
-// position, and append there.
+// message id the server deduplicates. The compare-and-set fails when the
+// end moved: another run's entry (its prompt won the session) or a writer
+// that holds none (an import, say). The end is then read again, and unless
+// another run holds the session there (mayAppendAfter), moved records the
+// new position and the part goes there. The run's first part holds the
+// session for it.
 func (r *run) appendPart(ctx context.Context, part string, data []byte, moved func(context.Context, uint64) error) error {
 	id := r.req.RunID + "." + part
 	for attempt := 0; ; attempt++ {
 		_, _, err := r.g.tr.AppendAt(ctx, r.cur, id, data)
 		if err == nil {
+			r.holds = true
 			return nil
 		}
 		if !errors.Is(err, transcripts.ErrConflict) || attempt >= maxAppendMoves {
@@ -42,6 +46,9 @@ func (r *run) appendPart(ctx context.Context, part string, data []byte, moved fu
 		}
 		if r.cur, err = r.g.tr.OpenCursor(ctx, r.enc, true); err != nil {
 			return fmt.Errorf("append %s: %w", part, err)
+		}
+		if err := r.mayAppendAfter(ctx); err != nil {
+			return err
 		}
 		if moved != nil {
 			if err := moved(ctx, r.cur.Len()); err != nil {

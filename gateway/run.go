@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -29,24 +28,31 @@ func opCtx(parent context.Context) (context.Context, context.CancelFunc) {
 // Its cost is counted in waves. A wave is a set of JetStream requests
 // issued together and awaited together; with the server syncing every write
 // to disk before it acknowledges it (the default), the number of sequential
-// waves is what a run costs in latency. The common case takes four:
+// waves is what a run costs in latency. The common case takes four, three
+// of them writes:
 //
-//  1. claim: take the lane, read the transcript's end, the run record and
-//     the session entry;
-//  2. start: record running, then append the prompt;
-//  3. appendReply: append the reply after the agent's turn;
+//  1. claim: read the transcript's end (its newest entry only, when this
+//     gateway kept it from the session's last run here), the run record
+//     and the session entry, and find whether another run holds the
+//     session (lane.go);
+//  2. start: record running, then append the prompt, whose compare-and-set
+//     on the transcript's end holds the session for the run;
+//  3. appendReply: append the reply after the agent's turn, which frees
+//     the session;
 //  4. recordOutcome: record the outcome, move the transcript index, touch
-//     the session, release the lane.
+//     the session.
 type run struct {
 	g   *Gateway
 	req *runqueue.Request
 	msg jetstream.Msg
 	enc string
 
-	rec     *runs.Record // as last read or written, at revision rev
-	rev     uint64
-	lane    *lanes.Lane
-	cur     *transcripts.Cursor
+	rec *runs.Record // as last read or written, at revision rev
+	rev uint64
+	cur *transcripts.Cursor
+	// holds is set once the run's first part is in the transcript (or an
+	// earlier attempt's is): the session is the run's until its reply
+	holds   bool
 	sess    *sessions.Entry // nil: no such session yet
 	sessRev uint64
 
@@ -62,17 +68,15 @@ type run struct {
 	tc        *turnContext
 	compacted *compactionEntry
 
-	hbStop   context.CancelFunc
-	hbWG     sync.WaitGroup
-	laneMu   sync.Mutex
-	released bool
+	hbStop context.CancelFunc
+	hbWG   sync.WaitGroup
 }
 
 // execute runs req to a recorded outcome. It returns nil when the message
 // should be acked.
 func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.Request) error {
 	if g.childQueued(req) {
-		return errChildQueued // every sub-agent slot is taken: wait, lane untouched
+		return errChildQueued // every sub-agent slot is taken: wait, nothing read
 	}
 	r := &run{g: g, req: req, msg: msg, enc: bus.EncodeKey(req.SessionKey)}
 	if err := r.claim(ctx); err != nil {
@@ -81,29 +85,25 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	if r.rec.Terminal() {
 		// Redelivered after its outcome was recorded: never run twice; make
 		// sure the flow it starts moved on (idempotent).
-		r.releaseLane()
 		return g.afterRun(ctx, req, r.rec)
 	}
 	child := r.childRecord(ctx)
 	slot, err := r.takeChildSlot(ctx, child)
 	if err != nil {
-		r.releaseLane()
 		return err
 	}
 	defer slot.free()
 	if err := r.startChild(ctx, child); err != nil {
-		r.releaseLane()
 		return err
 	}
 	if r.rec.Terminal() { // past its deadline: ended without running
-		r.releaseLane()
 		return g.afterRun(ctx, req, r.rec)
 	}
 	if r.watch != nil {
 		defer r.watch.Stop()
 	}
 	r.startHeartbeat(ctx)
-	defer r.releaseLane()
+	defer r.stopHeartbeat()
 	rec, err := r.turn(ctx)
 	slot.free() // the outcome is recorded: the next child may start
 	if err != nil {
@@ -112,28 +112,19 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	return g.afterRun(ctx, req, rec)
 }
 
-// claim is wave 1: it takes the session's lane and reads, beside it, the
-// transcript's end, the run record and the session entry. The transcript's
-// end is read before the lane is surely ours, which is safe: a stale end
-// only fails the prompt's compare-and-set, and the append then re-reads it.
+// claim is wave 1: it reads the transcript's end, the run record and the
+// session entry, and returns errBusy when another run holds the session
+// there. The end may move by the time the prompt goes out, which is safe:
+// the prompt's compare-and-set fails, and the append reads the end again
+// and checks it again (appendPart). The session entry is read every time:
+// it carries the model override, which session_status changes through any
+// worker, and a copy kept here would run the next turn with the old model.
 func (r *run) claim(ctx context.Context) error {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	var laneErr, curErr, sessErr, recErr error
+	var endErr, sessErr, recErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { r.lane, laneErr = r.g.acquireLane(octx, r.req.SessionKey, r.req.RunID) })
-	// The transcript's end as this gateway left it after the session's
-	// last run here, else read. A stale cursor fails the prompt's
-	// compare-and-set (the append re-reads the end). The session entry is
-	// read every time, beside the lane: it carries the model override,
-	// which session_status changes through any worker, and a copy kept here
-	// would run the next turn with the old model.
-	cached := false
-	if c, ok := r.g.cursors.take(r.enc); ok {
-		r.cur, cached = c, true
-	} else {
-		wg.Go(func() { r.cur, curErr = r.g.tr.OpenCursor(octx, r.enc, true) })
-	}
+	wg.Go(func() { endErr = r.openEnd(octx) })
 	wg.Go(func() { r.sess, r.sessRev, sessErr = r.g.store.Get(octx, r.req.SessionKey) })
 	if r.fresh() {
 		// nobody wrote its record: turn will create it (CAS on revision 0)
@@ -153,26 +144,34 @@ func (r *run) claim(ctx context.Context) error {
 	if recErr == nil && r.rec.Terminal() {
 		return nil
 	}
-	if err := errors.Join(recErr, laneErr, curErr, sessErr); err != nil {
-		r.releaseLane()
-		if laneErr != nil && errors.Is(laneErr, lanes.ErrBusy) {
-			return lanes.ErrBusy
+	return errors.Join(recErr, endErr, sessErr)
+}
+
+// openEnd reads the transcript's end and returns errBusy when another run
+// holds the session there. The end this gateway left after the session's
+// last run here is checked with one read of the newest entry (the index is
+// not read); when another gateway's run moved it since, or none was kept,
+// the end is read exactly: the index head and the newest entry in one
+// round trip. A kept end that went stale unnoticed would cost the run a
+// second write of its record (the prompt's moved position), which with
+// replicas sharing a session's runs was every other run. The newest entry
+// names the run that may hold the session; its record is read only when
+// that is another run's part other than a reply.
+func (r *run) openEnd(ctx context.Context) error {
+	var err error
+	current := false
+	if c, ok := r.g.cursors.take(r.enc); ok {
+		current, err = r.g.tr.Current(ctx, c)
+		if current {
+			r.cur = c
 		}
-		return err
 	}
-	if cached && !r.lane.Resumed() {
-		// another gateway held the lane since this one kept the cursor:
-		// its turn moved the end, and appending at the kept one would fail
-		// its compare-and-set and cost a second record write (the moved
-		// position); read the end now instead, the newest entry with the
-		// index head (the head lags by design)
-		var err error
-		if r.cur, err = r.g.tr.OpenCursor(octx, r.enc, true); err != nil {
-			r.releaseLane()
+	if !current || err != nil {
+		if r.cur, err = r.g.tr.OpenCursor(ctx, r.enc, true); err != nil {
 			return err
 		}
 	}
-	return nil
+	return r.heldByOther(ctx)
 }
 
 // fresh reports a first delivery of a run queued without a record.

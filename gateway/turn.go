@@ -25,8 +25,9 @@ import (
 // completion announce searches for the reply it carries.
 const historyLimit = 20
 
-// turn holds the lane: it records running, appends the prompt, runs the
-// agent, appends the reply and records the outcome.
+// turn records running, appends the prompt (which holds the session for
+// the run), runs the agent, appends the reply (which frees it) and records
+// the outcome.
 func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	if r.req.Compact != nil {
 		return r.compactRun(ctx)
@@ -89,9 +90,12 @@ func (r *run) readTranscript(ctx context.Context) (mine []transcripts.Entry, err
 // start is wave 2: the running record, which carries the position the
 // prompt is written at, goes out first, and the prompt follows without
 // waiting for its ack; a session that has no entry yet is created beside
-// them. An earlier attempt's prompt (in mine) is not written again; a new
-// one joins the context. It returns the record of a run that was killed
-// before it started.
+// them. The prompt's compare-and-set on the transcript's end holds the
+// session: when it finds another run's open part there instead, the run
+// puts its record back to pending and returns errBusy. An earlier
+// attempt's prompt (in mine) is not written again; a new one joins the
+// context. It returns the record of a run that was killed before it
+// started.
 func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record, error) {
 	g, req := r.g, r.req
 	var sessErr error
@@ -100,6 +104,7 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record
 		sessWG.Go(func() { sessErr = g.createSession(ctx, req, r.child) })
 	}
 	wantPrompt := !hasPart(mine, req.RunID, "prompt")
+	r.holds = !wantPrompt
 	var prompt []byte
 	var told []notices.Body // notices this turn delivers to a sub-agent watcher
 	at := r.cur.Len()
@@ -117,8 +122,8 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record
 	}
 	if wantPrompt {
 		err = r.appendPart(ctx, "prompt", prompt, func(ctx context.Context, moved uint64) error {
-			// the end moved under the lane: record the new position before
-			// writing there
+			// the end moved, and no other run holds it: record the new
+			// position before writing there
 			if _, err := awaitRec(); err != nil {
 				return err
 			}
@@ -134,6 +139,11 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record
 		})
 	}
 	already, recErr := awaitRec()
+	if errors.Is(err, errBusy) && recErr == nil && already == nil {
+		// another run's prompt won the end: wait as a pending run (a write
+		// only when two runs of the session start at once)
+		recErr = r.backOff(ctx)
+	}
 	err = errors.Join(recErr, err)
 	sessWG.Wait()
 	if already != nil {
@@ -185,6 +195,7 @@ func (r *run) recordRunning(ctx context.Context, at uint64) (await func() (alrea
 		rr.Attempts++
 		rr.Gateway = r.g.id
 		rr.StartedAt = time.Now().UnixMilli()
+		rr.TurnDeadline = rr.StartedAt + r.g.turnTimeout(r.req).Milliseconds()
 		rr.Error = ""
 		rr.TranscriptAt = &at
 		return nil
@@ -262,6 +273,9 @@ func (r *run) finish(ctx context.Context, res *runtime.Result, replied bool, run
 	} else {
 		r.live.Fail(errText)
 	}
+	// the turn ended here: its reply, appended next, frees the session,
+	// and the next run's start comes after it
+	endedAt := time.Now().UnixMilli()
 	var tu *turnUsage
 	if !replied {
 		tu = r.turnUsage(res, reply)
@@ -270,11 +284,13 @@ func (r *run) finish(ctx context.Context, res *runtime.Result, replied bool, run
 	}
 	// a yielded turn has no reply of its own (docs/runtimes.md)
 	if status == runs.OK && !replied && (res == nil || !res.Yielded) {
-		if err := r.appendReply(octx, reply, tu); err != nil {
+		// errEnded: killed or timed out meanwhile, with another run
+		// in the session since; the record keeps what ended it
+		if err := r.appendReply(octx, reply, tu); err != nil && !errors.Is(err, errEnded) {
 			return nil, err
 		}
 	}
-	return r.recordOutcome(octx, status, errText, reply, tu)
+	return r.recordOutcome(octx, status, errText, reply, tu, endedAt)
 }
 
 // outcome is the status, error text and reply the run record is to carry.
@@ -312,14 +328,13 @@ func (r *run) appendReply(ctx context.Context, reply string, tu *turnUsage) erro
 	return r.appendPart(ctx, "reply", data, nil)
 }
 
-// recordOutcome is wave 4: the run record takes the outcome, the
-// transcript index moves to the end, the session is touched, and the lane
-// is handed over. The outcome also frees the lane, so no release is
-// written (runs.Record.FreesLane); a lane whose run was killed or timed out
-// by a sweep meanwhile is released after it.
-func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, tu *turnUsage) (*runs.Record, error) {
+// recordOutcome is wave 4: the run record takes the outcome (endedAt: when
+// the turn ended), the transcript index moves to the end and the session is
+// touched. Nothing is released: the reply freed the session, and a turn
+// without one is freed by this terminal record.
+func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, tu *turnUsage, endedAt int64) (*runs.Record, error) {
 	g, req := r.g, r.req
-	handOver := r.startHandOver()
+	r.stopHeartbeat()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// The index head moves once per many turns, not every turn: until
@@ -334,24 +349,19 @@ func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, 
 		g.cursors.put(r.enc, r.cur)
 	})
 	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu) })
-	ended := false
 	rec, _, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {
-			ended = false
 			return nil // killed meanwhile: keep that
 		}
-		ended = true
-		rr.FreesLane = r.lane != nil
 		rr.Status = status
 		rr.Error = errText
-		rr.EndedAt = time.Now().UnixMilli()
+		rr.EndedAt = endedAt
 		if status == runs.OK {
 			rr.Reply = sanitize.VisibleText(reply, sanitize.Delivery)
 		}
 		return nil
 	})
 	wg.Wait()
-	handOver(err == nil && ended)
 	if err != nil {
 		return nil, fmt.Errorf("record outcome: %w", err)
 	}

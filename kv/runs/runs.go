@@ -54,14 +54,20 @@ type Record struct {
 	// finds what an earlier one wrote by position, however much was
 	// appended after.
 	TranscriptAt *uint64 `json:"transcriptAt,omitempty"`
+	// TurnDeadline is when the running attempt's turn is over by its
+	// timeout (Unix ms; 0: not recorded). Its prompt keeps the session's
+	// other runs out while the run is running; a running record long past
+	// it is an attempt whose gateway died and whose request is gone, and
+	// holds the session no more.
+	TurnDeadline int64 `json:"turnDeadline,omitempty"`
 	// IdempotencyKey is the caller's key when the run came from
 	// sessions_send with one; the run id is derived from it.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-	// FreesLane is set by the outcome the run's own gateway records: the
-	// turn is over and the session's lane, still naming this run, is free
-	// for the next one (lanes.Lanes.Finished), with no write of its own.
-	// A terminal record without it (a kill, a sweep's timeout) frees
-	// nothing: the turn may still be ending.
+	// FreesLane, on an outcome, says the session's lane (kv/lanes), still
+	// naming this run, is free for the next one (lanes.Lanes.Finished),
+	// with no write of its own. Gateways hold sessions through the
+	// transcript and no longer set it; the lanes package and the
+	// benchmarks that replay the lane path do.
 	FreesLane bool `json:"freesLane,omitempty"`
 }
 

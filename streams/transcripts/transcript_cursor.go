@@ -10,8 +10,8 @@ import (
 )
 
 // Cursor is one writer's view of the end of a session transcript, for a run
-// that holds the session's lane and appends a few entries in a row (its
-// prompt, later its reply). Each append through it is a single
+// that appends a few entries in a row (its prompt, later its reply) and
+// tells from the newest entry (Top) whether another run holds the session. Each append through it is a single
 // compare-and-set publish, with no index read first, and the index moves
 // once, in Flush: a run's prompt and reply cost three round trips instead of
 // six. Between an append and Flush the index lags the stream, which every
@@ -24,13 +24,17 @@ type Cursor struct {
 	h      *head     // index head, consistent with the stream when read
 	top    *rawEntry // the entry at h's end; nil when the transcript was empty
 	seqs   []uint64  // appended through the cursor, not yet in the index
+	// last is the newest entry's data as the cursor knows it: the last one
+	// appended through it, else top's when it was read; nil when unknown
+	last []byte
 }
 
 // OpenCursor reads the transcript's end as the index head knows it (one
 // get). An index that lags the stream (a writer died before Flush) is not
 // detected here: the first AppendAt's compare-and-set fails with
 // ErrConflict, and the caller reopens with exact set, which also reads the
-// newest message (in the same round trip) and repairs the index.
+// newest message (in the same round trip) and repairs the index. An exact
+// cursor knows the newest entry's data (Top).
 func (t *Store) OpenCursor(ctx context.Context, encKey string, exact bool) (*Cursor, error) {
 	ctx, cancel, p, err := t.begin(ctx, encKey)
 	if err != nil {
@@ -52,7 +56,56 @@ func (t *Store) OpenCursor(ctx context.Context, encKey string, exact bool) (*Cur
 	if top == nil && h.Count > 0 {
 		c.top = &rawEntry{n: h.Count - 1, seq: h.Last}
 	}
+	if top != nil {
+		c.last = top.data
+	}
 	return c, nil
+}
+
+// Top is the data of the transcript's newest entry as the cursor knows
+// it: the last one appended through it, or the one an exact open read.
+// known is false when the cursor never saw it (a head-only open of a
+// transcript that is not empty); data is nil and known true when the
+// transcript is empty. A writer outside the cursor may have appended
+// since: only a compare-and-set through it tells.
+func (c *Cursor) Top() (data []byte, known bool) {
+	if c.Len() == 0 {
+		return nil, true
+	}
+	return c.last, c.last != nil
+}
+
+// Current reports whether the transcript still ends where c does, with
+// one direct get of its newest entry: a cursor kept from an earlier run is
+// then good to append through with no read of the index. When it is,
+// Top knows the newest entry afterwards. A replica that lags the leader
+// may answer yes for a cursor that is stale: its compare-and-set then
+// fails, as it would without the check.
+func (t *Store) Current(ctx context.Context, c *Cursor) (bool, error) {
+	ctx, cancel, p, err := t.begin(ctx, c.encKey)
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	defer t.putPipe(p)
+	res, err := p.roundTrip(ctx, []*nats.Msg{t.lastForReq(t.names.Transcript(c.encKey))})
+	if err != nil {
+		return false, err
+	}
+	e, found, err := parseEntryMsg(res[0])
+	if err != nil {
+		return false, err
+	}
+	if !found {
+		return c.Len() == 0, nil
+	}
+	if e.seq != c.lastSeq() || e.n+1 != c.Len() {
+		return false, nil
+	}
+	if c.last == nil {
+		c.last = e.data
+	}
+	return true, nil
 }
 
 // Len is the transcript's length as the cursor knows it.
@@ -72,8 +125,8 @@ func (c *Cursor) lastSeq() uint64 {
 // server drops a repeat of the id within TranscriptDedupeWindow). It returns
 // the entry's number; dup reports that the server had the id already, in
 // which case nothing was written and n is the cursor's unchanged length. A
-// concurrent writer outside the lane makes it fail with an error matching
-// ErrConflict; the caller then falls back to Append.
+// concurrent writer outside the cursor makes it fail with an error matching
+// ErrConflict; the caller then reopens the cursor exactly.
 func (t *Store) AppendAt(ctx context.Context, c *Cursor, msgID string, entry []byte) (n uint64, dup bool, err error) {
 	if len(entry) == 0 {
 		return 0, false, ErrEmptyEntry
@@ -101,7 +154,7 @@ func (t *Store) AppendAt(ctx context.Context, c *Cursor, msgID string, entry []b
 	}
 	ack, err := parseAck(res[0])
 	if bus.IsWrongLastSeq(err) {
-		return 0, false, fmt.Errorf("%w: %s changed under its lane: %v", ErrConflict, c.encKey, err)
+		return 0, false, fmt.Errorf("%w: %s changed under its cursor: %v", ErrConflict, c.encKey, err)
 	}
 	if err != nil {
 		return 0, false, err
@@ -110,6 +163,7 @@ func (t *Store) AppendAt(ctx context.Context, c *Cursor, msgID string, entry []b
 		return n, true, nil
 	}
 	c.seqs = append(c.seqs, ack.Seq)
+	c.last = entry
 	return n, false, nil
 }
 
@@ -128,6 +182,6 @@ func (t *Store) Flush(ctx context.Context, c *Cursor) error {
 	if err != nil {
 		return fmt.Errorf("index %s: %w", c.encKey, err)
 	}
-	c.h, c.top, c.seqs = nh, &rawEntry{n: nh.Count - 1, seq: nh.Last}, nil
+	c.h, c.top, c.seqs = nh, &rawEntry{n: nh.Count - 1, seq: nh.Last, data: c.last}, nil
 	return nil
 }

@@ -142,3 +142,83 @@ func TestCursorFlushAfterForeignRepair(t *testing.T) {
 	}
 	f.checkAll(key, 3)
 }
+
+// Top is the newest entry's data as the cursor knows it: read by an exact
+// open, unknown after a head-only one, the last entry appended through it,
+// kept across Flush; an empty transcript has none.
+func TestCursorTop(t *testing.T) {
+	f := newFixture(t)
+	key := "agent.main.top"
+	empty, err := f.tr.OpenCursor(ctx(t), key, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, known := empty.Top(); data != nil || !known {
+		t.Fatalf("empty transcript top %q known %v", data, known)
+	}
+	f.appendN(key, 0, 3)
+	head, err := f.tr.OpenCursor(ctx(t), key, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, known := head.Top(); known {
+		t.Fatalf("head-only cursor knows top %q", data)
+	}
+	exact, err := f.tr.OpenCursor(ctx(t), key, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, known := exact.Top(); !known || string(data) != string(body(key, 2)) {
+		t.Fatalf("exact cursor top %q known %v, want %q", data, known, body(key, 2))
+	}
+	if _, _, err := f.tr.AppendAt(ctx(t), exact, "", body(key, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := exact.Top(); string(data) != string(body(key, 3)) {
+		t.Fatalf("top after append %q", data)
+	}
+	if err := f.tr.Flush(ctx(t), exact); err != nil {
+		t.Fatal(err)
+	}
+	if data, known := exact.Top(); !known || string(data) != string(body(key, 3)) {
+		t.Fatalf("top after flush %q known %v", data, known)
+	}
+}
+
+// Current tells a cursor that still ends where the transcript does from one
+// a writer outside it moved.
+func TestCursorCurrent(t *testing.T) {
+	f := newFixture(t)
+	key := "agent.main.current"
+	empty, err := f.tr.OpenCursor(ctx(t), key, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.tr.Current(ctx(t), empty); err != nil || !ok {
+		t.Fatalf("empty transcript, empty cursor: current %v %v", ok, err)
+	}
+	f.appendN(key, 0, 2)
+	if ok, err := f.tr.Current(ctx(t), empty); err != nil || ok {
+		t.Fatalf("cursor of the empty transcript after two appends: current %v %v", ok, err)
+	}
+	c, err := f.tr.OpenCursor(ctx(t), key, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.tr.Current(ctx(t), c); err != nil || !ok {
+		t.Fatalf("fresh cursor: current %v %v", ok, err)
+	}
+	if data, known := c.Top(); !known || string(data) != string(body(key, 1)) {
+		t.Fatalf("top after the check %q known %v", data, known)
+	}
+	if _, _, err := f.tr.AppendAt(ctx(t), c, "", body(key, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.tr.Current(ctx(t), c); err != nil || !ok {
+		t.Fatalf("after its own append: current %v %v", ok, err)
+	}
+	f.appendN(key, 3, 1) // someone else
+	if ok, err := f.tr.Current(ctx(t), c); err != nil || ok {
+		t.Fatalf("after another writer: current %v %v", ok, err)
+	}
+}
