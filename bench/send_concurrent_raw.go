@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +39,9 @@ const (
 	ccOutcome ccOp = "outcome" // the run record's outcome: the caller is answered
 	ccIndex   ccOp = "index"   // the transcript index head
 	ccTouch   ccOp = "touch"   // the session entry's updatedAt (compare-and-set)
+	// no write: direct gets of the transcript's newest entry and the
+	// session entry, as a run's claim reads them
+	ccReads ccOp = "reads"
 	// the same writes on streams of their own: the reply on a second
 	// transcript stream, the outcome in a second bucket
 	ccReplyApart   ccOp = "reply(own stream)"
@@ -56,6 +60,10 @@ var ccShapes = map[string][][]ccOp{
 	"raw_send_concurrent_6w": {{ccRunning, ccPrompt}, {ccReply, ccOutcome}, {ccTouch}},
 	// as 6w without the touch either: 5 writes
 	"raw_send_concurrent_5w": {{ccRunning, ccPrompt}, {ccReply, ccOutcome}},
+	// what the gateway runs: 6 writes (the index head's few a send aside),
+	// 5 waves, one of them reads; the reply before the outcome, so a
+	// caller answered reads its reply
+	"raw_send_concurrent_6w_built": {{ccReads}, {ccRunning, ccPrompt}, {ccReply}, {ccOutcome, ccTouch}},
 	// 6w's writes and waves with no stream taking two writes of a send
 	"raw_send_concurrent_6w_apart": {{ccRunning, ccPrompt}, {ccReplyApart, ccOutcomeApart}, {ccTouch}},
 }
@@ -66,6 +74,10 @@ func runRawSendConcurrent(ctx context.Context, e *env) (Result, error) {
 
 func runRawSendConcurrent7w(ctx context.Context, e *env) (Result, error) {
 	return e.runCCShape(ctx, "raw_send_concurrent_7w")
+}
+
+func runRawSendConcurrent6wBuilt(ctx context.Context, e *env) (Result, error) {
+	return e.runCCShape(ctx, "raw_send_concurrent_6w_built")
 }
 
 func runRawSendConcurrent6w(ctx context.Context, e *env) (Result, error) {
@@ -165,7 +177,7 @@ func newCC(ctx context.Context, e *env, shape [][]ccOp) (c *cc, err error) {
 	}()
 	if err := c.setUp(ctx, e, []jetstream.StreamConfig{
 		{Name: "BENCH_CC_RUNS", Subjects: []string{ccRunsSub}},
-		{Name: "BENCH_CC_TR", Subjects: []string{ccTrSub + "*"}},
+		{Name: "BENCH_CC_TR", Subjects: []string{ccTrSub + "*"}, AllowDirect: true},
 		{Name: "BENCH_CC_TR2", Subjects: []string{ccTr2Sub + "*"}},
 	}, ccPrefix, []string{"lanes", "runs", "sessions", "index", "outcomes"}, "bench cc worker", "bench cc gateway 1", "bench cc gateway 2"); err != nil {
 		return nil, err
@@ -268,6 +280,8 @@ func (g *ccGateway) wave(s *ccSession, key, run string, ops []ccOp) error {
 	trFirst := true
 	for _, op := range ops {
 		switch op {
+		case ccReads:
+			err = g.reads(key)
 		case ccLane:
 			err = pub(op, kvSub("lanes")+key, []byte(`{"runId":"`+run+`","expiresAt":1}`), jetstream.WithExpectLastSequencePerSubject(s.laneRev))
 		case ccRunning:
@@ -316,6 +330,28 @@ func (g *ccGateway) wave(s *ccSession, key, run string, ops []ccOp) error {
 		}
 	}
 	return nil
+}
+
+// reads makes a claim's reads: the transcript's newest entry and the
+// session entry, two direct gets in parallel.
+func (g *ccGateway) reads(key string) error {
+	nc := g.js.Conn()
+	subjects := []string{
+		"$JS.API.DIRECT.GET.BENCH_CC_TR." + ccTrSub + key,
+		"$JS.API.DIRECT.GET.KV_" + ccPrefix + "sessions.$KV." + ccPrefix + "sessions." + key,
+	}
+	errs := make(chan error, len(subjects))
+	for _, subj := range subjects {
+		go func() {
+			_, err := nc.RequestWithContext(g.ctx, subj, nil)
+			errs <- err
+		}()
+	}
+	var err error
+	for range subjects {
+		err = errors.Join(err, <-errs)
+	}
+	return err
 }
 
 // raw_js_publish_concurrent: the disk's synced write rate as the send

@@ -184,6 +184,7 @@ var registry = []spec{
 	{name: "raw_send_concurrent", baseline: "raw_js_publish", run: runRawSendConcurrent},
 	{name: "raw_send_concurrent_7w", baseline: "raw_js_publish", run: runRawSendConcurrent7w},
 	{name: "raw_send_concurrent_6w", baseline: "raw_js_publish", run: runRawSendConcurrent6w},
+	{name: "raw_send_concurrent_6w_built", baseline: "raw_js_publish", run: runRawSendConcurrent6wBuilt},
 	{name: "raw_send_concurrent_5w", baseline: "raw_js_publish", run: runRawSendConcurrent5w},
 	{name: "raw_send_concurrent_6w_apart", baseline: "raw_js_publish", run: runRawSendConcurrent6wApart},
 	{name: "raw_direct_get_50", isBase: true, run: runRawDirectGet50},

@@ -2,12 +2,9 @@ package gateway
 
 import "sync"
 
-// recent is a bounded map from a session to what this gateway last wrote
-// for it (a lane revision, a transcript cursor), so the
-// next run of the session here can skip reading it back. Every use is
-// guarded by a compare-and-set: a stale value (another replica ran the
-// session since) costs one failed write and the read it saved. Values are
-// taken out while in use, so two runs never share one.
+// recent is a bounded map of what this gateway keeps per key between
+// deliveries (a queued message's failed attempts). Values are taken out
+// while in use, so two deliveries never share one.
 type recent[V any] struct {
 	mu sync.Mutex
 	m  map[string]V

@@ -100,11 +100,9 @@ type Gateway struct {
 	// lanes is the bucket earlier gateways held a session with; opened
 	// (and brought back when deleted) for the benchmarks and tools that
 	// still read it, written by no run here
-	lanes *lanes.Lanes
-	slots *childslots.Slots // the fleet's sub-agent run bound
-	// what this gateway last wrote per session (see recent)
-	cursors  recent[*transcripts.Cursor]
-	failures recent[int] // failed attempts per queued message (stream sequence)
+	lanes    *lanes.Lanes
+	slots    *childslots.Slots // the fleet's sub-agent run bound
+	failures recent[int]       // failed attempts per queued message (stream sequence)
 	deliver  *deliveries.Stream
 	revoked  *revocations.Store // a run's tokens end with the run
 

@@ -147,29 +147,20 @@ func (r *run) claim(ctx context.Context) error {
 	return errors.Join(recErr, endErr, sessErr)
 }
 
-// openEnd reads the transcript's end and returns errBusy when another run
-// holds the session there. The end this gateway left after the session's
-// last run here is checked with one read of the newest entry (the index is
-// not read); when another gateway's run moved it since, or none was kept,
-// the end is read exactly: the index head and the newest entry in one
-// round trip. A kept end that went stale unnoticed would cost the run a
-// second write of its record (the prompt's moved position), which with
-// replicas sharing a session's runs was every other run. The newest entry
-// names the run that may hold the session; its record is read only when
-// that is another run's part other than a reply.
+// openEnd reads the transcript's end, the index head and the newest entry
+// in one round trip, and returns errBusy when another run holds the
+// session there. The end is read every run, not kept from the session's
+// last run on this gateway: with replicas sharing a session's runs a kept
+// end was stale for about 4 runs in 10, and finding that out cost a read
+// wave of its own before this one. The index head lags by design and the
+// newest entry brings what it lacks (transcripts.Cursor), so the read
+// costs no repair. The newest entry names the run that may hold the
+// session; its record is read only when that is another run's part other
+// than a reply.
 func (r *run) openEnd(ctx context.Context) error {
 	var err error
-	current := false
-	if c, ok := r.g.cursors.take(r.enc); ok {
-		current, err = r.g.tr.Current(ctx, c)
-		if current {
-			r.cur = c
-		}
-	}
-	if !current || err != nil {
-		if r.cur, err = r.g.tr.OpenCursor(ctx, r.enc, true); err != nil {
-			return err
-		}
+	if r.cur, err = r.g.tr.OpenCursor(ctx, r.enc, true); err != nil {
+		return err
 	}
 	return r.heldByOther(ctx)
 }

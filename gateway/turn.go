@@ -336,18 +336,16 @@ func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, 
 	g, req := r.g, r.req
 	r.stopHeartbeat()
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		// The index head moves once per many turns, not every turn: until
-		// then each entry lists what the head lacks, and readers extend it
-		// from the newest entry they fetch anyway (transcripts.Cursor.FlushDue).
-		if r.cur.FlushDue() {
+	// The index head moves once per many turns, not every turn: until
+	// then each entry lists what the head lacks, and readers extend it
+	// from the newest entry they fetch anyway (transcripts.Cursor.FlushDue).
+	if r.cur.FlushDue() {
+		wg.Go(func() {
 			if err := g.tr.Flush(ctx, r.cur); err != nil {
 				g.log.Debug("gateway: transcript index lags (readers repair it)", "run", req.RunID, "err", err)
-				return
 			}
-		}
-		g.cursors.put(r.enc, r.cur)
-	})
+		})
+	}
 	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu) })
 	rec, _, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {

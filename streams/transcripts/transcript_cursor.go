@@ -75,39 +75,6 @@ func (c *Cursor) Top() (data []byte, known bool) {
 	return c.last, c.last != nil
 }
 
-// Current reports whether the transcript still ends where c does, with
-// one direct get of its newest entry: a cursor kept from an earlier run is
-// then good to append through with no read of the index. When it is,
-// Top knows the newest entry afterwards. A replica that lags the leader
-// may answer yes for a cursor that is stale: its compare-and-set then
-// fails, as it would without the check.
-func (t *Store) Current(ctx context.Context, c *Cursor) (bool, error) {
-	ctx, cancel, p, err := t.begin(ctx, c.encKey)
-	if err != nil {
-		return false, err
-	}
-	defer cancel()
-	defer t.putPipe(p)
-	res, err := p.roundTrip(ctx, []*nats.Msg{t.lastForReq(t.names.Transcript(c.encKey))})
-	if err != nil {
-		return false, err
-	}
-	e, found, err := parseEntryMsg(res[0])
-	if err != nil {
-		return false, err
-	}
-	if !found {
-		return c.Len() == 0, nil
-	}
-	if e.seq != c.lastSeq() || e.n+1 != c.Len() {
-		return false, nil
-	}
-	if c.last == nil {
-		c.last = e.data
-	}
-	return true, nil
-}
-
 // Len is the transcript's length as the cursor knows it.
 func (c *Cursor) Len() uint64 { return c.h.Count + uint64(len(c.seqs)) }
 
