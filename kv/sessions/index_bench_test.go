@@ -43,12 +43,7 @@ func BenchmarkIndexBytesPerSession(b *testing.B) {
 	for b.Loop() {
 	}
 	before := heapAfterGC()
-	ix := bareIndex(slog.Default(), func(e *Entry) any {
-		return &struct {
-			a, b, c string
-			x, y, z bool
-		}{a: e.AgentID}
-	})
+	ix := standInIndex()
 	for _, ke := range kes {
 		ix.apply(ke)
 	}
@@ -67,12 +62,7 @@ func BenchmarkIndexBytesPerSessionLoad(b *testing.B) {
 	for b.Loop() {
 	}
 	before := heapAfterGC()
-	ix := bareIndex(slog.Default(), func(e *Entry) any {
-		return &struct {
-			a, b, c string
-			x, y, z bool
-		}{a: e.AgentID}
-	})
+	ix := standInIndex()
 	updates := make(chan jetstream.KeyValueEntry, n+1)
 	for _, ke := range kes {
 		updates <- ke
@@ -85,4 +75,15 @@ func BenchmarkIndexBytesPerSessionLoad(b *testing.B) {
 	b.ReportMetric(float64(after-before)/float64(n), "bytes/session")
 	runtime.KeepAlive(ix)
 	runtime.KeepAlive(kes)
+}
+
+// standInIndex is a bare index with a derive hook standing in for the
+// worker's: a small struct of derived facts per entry.
+func standInIndex() *Index {
+	return bareIndex(slog.Default(), func(e *Entry) any {
+		return &struct {
+			a, b, c string
+			x, y, z bool
+		}{a: e.AgentID}
+	})
 }
