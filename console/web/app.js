@@ -411,6 +411,7 @@ function showOps() {
   const table = (title, cols, rows, cells) => el('div', { class: 'card' }, el('h3', {}, title + ' (' + rows.length + ')'),
     el('table', {}, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
       el('tbody', {}, rows.map((r) => el('tr', {}, cells(r).map((c) => el('td', {}, c == null ? '' : (c instanceof Node ? c : String(c)))))))));
+  const wide = (card) => { card.classList.add('wide'); return card; };
   const size = (b) => b < 1024 ? b + ' B' : b < 1 << 20 ? (b / 1024).toFixed(1) + ' KiB' : (b / (1 << 20)).toFixed(1) + ' MiB';
   const load = debounce(async () => {
     const o = await api('/api/ops');
@@ -425,9 +426,11 @@ function showOps() {
         table('Stuck runs', ['run', 'session', 'status', 'age s'], r.stuckRuns || [], (x) => [x.runId.slice(0, 8), x.sessionKey, x.status, x.ageSeconds]),
         table('Pending announces', ['child', 'requester', 'state', 'attempts'], r.pendingAnnounces || [], (x) => [x.childSessionKey, x.requesterSessionKey, x.state, x.attempts]),
         table('Pending notices', ['watcher', 'target'], r.pendingNotices || [], (x) => [x.watcher, x.target]),
-        table('Archives', ['session', 'reason', 'state', 'entries', 'size', 'at', ''], o.archives || [], (x) => [x.key, x.reason, x.state, x.entries, size(x.compressed), when(x.at),
+        // the whole row's width: its seven columns overflowed a grid cell,
+        // and the restore button sat out of sight in the card's scroll
+        wide(table('Archives', ['session', 'reason', 'state', 'entries', 'size', 'at', ''], o.archives || [], (x) => [x.key, x.reason, x.state, x.entries, size(x.compressed), when(x.at),
           el('span', {}, el('a', { href: '/api/archive?id=' + encodeURIComponent(x.id), class: 'archive-download' }, 'download'),
-            state.me.canAct ? [' ', el('button', { class: 'archive-restore', 'data-id': x.id, onclick: () => restore(x) }, 'restore')] : null)])));
+            state.me.canAct ? [' ', el('button', { class: 'archive-restore', 'data-id': x.id, onclick: () => restore(x) }, 'restore')] : null)]))));
   });
   const restore = async (x) => {
     if (!confirmed('Restore ' + x.key + ' from archive ' + x.id + '? It refuses when the key has a live session.')) return;
