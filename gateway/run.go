@@ -31,10 +31,9 @@ func opCtx(parent context.Context) (context.Context, context.CancelFunc) {
 // waves is what a run costs in latency. The common case takes four, three
 // of them writes:
 //
-//  1. claim: read the transcript's end (its newest entry only, when this
-//     gateway kept it from the session's last run here), the run record
-//     and the session entry, and find whether another run holds the
-//     session (lane.go);
+//  1. claim: read the transcript's end (index head and newest entry), the
+//     run record and the session entry, and find whether another run
+//     holds the session (lane.go);
 //  2. start: record running, then append the prompt, whose compare-and-set
 //     on the transcript's end holds the session for the run;
 //  3. appendReply: append the reply after the agent's turn, which frees

@@ -11,12 +11,13 @@ import (
 
 // Cursor is one writer's view of the end of a session transcript, for a run
 // that appends a few entries in a row (its prompt, later its reply) and
-// tells from the newest entry (Top) whether another run holds the session. Each append through it is a single
-// compare-and-set publish, with no index read first, and the index moves
-// once, in Flush: a run's prompt and reply cost three round trips instead of
-// six. Between an append and Flush the index lags the stream, which every
-// reader and writer already repairs (Sb-Prev walk-back), so a writer that
-// dies before Flush leaves nothing wrong behind.
+// tells from the newest entry (Top) whether another run holds the session.
+// Each append through it is a single compare-and-set publish, with no index
+// read first, and the index moves only in Flush, which its writer calls
+// when FlushDue says so. Until then each entry it appends lists what the
+// stored head lacks (transcript_lag.go), so readers extend the head from
+// the newest entry, and a writer that dies before Flush leaves nothing
+// wrong behind (a longer gap is repaired by the Sb-Prev walk-back).
 //
 // A Cursor is not safe for concurrent use.
 type Cursor struct {
@@ -29,12 +30,12 @@ type Cursor struct {
 	last []byte
 }
 
-// OpenCursor reads the transcript's end as the index head knows it (one
-// get). An index that lags the stream (a writer died before Flush) is not
-// detected here: the first AppendAt's compare-and-set fails with
-// ErrConflict, and the caller reopens with exact set, which also reads the
-// newest message (in the same round trip) and repairs the index. An exact
-// cursor knows the newest entry's data (Top).
+// OpenCursor reads the transcript's end. With exact set it reads the index
+// head and the newest entry in one round trip, extending a head that lags
+// by what that entry lists, and the cursor knows the newest entry's data
+// (Top); every writer in the gateway opens this way, since heads lag by
+// design. Without it, only the head is read (one get): behind a lagging
+// head the first AppendAt's compare-and-set fails with ErrConflict.
 func (t *Store) OpenCursor(ctx context.Context, encKey string, exact bool) (*Cursor, error) {
 	ctx, cancel, p, err := t.begin(ctx, encKey)
 	if err != nil {
