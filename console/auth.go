@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -159,7 +160,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch {
 	case strings.TrimSpace(req.Creds) != "":
-		u, err = s.credsUser([]byte(req.Creds))
+		u, err = s.credsUser(r.Context(), []byte(req.Creds))
 	case strings.TrimSpace(req.Token) != "":
 		u, err = s.tokenUser(strings.TrimSpace(req.Token))
 	default:
@@ -175,14 +176,21 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"user": u.Name, "role": u.Role, "session": u.Session, "auth": true})
 }
 
-// credsUser checks a credentials file: a NATS user of the console's own
-// account (its JWT signed by the account key), holding the seed of that
-// user, not expired, minted for the admin or ops role.
-func (s *Server) credsUser(data []byte) (*User, error) {
+// credsUser checks a credentials file as the NATS server checks a
+// connection, because the console lets in whoever the file names: the user
+// JWT must be issued by this deployment's account (its key or one of its
+// signing keys), trusted by the operator, not expired and not revoked, and
+// the file must hold the user's seed. The JWT's own fields (issuer account,
+// role tags) are the signer's word, and the account's public key is in
+// every file the deployment hands out, so nothing the file says about
+// itself is taken until the server has accepted a connection made with it.
+func (s *Server) credsUser(ctx context.Context, data []byte) (*User, error) {
 	tok, err := jwt.ParseDecoratedJWT(data)
 	if err != nil || !strings.HasPrefix(tok, "eyJ") {
 		return nil, errors.New("that is not a credentials file: mint one with `sessionbus creds admin` or `sessionbus creds ops`")
 	}
+	// DecodeUserClaims verifies the signature, but against the Issuer the
+	// JWT names: that only proves someone holding that key signed it.
 	uc, err := jwt.DecodeUserClaims(tok)
 	if err != nil {
 		return nil, fmt.Errorf("the credentials' user JWT does not decode: %v", err)
@@ -210,17 +218,64 @@ func (s *Server) credsUser(data []byte) (*User, error) {
 			role = auth.Role(v)
 		}
 	}
+	if role != auth.RoleAdmin && role != auth.RoleOps {
+		return nil, fmt.Errorf("credentials of the %q role cannot log in: use the admin role's (to act) or the ops role's (to look)", role)
+	}
+	seed, _ := kp.Seed()
+	if err := s.serverAccepts(ctx, tok, string(seed)); err != nil {
+		return nil, err
+	}
 	name := uc.Name
 	if name == "" {
 		name = uc.Subject[:12]
 	}
-	switch role {
-	case auth.RoleAdmin:
+	if role == auth.RoleAdmin {
 		return &User{Name: name, Role: RoleAdmin}, nil
-	case auth.RoleOps:
-		return &User{Name: name, Role: RoleViewer}, nil
 	}
-	return nil, fmt.Errorf("credentials of the %q role cannot log in: use the admin role's (to act) or the ops role's (to look)", role)
+	return &User{Name: name, Role: RoleViewer}, nil
+}
+
+// loginCheckTimeout bounds the connection a login makes to the server.
+const loginCheckTimeout = 10 * time.Second
+
+// serverAccepts connects to the console's own server as the user (userJWT,
+// seed) and closes the connection at once. The server checks what the
+// console alone cannot: that the issuer is the account or one of its
+// signing keys (from the account JWT it holds), that the operator trusts
+// the account, and the account's revocations as they are now. The
+// connection reuses the console's address and transport (TLS, in-process)
+// and nothing else of its options: no callbacks, no reconnects.
+func (s *Server) serverAccepts(ctx context.Context, userJWT, seed string) error {
+	base := s.o.Conn.Opts
+	o := nats.GetDefaultOptions()
+	o.Url = s.o.Conn.ConnectedUrl()
+	if o.Url == "" {
+		return errors.New("the console has lost its server connection, so it cannot check credentials now: try again in a moment")
+	}
+	o.Name = "sessionbus console login check"
+	o.InProcessServer = base.InProcessServer
+	o.Secure, o.TLSConfig, o.TLSCertCB, o.RootCAsCB, o.TLSHandshakeFirst = base.Secure, base.TLSConfig, base.TLSCertCB, base.RootCAsCB, base.TLSHandshakeFirst
+	o.Dialer, o.CustomDialer, o.ProxyPath = base.Dialer, base.CustomDialer, base.ProxyPath
+	o.AllowReconnect, o.MaxReconnect, o.RetryOnFailedConnect = false, 0, false
+	o.Timeout = loginCheckTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < o.Timeout {
+		o.Timeout = max(time.Until(d), time.Millisecond)
+	}
+	if err := nats.UserJWTAndSeed(userJWT, seed)(&o); err != nil {
+		return fmt.Errorf("the credentials file cannot be used: %v", err)
+	}
+	nc, err := o.Connect()
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAuthExpired) ||
+			strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			s.log.Info("console login refused by the server", "err", err)
+			return errors.New("the NATS server refuses these credentials (not issued by this deployment's account, revoked or expired): mint new ones with `sessionbus creds admin` or `sessionbus creds ops`")
+		}
+		s.log.Warn("console login check could not reach the server", "err", err)
+		return errors.New("the console could not reach its NATS server to check these credentials: try again in a moment")
+	}
+	nc.Close()
+	return nil
 }
 
 // tokenUser checks a caller token: the user sees and reads as that

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +79,18 @@ func (r *RunUsers) Issue(runID string, ttl time.Duration) (creds []byte, inbox s
 		return rerr
 	}
 	return creds, u.Inbox, revoke, nil
+}
+
+// Revoke ends any user of the account at once (a leaked credentials file):
+// the server closes its connections and refuses new ones, and so does every
+// check that asks the server, such as the console's login. expires is when
+// the user's JWT expires (Unix seconds, 0 for never): the entry is kept
+// until then.
+func (r *RunUsers) Revoke(userPub string, expires int64) error {
+	if expires == 0 {
+		expires = math.MaxInt64
+	}
+	return r.revoke(userPub, expires)
 }
 
 // revoke adds user pub (whose JWT expires at expires) to the account's
