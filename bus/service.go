@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/client/schema"
 )
 
 // Version is sessionbus's release, reported by the micro service and the

@@ -24,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/client/schema"
 )
 
 // DefaultTimeout bounds a call whose context has no deadline.

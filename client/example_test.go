@@ -16,10 +16,10 @@ import (
 	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/client"
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/importer"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/importer"
-	"github.com/sessionbus/sessionbus/schema"
 )
 
 // exampleBus stands in for `sessionbus serve`: an embedded server on a free

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 )
 
 var agentIDRe = regexp.MustCompile(`(?i)^[a-z0-9][a-z0-9_-]{0,63}$`)

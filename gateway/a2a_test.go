@@ -9,10 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // a2aStack is a worker and a gateway on one server. Agent "req" is listed
@@ -44,7 +44,7 @@ func a2aStack(t *testing.T) (*handlerstest.Stack, *Gateway) {
 
 func waitRun(t *testing.T, g *Gateway, runID string) *runs.Record {
 	t.Helper()
-	return testkit.WaitRun(t, g.Runs(), runID, 20*time.Second)
+	return runstest.WaitRun(t, g.Runs(), runID, 20*time.Second)
 }
 
 // One table of requester keys, read through both paths: the handlers

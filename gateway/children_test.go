@@ -7,28 +7,28 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/gateway/completion"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )
 
 // childEnv is a gateway with a fast sweep and the stores a spawn writes.
 type childEnv struct {
 	*env
 	g      *Gateway
-	stores spawntest.Stores
+	stores spawns.Stores
 }
 
 func newChildEnv(t *testing.T) *childEnv {
 	e := newEnv(t)
 	e.cfg.Bus.SubagentSweepInterval = 200 * time.Millisecond
 	g := e.gateway("gw1", Options{})
-	return &childEnv{env: e, g: g, stores: spawntest.Stores{Registry: g.reg, Sessions: g.store, Queue: e.queue, Runs: e.runs}}
+	return &childEnv{env: e, g: g, stores: spawns.Stores{Registry: g.reg, Sessions: g.store, Queue: e.queue, Runs: e.runs}}
 }
 
-func (e *childEnv) spawn(c spawntest.Child) *subagents.Record {
+func (e *childEnv) spawn(c spawns.Child) *subagents.Record {
 	e.t.Helper()
 	if c.Agent == "" {
 		c.Agent = "kid"
@@ -36,7 +36,7 @@ func (e *childEnv) spawn(c spawntest.Child) *subagents.Record {
 	if c.Requester == "" {
 		c.Requester = "agent:req:main"
 	}
-	rec, err := spawntest.Spawn(bustest.Context(e.t), e.stores, c)
+	rec, err := spawns.Spawn(bustest.Context(e.t), e.stores, c)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func (e *childEnv) announces(session string) []map[string]any {
 
 func TestChildAnnounceDelivered(t *testing.T) {
 	e := newChildEnv(t)
-	c := e.spawn(spawntest.Child{Task: "count the files", Label: "counter"})
+	c := e.spawn(spawns.Child{Task: "count the files", Label: "counter"})
 	r := e.waitChild(c.ChildSessionKey, "announce delivered", announced)
 	if r.Outcome != subagents.OutcomeOK || r.StartedAt == 0 || r.EndedAt < r.StartedAt || !r.Queued || r.DeadlineAt != 0 {
 		t.Fatalf("registry record %+v", r)
@@ -115,7 +115,7 @@ func TestChildAnnounceReplyGoesToRequesterRoute(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c := e.spawn(spawntest.Child{Task: "route me"})
+	c := e.spawn(spawns.Child{Task: "route me"})
 	e.waitChild(c.ChildSessionKey, "announce delivered", announced)
 	e.wait(AnnounceRunID(c.RunID))
 	var got string
@@ -137,7 +137,7 @@ func TestChildAnnounceReplyGoesToRequesterRoute(t *testing.T) {
 
 func TestChildAnnounceSkipPostsNothing(t *testing.T) {
 	e := newChildEnv(t)
-	c := e.spawn(spawntest.Child{Task: "skip this", Cleanup: "delete"})
+	c := e.spawn(spawns.Child{Task: "skip this", Cleanup: "delete"})
 	r := e.waitChild(c.ChildSessionKey, "announce skipped and child deleted", func(r *subagents.Record) bool {
 		return r.Announce != nil && r.Announce.State == subagents.AnnounceSkipped && r.Deleted
 	})
@@ -157,7 +157,7 @@ func TestChildAnnounceSkipPostsNothing(t *testing.T) {
 
 func TestChildRunTimeoutCancelsTurnAndAnnounces(t *testing.T) {
 	e := newChildEnv(t)
-	c := e.spawn(spawntest.Child{Task: "slow work", TimeoutSeconds: 1})
+	c := e.spawn(spawns.Child{Task: "slow work", TimeoutSeconds: 1})
 	r := e.waitChild(c.ChildSessionKey, "announce delivered", announced)
 	if r.Outcome != subagents.OutcomeTimeout || r.DeadlineAt != r.StartedAt+1000 {
 		t.Fatalf("record %+v", r)
@@ -180,7 +180,7 @@ func TestChildRunTimeoutCancelsTurnAndAnnounces(t *testing.T) {
 
 func TestChildKilledRunCancelsTurnAndAnnounces(t *testing.T) {
 	e := newChildEnv(t)
-	c := e.spawn(spawntest.Child{Task: "slow job"})
+	c := e.spawn(spawns.Child{Task: "slow job"})
 	e.waitChild(c.ChildSessionKey, "started", func(r *subagents.Record) bool { return r.StartedAt != 0 })
 	ctx := bustest.Context(t)
 	bustest.WaitFor(t, 10*time.Second, "running", func() bool {
@@ -210,7 +210,7 @@ func TestChildKilledRunCancelsTurnAndAnnounces(t *testing.T) {
 
 func TestHalfDoneSpawnCompletedBySweep(t *testing.T) {
 	e := newChildEnv(t)
-	c := e.spawn(spawntest.Child{Task: "orphaned", SkipQueue: true})
+	c := e.spawn(spawns.Child{Task: "orphaned", SkipQueue: true})
 	r := e.waitChild(c.ChildSessionKey, "announce delivered", announced)
 	if r.Outcome != subagents.OutcomeOK {
 		t.Fatalf("record %+v", r)
@@ -224,7 +224,7 @@ func TestHalfDoneSpawnCompletedBySweep(t *testing.T) {
 func TestRunTakenAfterDeadlineEndsAsTimeout(t *testing.T) {
 	e := newChildEnv(t)
 	ctx := bustest.Context(t)
-	c := e.spawn(spawntest.Child{Task: "late", TimeoutSeconds: 5, SkipQueue: true})
+	c := e.spawn(spawns.Child{Task: "late", TimeoutSeconds: 5, SkipQueue: true})
 	// started once, long ago (its first gateway died): the deadline passed
 	past := time.Now().Add(-time.Minute).UnixMilli()
 	if _, err := e.g.reg.Update(ctx, c.ChildSessionKey, func(r *subagents.Record) error {
@@ -253,9 +253,9 @@ func TestGoneNestedRequesterFallsBack(t *testing.T) {
 	e := newChildEnv(t)
 	ctx := bustest.Context(t)
 	// an orchestrator child of agent:req:main, whose session is gone
-	orch := e.spawn(spawntest.Child{Task: "orchestrate", Cleanup: "delete"})
+	orch := e.spawn(spawns.Child{Task: "orchestrate", Cleanup: "delete"})
 	e.waitChild(orch.ChildSessionKey, "orchestrator deleted", func(r *subagents.Record) bool { return r.Deleted })
-	c := e.spawn(spawntest.Child{Task: "grandchild", Requester: orch.ChildSessionKey})
+	c := e.spawn(spawns.Child{Task: "grandchild", Requester: orch.ChildSessionKey})
 	r := e.waitChild(c.ChildSessionKey, "announce delivered", announced)
 	if r.Announce.TargetKey != "agent:req:main" {
 		t.Fatalf("announce went to %q", r.Announce.TargetKey)
@@ -274,9 +274,9 @@ func TestGoneNestedRequesterFallsBack(t *testing.T) {
 
 func TestNestedRequesterGetsInternalInstruction(t *testing.T) {
 	e := newChildEnv(t)
-	orch := e.spawn(spawntest.Child{Task: "orchestrate"})
+	orch := e.spawn(spawns.Child{Task: "orchestrate"})
 	e.waitChild(orch.ChildSessionKey, "orchestrator announced", announced)
-	c := e.spawn(spawntest.Child{Task: "leaf work", Requester: orch.ChildSessionKey})
+	c := e.spawn(spawns.Child{Task: "leaf work", Requester: orch.ChildSessionKey})
 	r := e.waitChild(c.ChildSessionKey, "announce delivered", announced)
 	if r.Announce.TargetKey != orch.ChildSessionKey {
 		t.Fatalf("announce went to %q", r.Announce.TargetKey)
@@ -294,7 +294,7 @@ func TestAnnounceClaimedOnceAcrossGateways(t *testing.T) {
 	e.gateway("gw3", Options{})
 	var kids []*subagents.Record
 	for i := range 12 {
-		kids = append(kids, e.spawn(spawntest.Child{Task: "job " + string(rune('a'+i))}))
+		kids = append(kids, e.spawn(spawns.Child{Task: "job " + string(rune('a'+i))}))
 	}
 	for _, c := range kids {
 		e.waitChild(c.ChildSessionKey, "announce delivered", announced)

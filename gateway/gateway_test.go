@@ -18,16 +18,17 @@ import (
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/config/configtest"
+	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/kv/a2a"
 	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
-	"github.com/sessionbus/sessionbus/submit"
-	"github.com/sessionbus/sessionbus/testkit"
+	"github.com/sessionbus/sessionbus/streams/transcripts/transcriptstest"
 )
 
 const testConfig = `
@@ -152,12 +153,12 @@ func (e *env) submit(req *runqueue.Request) {
 
 func (e *env) wait(runID string) *runs.Record {
 	e.t.Helper()
-	return testkit.WaitRun(e.t, e.runs, runID, 20*time.Second)
+	return runstest.WaitRun(e.t, e.runs, runID, 20*time.Second)
 }
 
 func (e *env) transcript(session string) []map[string]any {
 	e.t.Helper()
-	return testkit.Transcript[map[string]any](e.t, e.tr, session, 100)
+	return transcriptstest.Transcript[map[string]any](e.t, e.tr, session, 100)
 }
 
 // waitState watches the A2A state until it is done.

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/lifecycle"
 )
 
 // LifecycleSweepInterval paces the lifecycle sweep: finishing half-done

@@ -9,10 +9,10 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/flows/spawns"
+	"github.com/sessionbus/sessionbus/kv/archives"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/objects/archives"
-	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )
 
 // TestArchiveDue: only an ended run-mode child with cleanup "delete" gets
@@ -57,7 +57,7 @@ func TestArchiveDue(t *testing.T) {
 // transcript before its session goes.
 func TestChildCleanupDeleteArchives(t *testing.T) {
 	e := newChildEnv(t)
-	c := e.spawn(spawntest.Child{Task: "skip this", Cleanup: "delete"})
+	c := e.spawn(spawns.Child{Task: "skip this", Cleanup: "delete"})
 	e.waitChild(c.ChildSessionKey, "child deleted", func(r *subagents.Record) bool { return r.Deleted })
 	ctx := bustest.Context(t)
 	m, err := e.g.life.Archives.Find(ctx, c.ChildSessionKey)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
-	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 )
 
 // LiveOutput publishes one attempt of a run's live output on the session's

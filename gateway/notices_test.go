@@ -10,11 +10,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/flows/notices"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/watchers"
-	"github.com/sessionbus/sessionbus/notices"
 	"github.com/sessionbus/sessionbus/streams/signals"
-	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )
 
 // nested spawns an orchestrator child of agent:req:main and its own child,
@@ -22,9 +22,9 @@ import (
 // cursor and its completion announce ran in the orchestrator.
 func (e *childEnv) nested() (orch, grand string, seed uint64) {
 	e.t.Helper()
-	o := e.spawn(spawntest.Child{Task: "orchestrate"})
+	o := e.spawn(spawns.Child{Task: "orchestrate"})
 	e.waitChild(o.ChildSessionKey, "orchestrator announced", announced)
-	gc := e.spawn(spawntest.Child{Requester: o.ChildSessionKey, Task: "leaf work"})
+	gc := e.spawn(spawns.Child{Requester: o.ChildSessionKey, Task: "leaf work"})
 	e.waitChild(gc.ChildSessionKey, "grandchild announced", announced)
 	c, err := e.g.watchers.Get(bustest.Context(e.t), o.ChildSessionKey, gc.ChildSessionKey)
 	if err != nil || c.Provenance != watchers.Implicit || c.Pending() {
@@ -119,7 +119,7 @@ func TestSubagentWatcherWokenWhenConfigured(t *testing.T) {
 	base.cfg.Bus.SubagentSweepInterval = 200 * time.Millisecond
 	base.cfg.Session.Notices.WakeSubagents = true
 	g := base.gateway("gw1", Options{})
-	e := &childEnv{env: base, g: g, stores: spawntest.Stores{Registry: g.reg, Sessions: g.store, Queue: base.queue, Runs: base.runs}}
+	e := &childEnv{env: base, g: g, stores: spawns.Stores{Registry: g.reg, Sessions: g.store, Queue: base.queue, Runs: base.runs}}
 	orch, grand, seed := e.nested()
 
 	ev := e.human(grand, orch)

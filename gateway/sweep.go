@@ -8,9 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionbus/sessionbus/flows/spawns"
+	"github.com/sessionbus/sessionbus/kv/archives"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/objects/archives"
-	"github.com/sessionbus/sessionbus/spawns"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 

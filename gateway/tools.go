@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/facts"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
@@ -14,7 +15,7 @@ import (
 // (403), so this only keeps a model from being offered tools it would be
 // refused.
 func sessionTools(cfg *config.Config, key string, sess *sessions.Entry, sender string) []string {
-	return rules.ContextTools(cfg, rules.SessionToolContext(cfg, key, sess, false, sender), runtime.ToolNames())
+	return rules.ContextTools(cfg, rules.SessionToolContext(cfg, key, facts.Of(sess), false, sender), runtime.ToolNames())
 }
 
 // replySender is who sent the human message a run answers ("" for any

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/flows/notices"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/notices"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/sanitize"
-	"github.com/sessionbus/sessionbus/spawns"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )

@@ -8,8 +8,8 @@ import (
 	"golang.org/x/text/collate"
 	"golang.org/x/text/language"
 
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
 )
 
 // agentsListEntry is one row of agents_list.

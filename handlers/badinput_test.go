@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 )
 
 // badInputBase is a call each tool would otherwise accept, so a refusal

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 )
 
 // fuzzTools is every tool the worker serves, in a fixed order so a fuzz

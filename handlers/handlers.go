@@ -14,6 +14,10 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/facts"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
+	"github.com/sessionbus/sessionbus/flows/notices"
+	"github.com/sessionbus/sessionbus/handlers/quota"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
@@ -21,12 +25,9 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/threadbindings"
 	"github.com/sessionbus/sessionbus/kv/watchers"
-	"github.com/sessionbus/sessionbus/lifecycle"
-	"github.com/sessionbus/sessionbus/notices"
-	"github.com/sessionbus/sessionbus/quota"
-	"github.com/sessionbus/sessionbus/routing"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/rules/routing"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/signals"
@@ -152,7 +153,7 @@ func (d *Deps) handler(name string, t tool) bus.Handler {
 // rule that refuses it. The stages read the caller's session entry (role,
 // model, group route), its token's sandboxed flag and sender, and config.
 func (d *Deps) checkToolPolicy(r *requester, name string) error {
-	c := rules.SessionToolContext(d.Config, r.key, d.Index.Get(r.key), r.sandboxed, r.sender)
+	c := rules.SessionToolContext(d.Config, r.key, facts.Of(d.Index.Get(r.key)), r.sandboxed, r.sender)
 	if den := rules.SessionToolPolicy(d.Config, c).Check(c.Role, name); den != nil {
 		return &bus.Error{Code: bus.CodeForbidden, Message: den.Error()}
 	}

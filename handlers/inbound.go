@@ -9,12 +9,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/lifecycle"
-	"github.com/sessionbus/sessionbus/routing"
 	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/rules/routing"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/threadbindings"
-	"github.com/sessionbus/sessionbus/lifecycle"
-	"github.com/sessionbus/sessionbus/routing"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/spawns"
+	"github.com/sessionbus/sessionbus/rules/routing"
 )
 
 // An inbound message without a session key is routed: the worker derives

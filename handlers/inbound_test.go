@@ -17,11 +17,11 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/streams/transcripts/transcriptstest"
 )
 
 const humanKey = "agent:main:telegram:dm:42"
@@ -97,7 +97,7 @@ func (is *inboundStack) mustInbound(token, body string) map[string]any {
 // transcript is the session's transcript entries, decoded.
 func (is *inboundStack) transcript(key string) []map[string]any {
 	is.T.Helper()
-	return testkit.Transcript[map[string]any](is.T, is.Worker.Deps.Transcripts, key, 100)
+	return transcriptstest.Transcript[map[string]any](is.T, is.Worker.Deps.Transcripts, key, 100)
 }
 
 // writes is the last sequence of every stream (KV buckets included): a

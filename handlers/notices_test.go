@@ -15,11 +15,11 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/watchers"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/streams/transcripts/transcriptstest"
 )
 
 // Parent notices end to end: a worker (sessions_spawn, the ingress,
@@ -122,7 +122,7 @@ func (s *noticeStack) human(session, text string) string {
 
 func (s *noticeStack) transcript(key string) []map[string]any {
 	s.T.Helper()
-	return testkit.Transcript[map[string]any](s.T, s.Worker.Deps.Transcripts, key, 200)
+	return transcriptstest.Transcript[map[string]any](s.T, s.Worker.Deps.Transcripts, key, 200)
 }
 
 // notices are the notice prompts (internal_system user turns naming a

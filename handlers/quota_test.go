@@ -9,11 +9,11 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/importer"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/importer"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
+	"github.com/sessionbus/sessionbus/handlers/quota"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/quota"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // quotaClock is a fake time: it moves only when told, so a refusal is

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 )
 
 // redactError masks credentials in a thrown error's message: messages

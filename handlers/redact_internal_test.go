@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 )
 
 // The one-scan shortcut never skips a reply that has a string to mask:

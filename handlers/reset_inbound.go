@@ -9,10 +9,10 @@ import (
 	"unicode"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/lifecycle"
 )
 
 // WithClock replaces the worker's clock (the ingress's reset policy, the

@@ -14,12 +14,12 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/importer"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/importer"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
+	"github.com/sessionbus/sessionbus/kv/archives"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/lifecycle"
-	"github.com/sessionbus/sessionbus/objects/archives"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 const resetKey = "agent:main:telegram:dm:7"

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
 )
 
 // resolved is a session reference after resolution (a key, an alias such as

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
-	"github.com/sessionbus/sessionbus/submit"
 )
 
 // queuedRun is a run request a tool (sessions_send) or the ingress has put

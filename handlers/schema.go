@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/client/schema"
 )
 
 // Schema answers the schema subject (bus.Names.Schema): every tool the

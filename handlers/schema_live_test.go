@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/importer"
-	"github.com/sessionbus/sessionbus/schema"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/flows/importer"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 )
 
 // TestSchemaValidatesLiveReplies calls every tool through NATS against a

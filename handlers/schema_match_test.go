@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/client/schema"
 )
 
 // The published schemas (package schema) are derived from Go types of

@@ -12,10 +12,10 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // TestSendPolicyOverrideOp: sb.ops.session.send-policy sets the entry's

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 

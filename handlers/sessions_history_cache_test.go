@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sessionbus/sessionbus/sanitize"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 

@@ -9,10 +9,10 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/importer"
+	"github.com/sessionbus/sessionbus/flows/importer"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/signals"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 const mainKey = "agent:main:main"

@@ -14,11 +14,11 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/importer"
+	"github.com/sessionbus/sessionbus/flows/importer"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // fakeExec stands in for a gateway: a pull consumer on SB_RUNS that finishes

@@ -6,11 +6,11 @@ import (
 	"errors"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 

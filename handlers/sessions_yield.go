@@ -4,8 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
 )
 
 // sessions_yield texts, OpenClaw's.

@@ -3,7 +3,7 @@ package handlers
 import (
 	"context"
 
-	"github.com/sessionbus/sessionbus/notices"
+	"github.com/sessionbus/sessionbus/flows/notices"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/signals"
 )

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
 )
 
 // Attachment limits. OpenClaw caps the count at 50; the byte limits are

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/threadbindings"
-	"github.com/sessionbus/sessionbus/routing"
-	"github.com/sessionbus/sessionbus/spawns"
+	"github.com/sessionbus/sessionbus/rules/routing"
 )
 
 // A spawn with thread=true binds the requester's conversation (the

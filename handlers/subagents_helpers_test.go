@@ -12,16 +12,17 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
-	"github.com/sessionbus/sessionbus/submit"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/streams/transcripts/transcriptstest"
 )
 
 // child describes a sub-agent the tests create with the writes a spawn
@@ -216,7 +217,7 @@ func submitRun(t *testing.T, s *handlerstest.Stack, session, message string, edi
 // waitRun waits for a run to end and returns its record.
 func waitRun(t *testing.T, s *handlerstest.Stack, runID string) *runs.Record {
 	t.Helper()
-	return testkit.WaitRun(t, s.Worker.Deps.Runs, runID, 30*time.Second)
+	return runstest.WaitRun(t, s.Worker.Deps.Runs, runID, 30*time.Second)
 }
 
 // transcript returns a session's messages as (role, content) pairs.
@@ -227,7 +228,7 @@ func transcript(t *testing.T, s *handlerstest.Stack, session string) [][2]string
 		Content any    `json:"content"`
 	}
 	var out [][2]string
-	for _, m := range testkit.Transcript[message](t, s.Worker.Deps.Transcripts, session, 100) {
+	for _, m := range transcriptstest.Transcript[message](t, s.Worker.Deps.Transcripts, session, 100) {
 		text, _ := m.Content.(string)
 		out = append(out, [2]string{m.Role, text})
 	}

@@ -7,13 +7,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionbus/sessionbus/client/schema"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
-	"github.com/sessionbus/sessionbus/spawns"
 )
 
 // The kill action: end a child's run, or every child's, and the runs

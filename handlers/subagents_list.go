@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
 )
 
 // The list action: the controller's children, active first, then those

@@ -7,15 +7,15 @@ import (
 	"strings"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/client/schema"
+	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
-	"github.com/sessionbus/sessionbus/submit"
 )
 
 // The steer action: restart a child's run with a new message.

@@ -14,9 +14,9 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // items returns the list's active and recent items keyed by session key.

@@ -9,13 +9,13 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
+	"github.com/sessionbus/sessionbus/kv/archives"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/threadbindings"
-	"github.com/sessionbus/sessionbus/objects/archives"
-	"github.com/sessionbus/sessionbus/spawns"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
 )
 
 // threadStack is a worker and a gateway running the script agent main,
@@ -55,7 +55,7 @@ func spawnThreadChild(t *testing.T, is *inboundStack, parent string) string {
 		t.Fatalf("spawn: %v", res)
 	}
 	child := res["childSessionKey"].(string)
-	testkit.WaitRun(t, is.Worker.Deps.Runs, res["runId"].(string), time.Minute)
+	runstest.WaitRun(t, is.Worker.Deps.Runs, res["runId"].(string), time.Minute)
 	var carrier string
 	bustest.WaitFor(t, time.Minute, "the announce delivered", func() bool {
 		rec, _, err := is.Worker.Deps.Subagents.Get(bustest.Context(t), child)
@@ -64,7 +64,7 @@ func spawnThreadChild(t *testing.T, is *inboundStack, parent string) string {
 		}
 		return carrier != ""
 	})
-	testkit.WaitRun(t, is.Worker.Deps.Runs, carrier, time.Minute)
+	runstest.WaitRun(t, is.Worker.Deps.Runs, carrier, time.Minute)
 	return child
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 )
 
 // policyCase is one call and the reply the tool policy must give it: want

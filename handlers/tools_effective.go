@@ -9,9 +9,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/client/schema"
+	"github.com/sessionbus/sessionbus/flows/facts"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/schema"
 )
 
 // toolsResult is a session's effective tool list: every tool this build
@@ -32,7 +33,7 @@ func (d *Deps) effectiveTools(ctx context.Context, key, sender string) (*toolsRe
 	if err != nil {
 		return nil, d.toolsSessionErr(key, err)
 	}
-	c := rules.SessionToolContext(d.Config, key, e, false, sender)
+	c := rules.SessionToolContext(d.Config, key, facts.Of(e), false, sender)
 	vs := rules.EffectiveTools(d.Config, c, schema.Names())
 	return &toolsResult{Status: "ok", SessionKey: key, Tools: vs, Text: rules.FormatToolList(key, vs)}, nil
 }

@@ -9,13 +9,13 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/schema"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/streams/transcripts/transcriptstest"
 )
 
 const toolsGroupKey = "agent:main:telegram:group:-100"
@@ -98,7 +98,7 @@ func TestInboundTools(t *testing.T) {
 			t.Fatalf("/tools delivered on %s: %v", subj, d)
 		}
 	}
-	if tr := testkit.Transcript[map[string]any](t, s.Worker.Deps.Transcripts, toolsGroupKey, 100); len(tr) != 0 {
+	if tr := transcriptstest.Transcript[map[string]any](t, s.Worker.Deps.Transcripts, toolsGroupKey, 100); len(tr) != 0 {
 		t.Fatalf("/tools wrote the transcript: %v", tr)
 	}
 	res, err := inboundRaw(t, s, tg, msg("user42", "/tools please"))

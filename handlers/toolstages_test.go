@@ -5,8 +5,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // The provider stage: tools.byProvider by model ref and by provider, the

@@ -11,13 +11,13 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
+	"github.com/sessionbus/sessionbus/flows/notices"
+	"github.com/sessionbus/sessionbus/flows/stores"
+	"github.com/sessionbus/sessionbus/handlers/quota"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/lifecycle"
-	"github.com/sessionbus/sessionbus/notices"
-	"github.com/sessionbus/sessionbus/quota"
-	"github.com/sessionbus/sessionbus/sanitize"
-	"github.com/sessionbus/sessionbus/stores"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 )
 
 // Worker is one stateless tool worker: a micro service instance plus the

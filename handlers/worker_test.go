@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // Stop releases everything the worker opened, its transcript reader

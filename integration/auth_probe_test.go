@@ -17,7 +17,6 @@ import (
 	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/lanes"
-	"github.com/sessionbus/sessionbus/testkit"
 )
 
 // A caller chooses its request's reply subject, and the worker that answers
@@ -142,7 +141,7 @@ func TestAuthClientPayloadCap(t *testing.T) {
 	// answers 413, and a normal call works
 	agent := connectRole(t, s, d, auth.DefaultAccount, auth.RoleAgent)
 	tok := sb.token(t, bus.Caller{SessionKey: mainKey})
-	if _, err := bus.Call(bustest.Context(t), agent.Conn, sb.names, tok, "sessions_list", make([]byte, bus.MaxRequestBytes+1)); !testkit.IsCode(err, bus.CodeTooLarge) {
+	if _, err := bus.Call(bustest.Context(t), agent.Conn, sb.names, tok, "sessions_list", make([]byte, bus.MaxRequestBytes+1)); !bustest.IsCode(err, bus.CodeTooLarge) {
 		t.Fatalf("a body just over 1 MiB: %v, want the worker's 413", err)
 	}
 	if list, err := sb.call(t, agent.Conn, bus.Caller{SessionKey: mainKey}, "sessions_list", `{}`); err != nil || list["count"] == nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/testkit"
 )
 
 // authServer is an embedded server in operator mode trusting a fresh
@@ -181,7 +180,7 @@ func TestAuthAgentRole(t *testing.T) {
 	if err != nil || list["count"] == nil {
 		t.Fatalf("agent sessions_list: %v %v", list, err)
 	}
-	if _, err := bus.Call(bustest.Context(t), agent.Conn, sb.names, "", "sessions_list", nil); !testkit.IsCode(err, bus.CodeUnauthorized) {
+	if _, err := bus.Call(bustest.Context(t), agent.Conn, sb.names, "", "sessions_list", nil); !bustest.IsCode(err, bus.CodeUnauthorized) {
 		t.Fatalf("agent call without token: %v", err)
 	}
 
@@ -352,7 +351,7 @@ func TestAuthTenantsAreIsolated(t *testing.T) {
 	}
 	// send into: B's token on A's bus reaches A's worker, which does not trust it
 	_, err = bus.Call(bustest.Context(t), a.admin.Conn, a.names, b.token(t, bus.Caller{SessionKey: mainKey}), "sessions_send", []byte(`{"sessionKey":"`+secret+`","message":"ping from A","timeoutSeconds":0}`))
-	if !testkit.IsCode(err, bus.CodeUnauthorized) {
+	if !bustest.IsCode(err, bus.CodeUnauthorized) {
 		t.Fatalf("B's token in A: %v", err)
 	}
 	if h, err := b.call(t, b.admin.Conn, bus.Caller{SessionKey: mainKey}, "sessions_history", `{"sessionKey":"`+secret+`"}`); err != nil || strings.Contains(mustJSON(h), "from A") {

@@ -15,7 +15,6 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/testkit"
 )
 
 // A run's token works while the run runs and is refused (401) once it
@@ -52,7 +51,7 @@ func TestRunTokenRevokedWhenTheRunEnds(t *testing.T) {
 		return ok
 	})
 	_, err = bus.Call(bustest.Context(t), s.Conn, s.Worker.Deps.Names, string(tok), "sessions_list", nil)
-	if !testkit.IsCode(err, bus.CodeUnauthorized) || !strings.Contains(err.Error(), "revoked") {
+	if !bustest.IsCode(err, bus.CodeUnauthorized) || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("replayed token of an ended run: %v", err)
 	}
 }
@@ -79,7 +78,7 @@ func TestTokenLifetimeThroughTheWorker(t *testing.T) {
 		_, ok := s.Worker.Deps.Revocations.RevokedAt("run-1")
 		return ok
 	})
-	if err := call(old); !testkit.IsCode(err, bus.CodeUnauthorized) {
+	if err := call(old); !bustest.IsCode(err, bus.CodeUnauthorized) {
 		t.Fatalf("revoked run's token: %v", err)
 	}
 	at, _ := s.Worker.Deps.Revocations.RevokedAt("run-1")
@@ -108,10 +107,10 @@ func TestTokenLifetimeThroughTheWorker(t *testing.T) {
 		}
 		return tok
 	}
-	if err := call(sign(time.Now().Add(time.Hour), 2*time.Hour)); !testkit.IsCode(err, bus.CodeUnauthorized) || !strings.Contains(err.Error(), "not valid before") {
+	if err := call(sign(time.Now().Add(time.Hour), 2*time.Hour)); !bustest.IsCode(err, bus.CodeUnauthorized) || !strings.Contains(err.Error(), "not valid before") {
 		t.Fatalf("future not-before: %v", err)
 	}
-	if err := call(sign(time.Time{}, bus.MaxTokenTTL+time.Hour)); !testkit.IsCode(err, bus.CodeUnauthorized) {
+	if err := call(sign(time.Time{}, bus.MaxTokenTTL+time.Hour)); !bustest.IsCode(err, bus.CodeUnauthorized) {
 		t.Fatalf("lifetime above the maximum: %v", err)
 	}
 }

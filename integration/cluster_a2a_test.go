@@ -15,8 +15,8 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/a2a"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
-	"github.com/sessionbus/sessionbus/testkit"
 )
 
 // clusterA2AConfig: agent req sends to agent main's telegram group
@@ -99,7 +99,7 @@ func TestClusterGatewayCutMidA2A(t *testing.T) {
 			primaries[i] = r.RunID
 		})
 	}
-	caught := testkit.CatchRunning(t, ctx, watch, "never saw gw-a run a flow's step", func(key string, rec *runs.Record) bool {
+	caught := runstest.CatchRunning(t, ctx, watch, "never saw gw-a run a flow's step", func(key string, rec *runs.Record) bool {
 		return strings.Contains(key, ".") && rec.Gateway == "gw-a"
 	}).RunID
 	_ = watch.Stop()

@@ -10,7 +10,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/importer"
+	"github.com/sessionbus/sessionbus/flows/importer"
 )
 
 // An operator deletes each stream and bucket under a running worker and

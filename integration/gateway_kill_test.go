@@ -17,8 +17,8 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/testkit"
 )
 
 // gatewayKillConfig gives agent main a script runtime with a small delay, so
@@ -162,7 +162,7 @@ func TestGatewayKill(t *testing.T) {
 		wcancel()
 		t.Fatal(err)
 	}
-	caught := testkit.CatchRunning(t, wctx, watch, fmt.Sprintf("never saw %s running a turn", gatewayKillVictim), func(_ string, rec *runs.Record) bool {
+	caught := runstest.CatchRunning(t, wctx, watch, fmt.Sprintf("never saw %s running a turn", gatewayKillVictim), func(_ string, rec *runs.Record) bool {
 		return rec.Gateway == gatewayKillVictim
 	}).RunID
 	victim := gws[gatewayKillVictim]

@@ -16,9 +16,9 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/runs"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 )
 
 // killStack is a worker in the test process and gateways as separate
@@ -194,7 +194,7 @@ func TestGatewaySIGKILLMidStream(t *testing.T) {
 	sigkill(t, victim)
 	ks.gateway(t, "gw-b")
 
-	rec := testkit.WaitRun(t, ks.Worker.Deps.Runs, runID, 90*time.Second)
+	rec := runstest.WaitRun(t, ks.Worker.Deps.Runs, runID, 90*time.Second)
 	if rec.Status != runs.OK || rec.Attempts != 2 || rec.Gateway != "gw-b" || !strings.HasPrefix(rec.Reply, "reply ") {
 		t.Fatalf("run record after the kill: %+v", rec)
 	}
@@ -241,7 +241,7 @@ func TestCompactionSIGKILL(t *testing.T) {
 				t.Fatalf("%d compaction entries after the kill, want %d", n, tc.entriesKill)
 			}
 			ks.gateway(t, "gw-b")
-			rec := testkit.WaitRun(t, ks.Worker.Deps.Runs, runID, 90*time.Second)
+			rec := runstest.WaitRun(t, ks.Worker.Deps.Runs, runID, 90*time.Second)
 			if rec.Status != runs.OK || rec.Attempts != 2 || !strings.HasPrefix(rec.Reply, "reply ") {
 				t.Fatalf("run record: %+v", rec)
 			}

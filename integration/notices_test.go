@@ -16,12 +16,12 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/signals"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )
 
 // noticesConfig: every agent answers at once.
@@ -76,7 +76,7 @@ func TestNoticesExactlyOnceAcrossGateways(t *testing.T) {
 	}
 
 	// spawn the children; each one's first run seeds its parent's cursor
-	stores := spawntest.Stores{Registry: d.Subagents, Sessions: d.Store, Queue: d.Queue, Runs: d.Runs}
+	stores := spawns.Stores{Registry: d.Subagents, Sessions: d.Store, Queue: d.Queue, Runs: d.Runs}
 	type pair struct{ parent, child string }
 	var pairs []pair
 	var mu sync.Mutex
@@ -85,7 +85,7 @@ func TestNoticesExactlyOnceAcrossGateways(t *testing.T) {
 		parent := fmt.Sprintf("agent:main:p%02d", p)
 		for range noticeChildrenEach {
 			wg.Go(func() {
-				rec, err := spawntest.Spawn(bustest.Context(t), stores, spawntest.Child{Requester: parent, Agent: "kid", Task: "watch"})
+				rec, err := spawns.Spawn(bustest.Context(t), stores, spawns.Child{Requester: parent, Agent: "kid", Task: "watch"})
 				if err != nil {
 					t.Errorf("spawn: %v", err)
 					return
@@ -141,7 +141,7 @@ func TestNoticesExactlyOnceAcrossGateways(t *testing.T) {
 		victim := ""
 		// drained to the end: the watcher's sends block otherwise
 		for e := range rw.Updates() {
-			rec, ok := testkit.RunUpdate(e)
+			rec, ok := runstest.RunUpdate(e)
 			if victim != "" || !ok {
 				continue
 			}

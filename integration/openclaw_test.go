@@ -24,7 +24,7 @@ func TestOpenClawConfigAndStateDir(t *testing.T) {
 	// the warning is logged before "ready"; read stderr under its writer's lock
 	waitStderr(t, srv.cmd, `pattern=(a+)+$`)
 	url := "nats://" + addr
-	state, err := filepath.Abs(filepath.Join("..", "openclawstore", "testdata", "state"))
+	state, err := filepath.Abs(filepath.Join("..", "flows", "importer", "openclawstore", "testdata", "state"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,11 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/importer"
 	"github.com/sessionbus/sessionbus/gateway"
-	"github.com/sessionbus/sessionbus/importer"
-	"github.com/sessionbus/sessionbus/sanitize"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
+	"github.com/sessionbus/sessionbus/rules/sanitize"
 )
 
 // plantedSecret is one sample of a default redaction pattern: text holds

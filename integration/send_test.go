@@ -11,9 +11,9 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/runs"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // sendStack is a worker and one in-process gateway on one server.

@@ -12,7 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 )
 
 // TestMicroStatsCountEveryReply drives the stock nats CLI: after 10 good

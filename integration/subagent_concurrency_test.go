@@ -11,11 +11,11 @@ import (
 
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/rules"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/gatewaytest"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // TestSubagentMaxConcurrentAcrossGateways: with
@@ -89,7 +89,7 @@ func TestSubagentMaxConcurrentAcrossGateways(t *testing.T) {
 	for len(ended) < children {
 		select {
 		case e := <-watch.Updates():
-			rec, ok := testkit.RunUpdate(e)
+			rec, ok := runstest.RunUpdate(e)
 			if !ok || !rules.IsSubagentKey(rec.SessionKey) || !want[rec.RunID] {
 				continue
 			}

@@ -13,13 +13,13 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
-	"github.com/sessionbus/sessionbus/testkit"
-	"github.com/sessionbus/sessionbus/testkit/spawntest"
 )
 
 // subagentConfig: the requester (main) answers each announce after a short
@@ -62,7 +62,7 @@ const subagentRequester = "agent:main:main"
 type subagentBus struct {
 	url, cfgPath, creds string
 	js                  jetstream.JetStream
-	stores              spawntest.Stores
+	stores              spawns.Stores
 	children            *subagents.Index
 	tr                  *transcripts.Store
 	queue               *runqueue.Queue
@@ -107,14 +107,14 @@ func (b *subagentBus) gateway(t *testing.T, id string) *proc {
 	return p
 }
 
-func (b *subagentBus) spawn(t *testing.T, n int, c spawntest.Child) []*subagents.Record {
+func (b *subagentBus) spawn(t *testing.T, n int, c spawns.Child) []*subagents.Record {
 	out := make([]*subagents.Record, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			cc := c
 			cc.Task = fmt.Sprintf("%s %03d", c.Task, i)
-			rec, err := spawntest.Spawn(bustest.Context(t), b.stores, cc)
+			rec, err := spawns.Spawn(bustest.Context(t), b.stores, cc)
 			if err != nil {
 				t.Errorf("spawn %d: %v", i, err)
 				return
@@ -198,7 +198,7 @@ func TestSubagentAnnouncesSurviveGatewayKill(t *testing.T) {
 	b := newSubagentBus(t)
 	gws := map[string]*proc{"gw-a": b.gateway(t, "gw-a"), "gw-b": b.gateway(t, "gw-b")}
 	const children = 100
-	kids := b.spawn(t, children, spawntest.Child{Requester: subagentRequester, Agent: "kid", Task: "job"})
+	kids := b.spawn(t, children, spawns.Child{Requester: subagentRequester, Agent: "kid", Task: "job"})
 
 	bustest.WaitFor(t, 60*time.Second, "half the children finished", func() bool {
 		return b.count(kids, func(r *subagents.Record) bool { return !r.Active() }) >= children/2
@@ -209,7 +209,7 @@ func TestSubagentAnnouncesSurviveGatewayKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := testkit.CatchRunning(t, ctx, w, "never saw the requester's turn running", func(_ string, rec *runs.Record) bool {
+	victim := runstest.CatchRunning(t, ctx, w, "never saw the requester's turn running", func(_ string, rec *runs.Record) bool {
 		return rec.SessionKey == subagentRequester
 	}).Gateway
 	_ = w.Stop()
@@ -254,7 +254,7 @@ func TestSubagentTimeoutsWhileEveryGatewayIsDown(t *testing.T) {
 	b := newSubagentBus(t)
 	gws := []*proc{b.gateway(t, "gw-a"), b.gateway(t, "gw-b")}
 	const children = 20
-	kids := b.spawn(t, children, spawntest.Child{Requester: subagentRequester, Agent: "kid", Task: "slow job", TimeoutSeconds: 2})
+	kids := b.spawn(t, children, spawns.Child{Requester: subagentRequester, Agent: "kid", Task: "slow job", TimeoutSeconds: 2})
 	bustest.WaitFor(t, 30*time.Second, "every child running", func() bool {
 		return b.count(kids, func(r *subagents.Record) bool { return r.StartedAt != 0 && r.DeadlineAt != 0 }) == children
 	})

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/kv/runs"
-	"github.com/sessionbus/sessionbus/testkit"
+	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 )
 
 // TestThinkingReachesTheModel: a spawn's thinking and a session's
@@ -32,7 +32,7 @@ func TestThinkingReachesTheModel(t *testing.T) {
 	if res["status"] != "accepted" || runID == "" {
 		t.Fatalf("spawn: %v", res)
 	}
-	if rec := testkit.WaitRun(t, s.Worker.Deps.Runs, runID, 60*time.Second); rec.Status != runs.OK {
+	if rec := runstest.WaitRun(t, s.Worker.Deps.Runs, runID, 60*time.Second); rec.Status != runs.OK {
 		t.Fatalf("child run: %+v", rec)
 	}
 	stub.mu.Lock()

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessionbus/sessionbus/testkit/tlstest"
+	"github.com/sessionbus/sessionbus/bus/tlsfiles/tlstest"
 )
 
 // serve --tls-cert --tls-key: the ready line is the tls:// URL;

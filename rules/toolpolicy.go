@@ -314,7 +314,7 @@ func ConfigToolPolicy(cfg *config.Config, agentID string) ToolPolicy {
 // subagentRole, by the stages config alone selects (no entry: the agent's
 // model, no group route). ContextTools is the same for a full context.
 func SessionTools(cfg *config.Config, key string, spawnDepth *int, storedRole string, tools []string) []string {
-	c := SessionToolContext(cfg, key, nil, false, "")
+	c := SessionToolContext(cfg, key, SessionFacts{}, false, "")
 	c.Role = ResolveSessionRole(key, spawnDepth, storedRole, cfg.SubagentsFor(AgentIDFromKey(key)).MaxSpawnDepth)
 	return ContextTools(cfg, c, tools)
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // Tool policy stage names, as a Denial and the effective tool list
@@ -72,48 +71,52 @@ type ToolContext struct {
 	Sandboxed bool
 }
 
-// SessionToolContext builds a session's ToolContext from its store entry
-// (nil: none) and config. sandboxed is the caller token's flag, which
-// config can only add to; sender is the turn's sender, "" when unknown.
-func SessionToolContext(cfg *config.Config, key string, e *sessions.Entry, sandboxed bool, sender string) ToolContext {
+// SessionFacts are what the tool policy reads of a stored session entry,
+// handed over as a value so that rules knows nothing of storage or NATS
+// (flows/facts reads them from a kv/sessions entry). The zero value is a
+// session with no entry.
+type SessionFacts struct {
+	// SpawnDepth and SubagentRole are a sub-agent's stored depth and role.
+	SpawnDepth   *int
+	SubagentRole string
+	// ChatType is the entry's chat type; OriginChatType its origin's.
+	ChatType, OriginChatType string
+	// ModelOverride and ProviderOverride are the session's model override
+	// (session_status, a spawn's model).
+	ModelOverride, ProviderOverride string
+	// DeliveryChannel and DeliveryTo are its delivery route; LastChannel
+	// and LastTo where its last message came from.
+	DeliveryChannel, DeliveryTo string
+	LastChannel, LastTo         string
+}
+
+// SessionToolContext builds a session's ToolContext from its stored facts
+// and config. sandboxed is the caller token's flag, which config can only
+// add to; sender is the turn's sender, "" when unknown.
+func SessionToolContext(cfg *config.Config, key string, f SessionFacts, sandboxed bool, sender string) ToolContext {
 	agentID := AgentIDFromKey(key)
-	var depth *int
-	storedRole, chatType := "", ""
-	if e != nil {
-		depth, storedRole, chatType = e.SpawnDepth, e.Rares().SubagentRole, e.ChatType
-	}
 	maxDepth := cfg.SubagentsFor(agentID).MaxSpawnDepth
-	c := ToolContext{Key: key, Role: ResolveSessionRole(key, depth, storedRole, maxDepth), SenderID: sender}
+	c := ToolContext{Key: key, Role: ResolveSessionRole(key, f.SpawnDepth, f.SubagentRole, maxDepth), SenderID: sender}
 	alias := ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
 	c.Sandboxed = sandboxed || cfg.SandboxedSession(agentID, key == alias.MainSessionKey(agentID))
-	c.Provider, c.Model = sessionModel(cfg, agentID, e)
-	if t := FirstNonEmpty(normalizeChatType(chatType), normalizeChatType(originChatType(e)), ChatTypeFromKey(key)); t == ChatGroup || t == ChatChannel {
-		c.Channel, c.GroupID = groupRoute(key, e)
+	c.Provider, c.Model = sessionModel(cfg, agentID, f)
+	if t := FirstNonEmpty(normalizeChatType(f.ChatType), normalizeChatType(f.OriginChatType), ChatTypeFromKey(key)); t == ChatGroup || t == ChatChannel {
+		c.Channel, c.GroupID = groupRoute(key, f)
 	}
 	return c
 }
 
-func originChatType(e *sessions.Entry) string {
-	if e == nil || e.Origin == nil {
-		return ""
-	}
-	return e.Origin.ChatType
-}
-
 // sessionModel is the session's model: the entry's override
 // (session_status, a spawn's model), else the agent's default model.
-func sessionModel(cfg *config.Config, agentID string, e *sessions.Entry) (provider, model string) {
-	if e != nil {
-		r := e.Rares()
-		switch {
-		case r.ModelOverride != "" && r.ProviderOverride != "":
-			// the model id may hold a slash of its own (openrouter's
-			// "anthropic/claude-sonnet-4-5"): the provider is the override's
-			return strings.ToLower(r.ProviderOverride), r.ModelOverride
-		case r.ModelOverride != "":
-			if ref, ok := config.ParseModelRef(r.ModelOverride, config.DefaultModelProvider); ok {
-				return ref.Provider, ref.Model
-			}
+func sessionModel(cfg *config.Config, agentID string, f SessionFacts) (provider, model string) {
+	switch {
+	case f.ModelOverride != "" && f.ProviderOverride != "":
+		// the model id may hold a slash of its own (openrouter's
+		// "anthropic/claude-sonnet-4-5"): the provider is the override's
+		return strings.ToLower(f.ProviderOverride), f.ModelOverride
+	case f.ModelOverride != "":
+		if ref, ok := config.ParseModelRef(f.ModelOverride, config.DefaultModelProvider); ok {
+			return ref.Provider, ref.Model
 		}
 	}
 	if ref, ok := config.ParseModelRef(cfg.AgentModel(agentID), config.DefaultModelProvider); ok {
@@ -125,14 +128,12 @@ func sessionModel(cfg *config.Config, agentID string, e *sessions.Entry) (provid
 // groupRoute is the channel and group id of a group session: its route
 // (where its last message came from), else what its key names
 // ("<channel>:group:<id>").
-func groupRoute(key string, e *sessions.Entry) (channel, groupID string) {
-	if e != nil {
-		if dc := e.DeliveryContext; dc != nil && dc.Channel != "" && dc.To != "" {
-			return strings.ToLower(dc.Channel), dc.To
-		}
-		if e.LastChannel != "" && e.LastTo != "" {
-			return strings.ToLower(e.LastChannel), e.LastTo
-		}
+func groupRoute(key string, f SessionFacts) (channel, groupID string) {
+	if f.DeliveryChannel != "" && f.DeliveryTo != "" {
+		return strings.ToLower(f.DeliveryChannel), f.DeliveryTo
+	}
+	if f.LastChannel != "" && f.LastTo != "" {
+		return strings.ToLower(f.LastChannel), f.LastTo
 	}
 	parts := nonEmptySegments(restOrRaw(key))
 	if len(parts) >= 3 && (parts[1] == "group" || parts[1] == "channel") {

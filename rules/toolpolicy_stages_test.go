@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // The session's model for the provider stage: the override (its provider
@@ -13,7 +12,7 @@ import (
 func TestSessionToolContextModel(t *testing.T) {
 	cfg := config.Default()
 	cfg.Agents.Defaults.Model = "gpt-4o-mini"
-	e := &sessions.Entry{Key: "agent:main:x"}
+	key := "agent:main:x"
 	for _, tc := range []struct {
 		provider, model, wantP, wantM string
 	}{
@@ -21,8 +20,7 @@ func TestSessionToolContextModel(t *testing.T) {
 		{"openrouter", "anthropic/claude-sonnet-4-5", "openrouter", "anthropic/claude-sonnet-4-5"},
 		{"", "anthropic/claude-opus-4-6", "anthropic", "claude-opus-4-6"},
 	} {
-		e.SetRare(func(r *sessions.RareFields) { r.ProviderOverride, r.ModelOverride = tc.provider, tc.model })
-		c := SessionToolContext(cfg, e.Key, e, false, "")
+		c := SessionToolContext(cfg, key, SessionFacts{ProviderOverride: tc.provider, ModelOverride: tc.model}, false, "")
 		if c.Provider != tc.wantP || c.Model != tc.wantM {
 			t.Errorf("override %q %q: %s/%s, want %s/%s", tc.provider, tc.model, c.Provider, c.Model, tc.wantP, tc.wantM)
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionbus/sessionbus/bus"
 )
 
 // WaitFor checks cond every 10 ms until it holds, and fails the test with
@@ -49,4 +51,10 @@ func Acked(t testing.TB, f jetstream.PubAckFuture, err error) uint64 {
 		t.Fatal("no acknowledgement within a minute")
 	}
 	return 0
+}
+
+// IsCode reports whether err is a thrown *bus.Error with code.
+func IsCode(err error, code int) bool {
+	e, ok := bus.AsError(err)
+	return ok && e.Code == code
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/bus/embedded"
-	"github.com/sessionbus/sessionbus/testkit/tlstest"
+	"github.com/sessionbus/sessionbus/bus/tlsfiles/tlstest"
 )
 
 func startTLS(t *testing.T, tl *embedded.TLS) *embedded.Server {

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sessionbus/sessionbus/adapter/webhook"
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/console"
+	"github.com/sessionbus/sessionbus/client/webhook"
+	"github.com/sessionbus/sessionbus/ops/console"
 )
 
 // cmdAdapter runs a channel adapter; webhook is the one there is.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/lifecycle"
-	"github.com/sessionbus/sessionbus/objects/archives"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
+	"github.com/sessionbus/sessionbus/kv/archives"
 )
 
 // cmdArchive reads and restores archives directly in JetStream, as

@@ -3,8 +3,8 @@ package main
 import (
 	"io"
 
-	"github.com/sessionbus/sessionbus/audit"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/ops/audit"
 )
 
 func cmdAudit(args []string, _ io.Reader, stdout, stderr io.Writer) int {

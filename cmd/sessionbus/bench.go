@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sessionbus/sessionbus/bench"
+	"github.com/sessionbus/sessionbus/ops/bench"
 )
 
 func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {

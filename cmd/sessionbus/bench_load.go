@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sessionbus/sessionbus/bench"
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/embedded"
+	"github.com/sessionbus/sessionbus/ops/bench"
 )
 
 // loadFlagSet is bench's --load mode.

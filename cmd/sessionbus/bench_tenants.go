@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sessionbus/sessionbus/bench"
 	"github.com/sessionbus/sessionbus/bus/embedded"
+	"github.com/sessionbus/sessionbus/ops/bench"
 )
 
 // tenantsFlagSet is bench's --tenants mode.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
-	"github.com/sessionbus/sessionbus/console"
+	"github.com/sessionbus/sessionbus/ops/console"
 )
 
 // cmdConsole serves the web console against a running bus.

@@ -13,14 +13,14 @@ import (
 )
 
 // TestDeployUnitsUseFlagsTheCLIHas: every ExecStart line of the systemd
-// units in deploy/ runs a sessionbus command that exists, with flags that
+// units in examples/deploy/ runs a sessionbus command that exists, with flags that
 // command has, and the roles up runs each have a unit.
 func TestDeployUnitsUseFlagsTheCLIHas(t *testing.T) {
 	flagsOf := map[string][]string{}
 	for _, c := range shellCommands() {
 		flagsOf[c.name] = flagWords(c)
 	}
-	units, err := filepath.Glob("../../deploy/*.service")
+	units, err := filepath.Glob("../../examples/deploy/*.service")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestDeployUnitsUseFlagsTheCLIHas(t *testing.T) {
 	}
 }
 
-// TestDeployUnitsVerify runs systemd-analyze verify on deploy/'s units,
+// TestDeployUnitsVerify runs systemd-analyze verify on examples/deploy/'s units,
 // where it is installed: every line parses and names a known setting. The
 // binary they run is this machine's true, since none is installed.
 func TestDeployUnitsVerify(t *testing.T) {
@@ -79,9 +79,9 @@ func TestDeployUnitsVerify(t *testing.T) {
 	if err != nil {
 		t.Skip("no true binary to stand in for sessionbus")
 	}
-	units, err := filepath.Glob("../../deploy/*")
+	units, err := filepath.Glob("../../examples/deploy/*")
 	if err != nil || len(units) == 0 {
-		t.Fatalf("no units in deploy/: %v", err)
+		t.Fatalf("no units in examples/deploy/: %v", err)
 	}
 	dir := t.TempDir()
 	var names []string

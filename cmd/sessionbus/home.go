@@ -10,7 +10,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
-	"github.com/sessionbus/sessionbus/home"
+	"github.com/sessionbus/sessionbus/ops/home"
 )
 
 // fallbackServer is --server's default when neither SESSIONBUS_SERVER nor

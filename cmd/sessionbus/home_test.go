@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessionbus/sessionbus/home"
+	"github.com/sessionbus/sessionbus/ops/home"
 )
 
 // TestHomeGivesClientDefaults: --server and --creds default to what the

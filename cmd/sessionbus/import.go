@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/importer"
+	"github.com/sessionbus/sessionbus/flows/importer"
+	"github.com/sessionbus/sessionbus/flows/importer/openclawstore"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/openclawstore"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 

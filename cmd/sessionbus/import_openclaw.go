@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/openclawstore"
+	"github.com/sessionbus/sessionbus/flows/importer/openclawstore"
 )
 
 // importOpenClaw loads an OpenClaw state directory: progress on stderr

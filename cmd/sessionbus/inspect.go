@@ -13,8 +13,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/inspect"
-	"github.com/sessionbus/sessionbus/lifecycle"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
+	"github.com/sessionbus/sessionbus/ops/inspect"
 )
 
 // opsFlags are the flags inspect and replay share: they read a

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/client"
-	"github.com/sessionbus/sessionbus/mcpserver"
+	"github.com/sessionbus/sessionbus/client/mcpserver"
 )
 
 // cmdMCP serves the session tools to an MCP host as one session: on

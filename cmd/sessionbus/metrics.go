@@ -11,7 +11,7 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
-	"github.com/sessionbus/sessionbus/metrics"
+	"github.com/sessionbus/sessionbus/ops/metrics"
 )
 
 // metricsFlag is --metrics of serve, worker and gateway.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/replay"
+	"github.com/sessionbus/sessionbus/ops/replay"
 )
 
 // stopContext ends on SIGINT or SIGTERM: replay --follow runs until then.

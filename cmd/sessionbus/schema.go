@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/client/schema"
 )
 
 // schemaDoc is one tool as `sessionbus schema` prints it.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/client/schema"
 )
 
 func TestSchemaCommand(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/console"
-	"github.com/sessionbus/sessionbus/demo"
 	"github.com/sessionbus/sessionbus/gateway"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/ops/console"
+	"github.com/sessionbus/sessionbus/ops/demo"
 )
 
 // serveFlags is serve's command line.
@@ -61,7 +61,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, int) {
 	tlsFlags := serveTLSFlags(fs)
 	consoleAddr := fs.String("console", "", "also serve the web console on this address (host:port, e.g. 127.0.0.1:4280); --demo turns it on at "+console.DefaultListen)
 	nodes := fs.Int("cluster", 0, "run N clustered nodes in this process (odd, 3+; client ports from --listen up, routes 2000 above, streams R3): see docs/ops.md#cluster")
-	node := fs.Int("node", 0, "with --cluster N: run only node I (1..N) of the cluster, and no worker or gateway; the other nodes, workers and gateways are processes of their own (sessionbus up, deploy/): see docs/ops.md#up")
+	node := fs.Int("node", 0, "with --cluster N: run only node I (1..N) of the cluster, and no worker or gateway; the other nodes, workers and gateways are processes of their own (sessionbus up, examples/deploy/): see docs/ops.md#up")
 	if err := fs.Parse(args); err != nil {
 		return serveFlags{}, 2
 	}

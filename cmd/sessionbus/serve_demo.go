@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sessionbus/sessionbus/demo"
+	"github.com/sessionbus/sessionbus/ops/demo"
 )
 
 // settleDataDir runs once the server holds the data dir: serve --demo

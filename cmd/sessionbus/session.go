@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/lifecycle"
+	"github.com/sessionbus/sessionbus/flows/lifecycle"
 )
 
 // cmdSession is `sessionbus session delete|reset|goal|compact|tools|send-policy

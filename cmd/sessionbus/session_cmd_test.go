@@ -8,8 +8,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
-	"github.com/sessionbus/sessionbus/testkit/handlerstest"
 )
 
 // sessionCmdStack is a server and a worker (handlerstest) holding one

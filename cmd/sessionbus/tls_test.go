@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sessionbus/sessionbus/bus/embedded"
-	"github.com/sessionbus/sessionbus/testkit/tlstest"
+	"github.com/sessionbus/sessionbus/bus/tlsfiles/tlstest"
 )
 
 func tlsServer(t *testing.T, tl *embedded.TLS) string {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
-	"github.com/sessionbus/sessionbus/supervise"
+	"github.com/sessionbus/sessionbus/ops/supervise"
 )
 
 // upDeployment is what `sessionbus up` runs: the shape of a deployment on

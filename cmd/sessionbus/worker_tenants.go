@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sessionbus/sessionbus/tenants"
+	"github.com/sessionbus/sessionbus/ops/tenants"
 )
 
 // workerTenantsFlags are worker's flags for serving many tenants.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sessionbus/sessionbus/schema"
+	"github.com/sessionbus/sessionbus/client/schema"
 )
 
 // ToolSpec describes one session tool as a model sees it.
