@@ -25,7 +25,6 @@ import (
 	"github.com/sessionbus/sessionbus/kv/a2a"
 	"github.com/sessionbus/sessionbus/kv/childslots"
 	"github.com/sessionbus/sessionbus/kv/claims"
-	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/revocations"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
@@ -92,15 +91,11 @@ type Gateway struct {
 	// which quotes a runtime's stderr) and in every log line.
 	redact *sanitize.Redactor
 
-	runs  *runs.Records
-	queue *runqueue.Queue
-	flows *a2a.Store
-	tr    *transcripts.Store
-	store *sessions.Store
-	// lanes is the bucket earlier gateways held a session with; opened
-	// (and brought back when deleted) for the benchmarks and tools that
-	// still read it, written by no run here
-	lanes    *lanes.Lanes
+	runs     *runs.Records
+	queue    *runqueue.Queue
+	flows    *a2a.Store
+	tr       *transcripts.Store
+	store    *sessions.Store
 	slots    *childslots.Slots // the fleet's sub-agent run bound
 	failures recent[int]       // failed attempts per queued message (stream sequence)
 	deliver  *deliveries.Stream
@@ -120,7 +115,8 @@ type Gateway struct {
 	cancel context.CancelFunc
 	guard  *bus.Guard
 	// guarded are the stores the guard brings back (stores.Guarded), with
-	// the gateway's own lanes, sessions and run queue added in follow
+	// the gateway's own sessions, sub-agent slots and run queue added in
+	// follow
 	guarded []bus.Recreatable
 	opts    Options
 	// iterMu guards iter and rebound: a rebind after SB_RUNS was deleted
@@ -195,9 +191,6 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 				"consumer", g.names.GatewaysConsumer(), "ackWait", aw, "asked", o.AckWait)
 		}
 		g.ackWait = aw
-	}
-	if g.lanes, err = lanes.Open(ctx, g.js, g.names, id, g.ackWait, lanes.WithReplicas(cfg.Bus.Replicas)); err != nil {
-		return fail(err)
 	}
 	if err := g.openSlots(ctx); err != nil {
 		return fail(err)
@@ -304,7 +297,7 @@ func (g *Gateway) openStores(ctx context.Context) error {
 // meanwhile is received, and one published before is the sweep's.
 func (g *Gateway) follow() error {
 	g.guard = bus.NewGuard(g.js, g.log)
-	for _, r := range append(g.guarded, g.store, g.lanes, g.slots, queueGuard{g}) {
+	for _, r := range append(g.guarded, g.store, g.slots, queueGuard{g}) {
 		if err := g.guard.Watch(r); err != nil {
 			g.guard.Stop()
 			return fmt.Errorf("follow stream deletions: %w", err)

@@ -20,7 +20,6 @@ import (
 	"github.com/sessionbus/sessionbus/config/configtest"
 	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/kv/a2a"
-	"github.com/sessionbus/sessionbus/kv/lanes"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/runs/runstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
@@ -645,14 +644,6 @@ func TestDeadGatewayRunRedelivered(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("fetched %d", n)
 	}
-	// Its lane lock, which the server ends a second after its last refresh.
-	dead, err := lanes.Open(ctx, e.js, e.names, "dead", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dead.Acquire(ctx, req.SessionKey, req.RunID, 0); err != nil {
-		t.Fatal(err)
-	}
 	e.gateway("gw2", Options{AckWait: time.Second})
 	rec := e.wait(req.RunID)
 	if rec.Status != runs.OK || rec.Gateway != "gw2" || rec.Attempts != 1 {
@@ -785,14 +776,7 @@ func TestStaleMemoryOfSessionAfterOutsideWrites(t *testing.T) {
 	e.submit(first)
 	e.wait(first.RunID)
 
-	// another replica's run, an import and a label change, done by hand
-	lanesKV, err := e.js.KeyValue(context.Background(), e.names.LanesBucket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lanesKV.Put(context.Background(), enc, []byte(`{}`)); err != nil {
-		t.Fatal(err)
-	}
+	// an import and a label change, done by hand
 	if _, err := e.tr.Append(context.Background(), enc, []byte(`{"role":"user","content":"imported"}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestStreamsDeletedUnderARunningServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stream := range []string{names.RunsStream(), bus.KVStream(names.RunsBucket()), bus.KVStream(names.LanesBucket()), names.TranscriptsStream()} {
+	for _, stream := range []string{names.RunsStream(), bus.KVStream(names.RunsBucket()), bus.KVStream(names.SubagentsBucket()), names.TranscriptsStream()} {
 		if err := js.DeleteStream(context.Background(), stream); err != nil {
 			t.Fatalf("delete %s: %v", stream, err)
 		}

@@ -63,12 +63,6 @@ type Record struct {
 	// IdempotencyKey is the caller's key when the run came from
 	// sessions_send with one; the run id is derived from it.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
-	// FreesLane, on an outcome, says the session's lane (kv/lanes), still
-	// naming this run, is free for the next one (lanes.Lanes.Finished),
-	// with no write of its own. Gateways hold sessions through the
-	// transcript and no longer set it; the lanes package and the
-	// benchmarks that replay the lane path do.
-	FreesLane bool `json:"freesLane,omitempty"`
 }
 
 // Terminal reports whether the run has finished.
