@@ -182,3 +182,62 @@ func TestInboundTimestamp(t *testing.T) {
 		t.Fatalf("legacy adapter, body-only signature: %d %s", status, text)
 	}
 }
+
+// TestDeliverySignature: a delivery carries X-Sessionbus-Timestamp, the
+// Unix seconds of its POST, and a signature over that timestamp, "." and
+// the body, which webhook.Verify and webhook.CheckTimestamp take; with
+// LegacySignatures it carries the body-only signature and no timestamp,
+// as receivers not yet migrated check it.
+func TestDeliverySignature(t *testing.T) {
+	st := stack(t)
+	type got struct {
+		h    http.Header
+		body []byte
+	}
+	posts := make(chan got, 2)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		posts <- got{r.Header.Clone(), b}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	for _, legacy := range []bool{false, true} {
+		a := adapter(t, st, fmt.Sprint("web", legacy), webhook.Options{Secret: secret, DeliverURL: hook.URL, LegacySignatures: legacy})
+		d, err := a.Start(bustest.Context(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		web := httptest.NewServer(a.Handler())
+		before := time.Now().Unix()
+		status, text := post(t, web.URL, mustJSON(map[string]any{"from": "5", "text": "hello signed"}), true)
+		if status != http.StatusAccepted {
+			t.Fatalf("legacy %v: %d %s", legacy, status, text)
+		}
+		var p got
+		select {
+		case p = <-posts:
+		case <-time.After(time.Minute):
+			t.Fatalf("legacy %v: no delivery within a minute", legacy)
+		}
+		web.Close()
+		d.Stop()
+		ts, sig := p.h.Get(webhook.HeaderTimestamp), p.h.Get(webhook.HeaderSignature)
+		if legacy {
+			if ts != "" || sig != hmacHex(string(p.body)) {
+				t.Fatalf("legacy delivery: timestamp %q, signature %q, want none and the body's %q", ts, sig, hmacHex(string(p.body)))
+			}
+			continue
+		}
+		n, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil || n < before || n > time.Now().Unix() {
+			t.Fatalf("delivery timestamp %q, want the Unix seconds of the POST (between %d and now)", ts, before)
+		}
+		if !strings.Contains(string(p.body), `"message":"hi signed"`) || sig != hmacHex(ts+"."+string(p.body)) ||
+			!webhook.Verify(secret, ts, p.body, sig) || webhook.CheckTimestamp(ts, time.Now()) != nil {
+			t.Fatalf("delivery %s: signature %q over timestamp %s does not verify", p.body, sig, ts)
+		}
+		if webhook.Verify(secret, strconv.FormatInt(n+1, 10), p.body, sig) {
+			t.Fatal("the delivery's signature verifies with another timestamp")
+		}
+	}
+}
