@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,7 +156,9 @@ func postRetrying(urls []string, first int, body, secret []byte) error {
 	for try := range 4 {
 		u := urls[(first+try)%len(urls)]
 		req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
-		req.Header.Set("X-Sessionbus-Signature", signBody(secret, body))
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req.Header.Set("X-Sessionbus-Timestamp", ts)
+		req.Header.Set("X-Sessionbus-Signature", signBody(secret, ts, body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			last = err
@@ -171,8 +174,11 @@ func postRetrying(urls []string, first int, body, secret []byte) error {
 	return last
 }
 
-func signBody(secret, body []byte) string {
+// signBody is the documented signature: the HMAC-SHA256 of the
+// timestamp, "." and the body.
+func signBody(secret []byte, ts string, body []byte) string {
 	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(ts + "."))
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
@@ -204,7 +210,7 @@ func (r *adapterReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	_ = json.Unmarshal(body, &d)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if req.Header.Get("X-Sessionbus-Signature") != signBody(r.secret, body) {
+	if ts := req.Header.Get("X-Sessionbus-Timestamp"); ts == "" || req.Header.Get("X-Sessionbus-Signature") != signBody(r.secret, ts, body) {
 		r.badSig++
 	}
 	id := req.Header.Get("X-Sessionbus-Delivery")

@@ -292,8 +292,15 @@ func (a *Adapter) post(ctx context.Context, id string, attempt int, body []byte)
 	req.Header.Set(HeaderDelivery, id)
 	req.Header.Set(HeaderAttempt, strconv.Itoa(attempt))
 	req.Header.Set(HeaderChannel, a.o.Channel)
-	if a.o.Secret != nil {
-		req.Header.Set(HeaderSignature, Sign(a.o.Secret, body))
+	switch {
+	case a.o.Secret == nil:
+	case a.o.LegacySignatures:
+		req.Header.Set(HeaderSignature, SignBody(a.o.Secret, body))
+	default:
+		// signed for this attempt: a retry minutes later is not stale
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req.Header.Set(HeaderTimestamp, ts)
+		req.Header.Set(HeaderSignature, Sign(a.o.Secret, ts, body))
 	}
 	resp, err := a.o.Client.Do(req)
 	if err != nil {

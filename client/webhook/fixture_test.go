@@ -12,9 +12,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
@@ -93,7 +95,7 @@ func post(t *testing.T, url string, body []byte, sign bool) (int, string) {
 		t.Fatal(err)
 	}
 	if sign {
-		req.Header.Set(webhook.HeaderSignature, webhook.Sign(secret, body))
+		signReq(req, time.Now().Unix(), body)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -130,7 +132,7 @@ func newReceiver(t *testing.T) *receiver {
 	r := &receiver{takenIDs: map[string]int{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		ok := validSignature(body, req.Header.Get(webhook.HeaderSignature))
+		ok := validSignature(body, req.Header)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if !ok {
@@ -152,12 +154,30 @@ func newReceiver(t *testing.T) *receiver {
 	return r
 }
 
-// validSignature checks a signature as a receiver would, by the
-// documented format alone: "sha256=" and the hex HMAC-SHA256 of the body.
-func validSignature(body []byte, header string) bool {
+// signReq signs req as a sender does by the documented format alone:
+// the timestamp ts, and "sha256=" with the hex HMAC-SHA256 of ts, "."
+// and the body.
+func signReq(req *http.Request, ts int64, body []byte) {
+	t := strconv.FormatInt(ts, 10)
+	req.Header.Set("X-Sessionbus-Timestamp", t)
+	req.Header.Set("X-Sessionbus-Signature", hmacHex(t+"."+string(body)))
+}
+
+func hmacHex(payload string) string {
 	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return header == "sha256="+hex.EncodeToString(m.Sum(nil))
+	m.Write([]byte(payload))
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// validSignature checks a delivery's signature as a receiver would, by
+// the documented format alone: a timestamp within 5 minutes of now, and
+// "sha256=" with the hex HMAC-SHA256 of the timestamp, "." and the body.
+func validSignature(body []byte, h http.Header) bool {
+	ts, err := strconv.ParseInt(h.Get("X-Sessionbus-Timestamp"), 10, 64)
+	if err != nil || time.Since(time.Unix(ts, 0)).Abs() > 5*time.Minute {
+		return false
+	}
+	return hmac.Equal([]byte(h.Get("X-Sessionbus-Signature")), []byte(hmacHex(h.Get("X-Sessionbus-Timestamp")+"."+string(body))))
 }
 
 func (r *receiver) distinct() int {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
 )
@@ -64,14 +65,10 @@ func (a *Adapter) serveInbound(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 		return
 	}
+	var replayKey string
 	if a.o.Secret != nil {
-		sig := r.Header.Get(HeaderSignature)
-		if sig == "" {
-			httpError(w, http.StatusUnauthorized, "missing "+HeaderSignature+" header: sign the body with the shared secret (sha256=<hex HMAC-SHA256 of the body>)")
-			return
-		}
-		if !Verify(a.o.Secret, raw, sig) {
-			httpError(w, http.StatusUnauthorized, "bad "+HeaderSignature+": it must be sha256=<hex HMAC-SHA256 of the exact body bytes> under the adapter's secret")
+		if replayKey, err = a.checkInbound(r.Header, raw, time.Now()); err != nil {
+			httpError(w, http.StatusUnauthorized, err.Error())
 			return
 		}
 	}
@@ -79,6 +76,11 @@ func (a *Adapter) serveInbound(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	if msg.IdempotencyKey == "" {
+		// a replay of this signed request is then a repeat the ingress
+		// answers with the first run and starts nothing for
+		msg.IdempotencyKey = replayKey
 	}
 	tok, err := a.o.Token()
 	if err != nil {

@@ -6,15 +6,11 @@
 package webhook
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,9 +21,14 @@ import (
 
 // HTTP headers of both directions.
 const (
-	// HeaderSignature carries "sha256=" and the lower-case hex HMAC-SHA256
-	// of the exact body bytes, keyed with the shared secret.
+	// HeaderSignature carries "sha256=" and the lower-case hex HMAC-SHA256,
+	// keyed with the shared secret, of the HeaderTimestamp value, a "."
+	// and the exact body bytes (Sign).
 	HeaderSignature = "X-Sessionbus-Signature"
+	// HeaderTimestamp is when the request was signed, in Unix seconds: a
+	// request more than SignatureTolerance away from the receiver's clock
+	// is refused, so a captured one cannot be sent again later.
+	HeaderTimestamp = "X-Sessionbus-Timestamp"
 	// HeaderDelivery is a delivery's id: the same on every retry and on a
 	// redelivery after an adapter crash, so a receiver drops repeats by it.
 	HeaderDelivery = "X-Sessionbus-Delivery"
@@ -35,8 +36,6 @@ const (
 	HeaderAttempt = "X-Sessionbus-Attempt"
 	// HeaderChannel names the adapter's channel.
 	HeaderChannel = "X-Sessionbus-Channel"
-
-	signaturePrefix = "sha256="
 )
 
 // Defaults of Options.
@@ -59,7 +58,12 @@ type Options struct {
 	Channel    string // normalized channel id (bus.NormalizeChannel)
 	DeliverURL string
 	Secret     []byte // nil: nothing is signed or checked
-	Names      bus.Names
+	// LegacySignatures also takes /inbound requests without
+	// HeaderTimestamp whose signature covers the body alone (such a
+	// request can be replayed), and signs deliveries that way, for
+	// senders and receivers not yet signing the timestamp.
+	LegacySignatures bool
+	Names            bus.Names
 	// Token returns the adapter token sent with each inbound message; it
 	// is called per message, so a rotated token file is picked up.
 	Token func() (string, error)
@@ -127,26 +131,4 @@ func orDefault[T int | time.Duration](v, d T) T {
 		return d
 	}
 	return v
-}
-
-// Sign is the HeaderSignature value of body under secret.
-func Sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return signaturePrefix + hex.EncodeToString(m.Sum(nil))
-}
-
-// Verify checks a HeaderSignature value against body in constant time.
-func Verify(secret, body []byte, header string) bool {
-	hexSig, ok := strings.CutPrefix(strings.TrimSpace(header), signaturePrefix)
-	if !ok {
-		return false
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil {
-		return false
-	}
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
 }

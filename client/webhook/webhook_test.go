@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,9 +86,11 @@ func TestInboundBadInput(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, c.url+webhook.InboundPath, strings.NewReader(c.body))
 			switch {
 			case c.sign:
-				req.Header.Set(webhook.HeaderSignature, webhook.Sign(secret, []byte(c.body)))
+				signReq(req, time.Now().Unix(), []byte(c.body))
 			case c.raw:
-				req.Header.Set(webhook.HeaderSignature, webhook.Sign([]byte("another secret"), []byte(c.body)))
+				ts := strconv.FormatInt(time.Now().Unix(), 10)
+				req.Header.Set(webhook.HeaderTimestamp, ts)
+				req.Header.Set(webhook.HeaderSignature, webhook.Sign([]byte("another secret"), ts, []byte(c.body)))
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

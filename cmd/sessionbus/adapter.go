@@ -32,7 +32,8 @@ func cmdAdapter(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	channel := fs.String("channel", "", "the channel this adapter serves (required): messages come in on it, replies on sb.deliver.<channel> go out")
 	listen := fs.String("listen", "127.0.0.1:8788", "HTTP address of POST /inbound (host:port); a non-loopback one needs --secret-file")
 	deliverURL := fs.String("deliver-url", "", "where every reply is POSTed (required): http:// or https:// URL")
-	secretFile := fs.String("secret-file", "", "file holding the shared secret: /inbound then needs a valid X-Sessionbus-Signature, and deliveries carry one")
+	secretFile := fs.String("secret-file", "", "file holding the shared secret: /inbound then needs a valid X-Sessionbus-Timestamp and X-Sessionbus-Signature, and deliveries carry them")
+	legacySigs := fs.Bool("legacy-signatures", false, "with --secret-file, also take /inbound requests without X-Sessionbus-Timestamp signed over the body alone, which can be replayed, and sign deliveries that way: only while senders and receivers move to timestamped signatures")
 	tokenFile := fs.String("token-file", "", "file holding the adapter token for sb.inbound (`sessionbus token --adapter C`), read on every message so it can be rotated; default: minted with --creds' token key")
 	prefix := fs.String("prefix", bus.DefaultPrefix, "subject prefix (bus.prefix)")
 	inFlight := fs.Int("max-in-flight", webhook.DefaultInFlight, "deliveries handed out at once over every adapter of the channel; 1 keeps replies in order across processes, more posts several sessions at once (one per session)")
@@ -70,6 +71,8 @@ func cmdAdapter(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if secret, err = readSecret(*secretFile); err != nil {
 			return usageErr("--secret-file: %v", err)
 		}
+	} else if *legacySigs {
+		return usageErr("--legacy-signatures needs --secret-file: without a secret nothing is signed")
 	} else if !console.IsLoopback(*listen) {
 		return usageErr("--listen %s is not a loopback address: anyone who reaches it could speak as any human on %s; give --secret-file", *listen, ch)
 	}
@@ -87,7 +90,7 @@ func cmdAdapter(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer closeConn(nc)
 	host, _ := os.Hostname()
-	a, err := webhook.New(nc, webhook.Options{Channel: ch, DeliverURL: *deliverURL, Secret: secret, Names: bus.NewNames(*prefix),
+	a, err := webhook.New(nc, webhook.Options{Channel: ch, DeliverURL: *deliverURL, Secret: secret, LegacySignatures: *legacySigs, Names: bus.NewNames(*prefix),
 		Token: token, MaxInFlight: *inFlight, AckWait: *ackWait, Attempts: *attempts, Backoff: *backoff, Timeout: *timeout,
 		Instance: fmt.Sprintf("%s:%d", host, os.Getpid()), Log: log})
 	if err != nil {

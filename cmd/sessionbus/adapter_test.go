@@ -31,6 +31,7 @@ func TestAdapterWebhookUsage(t *testing.T) {
 		{[]string{"--channel", "we.b", "--deliver-url", "http://127.0.0.1:9000"}, `--channel: channel "we.b" is not a channel id`},
 		{[]string{"--channel", "web", "--deliver-url", "http://127.0.0.1:9000", "--listen", "0.0.0.0:8788"}, "not a loopback address"},
 		{[]string{"--channel", "web", "--deliver-url", "http://127.0.0.1:9000", "--secret-file", empty}, "is empty: write a long random secret"},
+		{[]string{"--channel", "web", "--deliver-url", "http://127.0.0.1:9000", "--legacy-signatures"}, "--legacy-signatures needs --secret-file"},
 		{[]string{"--channel", "web", "--deliver-url", "http://127.0.0.1:9000", "--attempts", "0"}, "--attempts must be 1 or more"},
 		{[]string{"--channel", "web", "--deliver-url", "http://127.0.0.1:9000"}, "has no token key to mint the ingress token"},
 		{[]string{"--channel", "web", "--deliver-url", "http://127.0.0.1:9000", "--token-file", filepath.Join(dir, "missing")}, "--token-file:"},
