@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionbus/sessionbus/adapter/webhook"
+	"github.com/sessionbus/sessionbus/client/webhook"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -151,9 +152,21 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"user": localUser.Name, "role": localUser.Role, "auth": false})
 		return
 	}
+	now, src := s.now(), sourceOf(r)
+	// refused before the body is read: a blocked source costs nothing more
+	if d := s.throttle.sources.wait(src, now); d > 0 {
+		tooManyLogins(w, d, "from this address")
+		return
+	}
 	var req loginRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLogin)).Decode(&req); err != nil {
+		s.throttle.sources.failed(src, now)
 		writeError(w, http.StatusBadRequest, "send {\"creds\": FILE TEXT} or {\"token\": TOKEN}")
+		return
+	}
+	user := claimedUser(req)
+	if d := s.throttle.users.wait(user, now); d > 0 {
+		tooManyLogins(w, d, "for this user")
 		return
 	}
 	var u *User
@@ -167,13 +180,29 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("paste a credentials file (sessionbus creds admin|ops) or a token (sessionbus token --as KEY)")
 	}
 	if err != nil {
+		if d := s.throttle.sources.failed(src, now); d > 0 {
+			s.log.Warn("console logins from an address back off", "source", src, "wait", d)
+		}
+		if d := s.throttle.users.failed(user, now); d > 0 {
+			s.log.Warn("console logins for a user back off", "wait", d)
+		}
 		writeError(w, http.StatusUnauthorized, err.Error())
 		return
 	}
+	s.throttle.sources.succeeded(src)
+	s.throttle.users.succeeded(user)
 	u.expires = time.Now().Add(loginTTL)
 	id := s.logins.add(u)
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(loginTTL.Seconds())})
 	writeJSON(w, http.StatusOK, map[string]any{"user": u.Name, "role": u.Role, "session": u.Session, "auth": true})
+}
+
+// tooManyLogins refuses a login during a back-off, with the wait in whole
+// seconds (rounded up) in Retry-After and the message.
+func tooManyLogins(w http.ResponseWriter, d time.Duration, whose string) {
+	secs := int64((d + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many failed logins %s: try again in %ds", whose, secs))
 }
 
 // credsUser checks a credentials file as the NATS server checks a

@@ -66,6 +66,8 @@ type Options struct {
 	// workers and gateways whose figures the ops page charts.
 	MetricsFrom []string
 	Log         *slog.Logger
+	// Now is the clock of the login back-off (nil: time.Now).
+	Now func() time.Time
 }
 
 // Server is a running console.
@@ -84,6 +86,7 @@ type Server struct {
 	charts   *charts
 	hub      *hub
 	logins   *logins
+	throttle *loginThrottle
 	verifier *bus.Verifier
 
 	ln   net.Listener
@@ -120,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{o: o, log: o.Log, js: js, hub: newHub(), logins: newLogins(), verifier: bus.NewVerifier(o.Operator.PublicKey()), done: make(chan struct{})}
+	s := &Server{o: o, log: o.Log, js: js, hub: newHub(), logins: newLogins(), throttle: newLoginThrottle(), verifier: bus.NewVerifier(o.Operator.PublicKey()), done: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
 		s.stopStores()
 		return nil, err

@@ -139,7 +139,12 @@ func (r *Router) Resolve(m Message) (Route, error) {
 		return Route{}, err
 	}
 	route.MainSessionKey = "agent:" + route.AgentID + ":" + r.mainKey
-	route.BaseSessionKey = r.baseKey(route, m, peerID)
+	if route.BaseSessionKey, err = r.baseKey(route, m, peerID); err != nil {
+		return Route{}, err
+	}
+	if err := checkKeyID("threadId", m.ThreadID); err != nil {
+		return Route{}, err
+	}
 	route.SessionKey = threadKey(route.BaseSessionKey, m.Channel, chatType, m.ThreadID)
 	if err := checkKey(route.SessionKey); err != nil {
 		return Route{}, err
@@ -147,24 +152,65 @@ func (r *Router) Resolve(m Message) (Route, error) {
 	return route, nil
 }
 
-// baseKey is OpenClaw's buildAgentPeerSessionKey.
-func (r *Router) baseKey(route Route, m Message, peerID string) string {
+// baseKey is OpenClaw's buildAgentPeerSessionKey, refusing a group or
+// sender id that checkKeyID refuses.
+func (r *Router) baseKey(route Route, m Message, peerID string) (string, error) {
 	prefix := "agent:" + route.AgentID + ":"
 	if route.ChatType != ChatDirect {
-		return prefix + m.Channel + ":" + route.ChatType + ":" + groupPeerID(m.Channel, route.ChatType, peerID)
+		if err := checkKeyID("groupId", peerID); err != nil {
+			return "", err
+		}
+		return prefix + m.Channel + ":" + route.ChatType + ":" + groupPeerID(m.Channel, route.ChatType, peerID), nil
 	}
 	if r.dmScope == DMScopeMain {
-		return route.MainSessionKey
+		return route.MainSessionKey, nil
 	}
 	peer := strings.ToLower(linkedPeer(r.identityLinks, m.Channel, peerID))
+	if err := checkKeyID("from", peer); err != nil {
+		return "", err
+	}
 	switch r.dmScope {
 	case DMScopePerAccountChannelPeer:
-		return prefix + m.Channel + ":" + route.AccountID + ":direct:" + peer
+		return prefix + m.Channel + ":" + route.AccountID + ":direct:" + peer, nil
 	case DMScopePerChannelPeer:
-		return prefix + m.Channel + ":direct:" + peer
+		return prefix + m.Channel + ":direct:" + peer, nil
 	default: // per-peer
-		return prefix + "direct:" + peer
+		return prefix + "direct:" + peer, nil
 	}
+}
+
+// keyMarkers are the words a routed key marks its parts with
+// (<channel>:group:<id>, <channel>:<account>:direct:<peer>,
+// <base>:thread:<id>, a Telegram group's :topic:<id>, the legacy dm).
+var keyMarkers = []string{"thread", "topic", "direct", "dm", "group", "channel"}
+
+// checkKeyID refuses a sender, group or thread id whose ":"-separated parts
+// would read as the key's own: OpenClaw puts such ids in keys as sent (a
+// Matrix room id is !room:server, an IPv6 server name holds "::"), neither
+// escaping nor refusing a ":", and finds a key's thread at its last
+// ":thread:". So a group "gx:thread:t1" got the key of thread t1 of group
+// gx, a DM "p:thread:t" the key of p's thread t, a group "direct:p" under
+// an account named group that of p's DM, and a ":group:" or ":topic:" part
+// made a DM's key classify as a group's or a thread's. An id with such a
+// part, or one starting or ending with ":" (a key part OpenClaw's own
+// parser drops, so the key would read as the id without it), is refused
+// rather than routed into a session that is not its own. An id without ":"
+// is a single part of the key and always routes.
+func checkKeyID(field, id string) error {
+	if !strings.Contains(id, ":") {
+		return nil
+	}
+	if strings.HasPrefix(id, ":") || strings.HasSuffix(id, ":") {
+		return inputErr(fmt.Sprintf("%s %q cannot be part of a session key: it starts or ends with \":\", so the key would read as another id's; send the platform's id without the leading or trailing \":\"", field, id))
+	}
+	folded := ":" + strings.ToLower(id) + ":"
+	for _, w := range keyMarkers {
+		if strings.Contains(folded, ":"+w+":") {
+			return inputErr(fmt.Sprintf("%s %q cannot be part of a session key: it has a %q part between colons, a word session keys mark their own parts with (:group:, :channel:, :direct:, :dm:, :thread:, :topic:), so the message would land in another session; a thread goes in threadId, and the group or sender id is the platform's id alone",
+				field, id, w))
+		}
+	}
+	return nil
 }
 
 // linkedPeer is OpenClaw's resolveLinkedDirectPeerId: the canonical name

@@ -61,6 +61,8 @@ func TestKeysOfTheReferenceTable(t *testing.T) {
 		{"google chat thread", nil, Message{Channel: "googlechat", From: "users/1", GroupID: "spaces/AAAA", ThreadID: "spaces/AAAA/threads/Q1"}, "agent:main:googlechat:group:spaces/aaaa:thread:spaces/aaaa/threads/q1"},
 		{"signal group keeps case", nil, Message{Channel: "signal", From: "+1555", GroupID: "q1W2e3R4+/u7I8o9P0=="}, "agent:main:signal:group:q1W2e3R4+/u7I8o9P0=="},
 		{"matrix room keeps case", nil, Message{Channel: "matrix", From: "@u:hs", ChatType: "channel", GroupID: "!RoomA:example.org", ThreadID: "$Ev1"}, "agent:main:matrix:channel:!RoomA:example.org:thread:$Ev1"},
+		{"matrix room on an IPv6 server", nil, Message{Channel: "matrix", From: "@u:hs", ChatType: "channel", GroupID: "!R:[2001:db8::1]"}, "agent:main:matrix:channel:!R:[2001:db8::1]"},
+		{"teams channel id", nil, Message{Channel: "msteams", From: "29:1a", ChatType: "channel", GroupID: "19:AbC@thread.tacv2"}, "agent:main:msteams:channel:19:abc@thread.tacv2"},
 		{"whatsapp group", nil, Message{Channel: "whatsapp", From: "+1555", GroupID: "120363-1@G.US"}, "agent:main:whatsapp:group:120363-1@g.us"},
 	}
 	for _, tt := range tests {
@@ -162,7 +164,9 @@ func TestBindings(t *testing.T) {
 	}
 }
 
-// TestResolveRefuses: each bad message is a clear input error.
+// TestResolveRefuses: each bad message is a clear input error. An id whose
+// ":"-separated parts would read as the key's own (a group "gx:thread:t1"
+// is thread t1 of group gx) is refused, whatever its case.
 func TestResolveRefuses(t *testing.T) {
 	r := router(t, scope("per-peer"))
 	tests := []struct {
@@ -179,6 +183,15 @@ func TestResolveRefuses(t *testing.T) {
 		{Message{Channel: "telegram", From: strings.Repeat("é", 120)}, "the session key this message routes to is 258 bytes, over the 256"},
 		{Message{Channel: "telegram", From: "a b"}, "cannot be part of a session key"},
 		{Message{Channel: "telegram", From: "1", AgentID: "a.b"}, `agentId "a.b" is not a valid agent id`},
+		{Message{Channel: "discord", From: "1", GroupID: "gx:thread:t1"}, `groupId "gx:thread:t1" cannot be part of a session key: it has a "thread" part`},
+		{Message{Channel: "matrix", From: "1", GroupID: "!r:THREAD:x"}, `groupId "!r:THREAD:x" cannot be part of a session key: it has a "thread" part`},
+		{Message{Channel: "telegram", From: "1", GroupID: "-1:topic:5"}, `it has a "topic" part`},
+		{Message{Channel: "slack", From: "1", ChatType: "channel", GroupID: "direct:u"}, `it has a "direct" part`},
+		{Message{Channel: "slack", From: "1", GroupID: "x:channel:y"}, `it has a "channel" part`},
+		{Message{Channel: "slack", From: "1", GroupID: "x:dm"}, `it has a "dm" part`},
+		{Message{Channel: "slack", From: "u:group:g"}, `from "u:group:g" cannot be part of a session key: it has a "group" part`},
+		{Message{Channel: "slack", From: "1", ThreadID: "thread:1"}, `threadId "thread:1" cannot be part of a session key`},
+		{Message{Channel: "slack", From: "1", GroupID: "g:"}, `groupId "g:" cannot be part of a session key: it starts or ends with ":"`},
 	}
 	for _, tt := range tests {
 		_, err := r.Resolve(tt.m)
