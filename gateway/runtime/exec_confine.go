@@ -41,7 +41,7 @@ func (r *execRuntime) setConfinement(key string, c execConfig) error {
 	}
 	checks := map[string]string{}
 	for _, d := range confine.SystemReadDirs {
-		checks[d] = "agents read the system directory " + d + "; move the data dir out of it, or set " + key + ".user"
+		checks[d] = "agents read the system directory " + d + "; move them out of it, or set " + key + ".user"
 	}
 	if c.Dir != "" {
 		checks[c.Dir] = key + ".dir is the agent's working directory; give it a directory outside the data dir"
