@@ -67,6 +67,7 @@ printf '{"reply":"ok"}'
 	}
 	e.cfg.Agents.List = append(e.cfg.Agents.List, config.Agent{ID: "ex", Runtime: "exec", Exec: map[string]any{
 		"command": []any{script}, "timeoutSeconds": 300, "env": map[string]any{"out": out},
+		"writePaths": []any{out}, // a confined agent writes only where it is let
 	}})
 }
 

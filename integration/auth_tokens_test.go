@@ -32,6 +32,8 @@ func TestRunTokenRevokedWhenTheRunEnds(t *testing.T) {
 			{ID: "ex", Runtime: "exec", Exec: map[string]any{
 				"command": []string{os.Args[0]},
 				"env":     map[string]any{execAgentEnv: "1", execAgentTokenOut: tokenFile},
+				// a confined agent writes only where it is let
+				"writePaths": []string{filepath.Dir(tokenFile)},
 			}},
 		}
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/runtime/confine"
 )
 
 // cmdGateway runs one gateway replica against an existing NATS server: it
@@ -58,6 +59,9 @@ func cmdGateway(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer pm.close()
+	// exec agents run as this process's user: keep them from its
+	// environment and from the credentials it runs with
+	confine.Harden(log, *creds)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	g, err := gateway.StartWithOptions(ctx, nc, cfg, op, *id, log, gateway.Options{Concurrency: *concurrency, AckWait: *ackWait, Observer: pm.gateway()})
 	cancel()

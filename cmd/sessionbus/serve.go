@@ -14,6 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/runtime/confine"
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/ops/console"
 	"github.com/sessionbus/sessionbus/ops/demo"
@@ -189,6 +190,9 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 			_ = failLine(stderr, "serve", err)
 			return 1
 		}
+		// exec agents run as this process's user: keep them from its
+		// environment and from the data dir
+		confine.Harden(log, f.data)
 		if gw, err = startGateway(nc, cfg, op, log, gateway.Options{Observer: pm.gateway(), RunCredentials: runCreds}); err != nil {
 			fmt.Fprintln(stderr, "sessionbus serve:", err)
 			return 1

@@ -11,6 +11,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/runtime/confine"
 	"github.com/sessionbus/sessionbus/handlers"
 )
 
@@ -105,6 +106,9 @@ func serveCluster(o clusterServe, stdout, stderr io.Writer) int {
 	// R3 creates can fail: retry within the start-up minute.
 	var w *handlers.Worker
 	var gw *gateway.Gateway
+	if !o.noGateway {
+		confine.Harden(log, o.data) // as serve does
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if w == nil {

@@ -42,6 +42,10 @@ type execConfig struct {
 	// User runs each turn as this OS user (a name or a numeric uid); the
 	// gateway must be root.
 	User string `mapstructure:"user"`
+	// ReadPaths and WritePaths are directories a confined turn (no user)
+	// may also read, or read and write, besides its own (see confine).
+	ReadPaths  []string `mapstructure:"readPaths"`
+	WritePaths []string `mapstructure:"writePaths"`
 }
 
 type execRuntime struct {
@@ -51,6 +55,12 @@ type execRuntime struct {
 	timeout time.Duration
 	label   string // for messages: the command as configured
 	as      *runAs // exec.user; nil: the gateway's own user
+	// confined: without exec.user, each turn starts through the launcher
+	// (self), which confines it with Landlock to the system directories,
+	// its own directories and readPaths/writePaths
+	confined              bool
+	self                  string
+	readPaths, writePaths []string
 }
 
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -94,6 +104,9 @@ func newExec(key string, raw map[string]any) (*execRuntime, error) {
 		if r.as, err = lookupRunAs(key+".user", c.User); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.setConfinement(key, c); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -266,9 +279,11 @@ func (r *execRuntime) run(ctx, runCtx context.Context, t Turn, x *execTurn) (*Re
 		return nil, runErrorf("exec %s: encoding the turn: %v (a history message is not valid JSON)", r.label, err)
 	}
 
-	cmd := exec.CommandContext(runCtx, r.argv[0], r.argv[1:]...)
+	cmd, err := r.command(runCtx, x)
+	if err != nil {
+		return nil, err
+	}
 	cmd.Dir = x.dir
-	cmd.Env = x.env
 	cmd.Stdin = bytes.NewReader(stdin)
 	stdout := &capWriter{max: maxExecStdout}
 	// The extra bytes make sure a secret overlapping the quoted tail is

@@ -78,7 +78,7 @@ cp "$SESSIONBUS_CREDS" "$OUT/creds"
 printf '{"reply":"%s|%s|%s|%s|%s|%s"}' "$SESSIONBUS_CREDS" "$(stat -c %a "$SESSIONBUS_CREDS")" "$HOME" "$SESSIONBUS_INBOX" "$SESSIONBUS_TOKEN" "$SESSIONBUS_SERVER"
 `)
 	u := newRunUser(t)
-	rt := mustNew(t, execAgent([]any{script}, map[string]any{"timeoutSeconds": 5, "env": map[string]any{"out": out, "sessionbus_creds": "overridden"}}))
+	rt := mustNew(t, execAgent([]any{script}, map[string]any{"timeoutSeconds": 5, "env": map[string]any{"out": out, "sessionbus_creds": "overridden"}, "writePaths": []any{out}}))
 	turn := Turn{RunID: "run-1", NATSURL: "nats://127.0.0.1:4222", Token: "tok-123", NATSUser: u.issue}
 	res, err := rt.Run(context.Background(), turn, nil)
 	if err != nil {

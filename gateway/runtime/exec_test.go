@@ -41,7 +41,7 @@ func TestExecEchoesTurnAndParsesReply(t *testing.T) {
 cat > "$STDIN_COPY"
 printf '%s' '{"reply": "hello from exec", "toolCalls": [{"name": "sessions_list", "params": {"limit": 1}, "result": {"count": 0}}]}'
 `)
-	rt := mustNew(t, execAgent([]any{script}, map[string]any{"env": map[string]any{"stdin_copy": stdinCopy}}))
+	rt := mustNew(t, execAgent([]any{script}, map[string]any{"env": map[string]any{"stdin_copy": stdinCopy}, "writePaths": []any{dir}}))
 	turn := Turn{
 		SessionKey: "agent:ops:main", AgentID: "ops", RunID: "run-1",
 		Message: "do it", Prompt: "[from b]\ndo it", ExtraSystemPrompt: "Agent-to-agent message context:\nx",
@@ -226,7 +226,7 @@ echo $! > "`+pidFile+`"
 echo "working..." >&2
 wait
 `)
-	rt := mustNew(t, execAgent([]any{script}, map[string]any{"timeoutSeconds": 1}))
+	rt := mustNew(t, execAgent([]any{script}, map[string]any{"timeoutSeconds": 1, "writePaths": []any{dir}}))
 	res, err := rt.Run(context.Background(), Turn{}, nil)
 	if res != nil {
 		t.Fatalf("got a result %+v", res)
@@ -249,7 +249,7 @@ sleep 300 &
 echo $! > "`+pidFile+`"
 printf '{"reply":"done early"}'
 `)
-	res, err := mustNew(t, execAgent([]any{script}, nil)).Run(context.Background(), Turn{}, nil)
+	res, err := mustNew(t, execAgent([]any{script}, map[string]any{"writePaths": []any{dir}})).Run(context.Background(), Turn{}, nil)
 	if err != nil || res.Reply != "done early" {
 		t.Fatalf("got %+v, %v", res, err)
 	}
@@ -337,7 +337,7 @@ func TestExecConfigErrors(t *testing.T) {
 		{"env value mapping", map[string]any{"command": []any{script}, "env": map[string]any{"x": map[string]any{}}}, `agents.list[ops].exec.env.x: must be a string, got a mapping`},
 		{"env list item", map[string]any{"command": []any{script}, "env": []any{"NO EQUALS"}}, `agents.list[ops].exec.env[0]: must be a "NAME=value" string, or a "NAME" to pass on the gateway's own value, got the string "NO EQUALS"`},
 		{"env string", map[string]any{"command": []any{script}, "env": "A=b"}, `agents.list[ops].exec.env: must be a mapping {NAME: value} or a list of "NAME=value"`},
-		{"unknown key", map[string]any{"command": []any{script}, "timeout": 5}, `agents.list[ops].exec: unknown key(s) timeout (known: command, timeoutSeconds, env, dir, user)`},
+		{"unknown key", map[string]any{"command": []any{script}, "timeout": 5}, `agents.list[ops].exec: unknown key(s) timeout (known: command, timeoutSeconds, env, dir, user, readPaths, writePaths)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,6 +22,7 @@ const credsFile = "nats.creds"
 type execTurn struct {
 	dir   string // its working directory
 	home  string // its HOME and TMPDIR: the turn's own directory, "" under exec.dir
+	tmp   string // under exec.dir, a confined turn's TMPDIR and credentials directory
 	env   []string
 	creds string // the credentials file, "" without a NATS user
 	inbox string
@@ -48,6 +50,10 @@ func (r *execRuntime) prepare(t Turn, deadline time.Time) (*execTurn, error) {
 		// dir (credentials, keys)
 		x.dir, err = r.ownDir("sessionbus-run-", x)
 		x.home = x.dir
+	} else if r.confined {
+		// a confined turn may not write /tmp, which holds other turns'
+		// directories: its TMPDIR is a directory of its own
+		x.tmp, err = r.ownDir("sessionbus-creds-", x)
 	}
 	if err == nil && t.NATSUser != nil {
 		err = r.writeCreds(t, deadline, x)
@@ -56,7 +62,11 @@ func (r *execRuntime) prepare(t Turn, deadline time.Time) (*execTurn, error) {
 		x.cleanup()
 		return nil, err
 	}
-	x.env = append(childEnv(x.home, r.as, r.env), turnVars(t, x)...)
+	x.env = childEnv(x.home, r.as, r.env)
+	if x.tmp != "" {
+		x.env = append(x.env, "TMPDIR="+x.tmp)
+	}
+	x.env = append(x.env, turnVars(t, x)...)
 	return x, nil
 }
 
@@ -89,7 +99,7 @@ func (r *execRuntime) writeCreds(t Turn, deadline time.Time, x *execTurn) error 
 	}
 	seed, _ := kp.Seed()
 	x.secrets = append(x.secrets, string(seed))
-	dir := x.home
+	dir := cmp.Or(x.home, x.tmp)
 	if dir == "" {
 		if dir, err = r.ownDir("sessionbus-creds-", x); err != nil {
 			return err

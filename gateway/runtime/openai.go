@@ -27,9 +27,13 @@ const (
 
 // openAIConfig is agents.list[].openai.
 type openAIConfig struct {
-	BaseURL        string `mapstructure:"baseURL"`
-	Model          string `mapstructure:"model"`
-	APIKeyEnv      string `mapstructure:"apiKeyEnv"`
+	BaseURL   string `mapstructure:"baseURL"`
+	Model     string `mapstructure:"model"`
+	APIKeyEnv string `mapstructure:"apiKeyEnv"`
+	// APIKeyFile holds the key instead, so it need not be in the
+	// gateway's environment; read at each turn, so a rotated key is used
+	// without a restart.
+	APIKeyFile     string `mapstructure:"apiKeyFile"`
 	MaxToolRounds  *int   `mapstructure:"maxToolRounds"`
 	TimeoutSeconds *int   `mapstructure:"timeoutSeconds"`
 	SystemPrompt   string `mapstructure:"systemPrompt"`
@@ -40,6 +44,7 @@ type openAIRuntime struct {
 	shown     string // endpoint with any userinfo redacted, for messages
 	model     string
 	keyEnv    string
+	keyFile   string
 	rounds    int
 	timeout   time.Duration
 	system    string
@@ -71,6 +76,7 @@ func newOpenAI(key string, raw map[string]any) (*openAIRuntime, error) {
 	r := &openAIRuntime{
 		model:   strings.TrimSpace(c.Model),
 		keyEnv:  strings.TrimSpace(c.APIKeyEnv),
+		keyFile: strings.TrimSpace(c.APIKeyFile),
 		rounds:  defaultMaxToolRounds,
 		timeout: defaultOpenAITimeout,
 		system:  c.SystemPrompt,
@@ -85,6 +91,14 @@ func newOpenAI(key string, raw map[string]any) (*openAIRuntime, error) {
 		}
 		if os.Getenv(r.keyEnv) == "" {
 			return nil, fmt.Errorf("%s.apiKeyEnv: environment variable %s is not set or empty", key, r.keyEnv)
+		}
+	}
+	if r.keyFile != "" {
+		if r.keyEnv != "" {
+			return nil, fmt.Errorf("%s: set apiKeyEnv or apiKeyFile, not both", key)
+		}
+		if _, err := r.apiKey(); err != nil {
+			return nil, fmt.Errorf("%s.apiKeyFile: %v", key, err)
 		}
 	}
 	if c.MaxToolRounds != nil {
@@ -111,6 +125,29 @@ func newOpenAI(key string, raw map[string]any) (*openAIRuntime, error) {
 func (r *openAIRuntime) Close() error {
 	r.transport.CloseIdleConnections()
 	return nil
+}
+
+// apiKey is the key to send: from apiKeyFile (its first line, trimmed) or
+// apiKeyEnv, "" when neither is set.
+func (r *openAIRuntime) apiKey() (string, error) {
+	switch {
+	case r.keyFile != "":
+		b, err := os.ReadFile(r.keyFile)
+		if err != nil {
+			return "", fmt.Errorf("read the key file (openai.apiKeyFile): %v", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if k := strings.TrimSpace(line); k != "" {
+			return k, nil
+		}
+		return "", fmt.Errorf("the key file %s (openai.apiKeyFile) is empty", quoteShort(r.keyFile))
+	case r.keyEnv != "":
+		if k := os.Getenv(r.keyEnv); k != "" {
+			return k, nil
+		}
+		return "", fmt.Errorf("environment variable %s (openai.apiKeyEnv) is empty", r.keyEnv)
+	}
+	return "", nil
 }
 
 func redactURL(s string) string {
@@ -170,11 +207,9 @@ func text(s string) *string { return &s }
 // Run is the tool loop: ask, run the requested tools, append their results,
 // ask again, until a response asks for no tools or the round bound is hit.
 func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, error) {
-	key := ""
-	if r.keyEnv != "" {
-		if key = os.Getenv(r.keyEnv); key == "" {
-			return nil, runErrorf("openai: environment variable %s (openai.apiKeyEnv) is empty", r.keyEnv)
-		}
+	key, err := r.apiKey()
+	if err != nil {
+		return nil, runErrorf("openai: %v", err)
 	}
 	msgs := r.initialMessages(t)
 	model := r.model

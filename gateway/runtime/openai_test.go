@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -372,6 +374,39 @@ func TestOpenAINoKeyNoSystemPrompt(t *testing.T) {
 	jsonEqual(t, mustJSON(s.body(0)["messages"]), `[{"role":"user","content":"only the message"}]`)
 }
 
+// openai.apiKeyFile keeps the key out of the gateway's environment (where
+// same-user processes could read it): the key is read from the file at each
+// turn, so a rotated key is sent without a restart, and an emptied file
+// fails the turn without sending anything.
+func TestOpenAIKeyFile(t *testing.T) {
+	s := newStub(t, func(n int, w http.ResponseWriter, r *http.Request) { writeJSON(w, textResponse("ok")) })
+	file := filepath.Join(t.TempDir(), "openai.key")
+	if err := os.WriteFile(file, []byte("sk-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := mustNew(t, config.Agent{ID: "research", Runtime: "openai", OpenAI: map[string]any{"baseURL": s.srv.URL, "model": "m", "apiKeyFile": file}})
+	if _, err := rt.Run(context.Background(), Turn{Message: "hi"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("sk-rotated"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Run(context.Background(), Turn{Message: "hi"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := s.headers[0].Get("Authorization"), s.headers[1].Get("Authorization"); a != "Bearer sk-from-file" || b != "Bearer sk-rotated" {
+		t.Fatalf("Authorization %q then %q, want the file's key each turn", a, b)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rt.Run(context.Background(), Turn{Message: "hi"}, nil)
+	wantErrContains(t, asRunError(t, err), "(openai.apiKeyFile) is empty")
+	if len(s.headers) != 2 {
+		t.Fatalf("%d requests, want none after the key file emptied", len(s.headers))
+	}
+}
+
 func TestOpenAIThroughConfig(t *testing.T) {
 	s := newStub(t, func(n int, w http.ResponseWriter, r *http.Request) { writeJSON(w, textResponse("hi")) })
 	t.Setenv("RESEARCH_KEY", testKey)
@@ -416,9 +451,11 @@ func TestOpenAIConfigErrors(t *testing.T) {
 		{"no model", base(map[string]any{"model": nil}), "agents.list[research].openai.model: required"},
 		{"key pasted", base(map[string]any{"apiKeyEnv": "sk-live-abc123"}), "agents.list[research].openai.apiKeyEnv: must name the environment variable that holds the key (e.g. OPENAI_API_KEY), not the key itself"},
 		{"key unset", base(map[string]any{"apiKeyEnv": "SURELY_UNSET_KEY_VAR"}), "agents.list[research].openai.apiKeyEnv: environment variable SURELY_UNSET_KEY_VAR is not set or empty"},
+		{"env and file", base(map[string]any{"apiKeyEnv": "SET_KEY", "apiKeyFile": "/nonexistent"}), "agents.list[research].openai: set apiKeyEnv or apiKeyFile, not both"},
+		{"key file missing", base(map[string]any{"apiKeyFile": "/nonexistent/key"}), "agents.list[research].openai.apiKeyFile: read the key file (openai.apiKeyFile): open /nonexistent/key: no such file or directory"},
 		{"zero rounds", base(map[string]any{"apiKeyEnv": "SET_KEY", "maxToolRounds": 0}), "agents.list[research].openai.maxToolRounds: must be 1 or more, got 0"},
 		{"zero timeout", base(map[string]any{"timeoutSeconds": -1}), "agents.list[research].openai.timeoutSeconds: must be 1 or more, got -1"},
-		{"typo", base(map[string]any{"baseUrl2": "x"}), "agents.list[research].openai: unknown key(s) baseUrl2 (known: baseURL, model, apiKeyEnv, maxToolRounds, timeoutSeconds, systemPrompt)"},
+		{"typo", base(map[string]any{"baseUrl2": "x"}), "agents.list[research].openai: unknown key(s) baseUrl2 (known: baseURL, model, apiKeyEnv, apiKeyFile, maxToolRounds, timeoutSeconds, systemPrompt)"},
 		{"model not string", base(map[string]any{"model": []any{"a"}}), "agents.list[research].openai.model: must be a string, got a list"},
 	}
 	for _, c := range cases {

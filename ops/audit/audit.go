@@ -66,6 +66,9 @@ type Target struct {
 	// Probe is what connecting to the server showed; nil skips the checks
 	// of the running server (an audit of files and config alone).
 	Probe *Probe
+	// LandlockABI is the Landlock ABI the gateway's host offers (0: none);
+	// nil asks this host's kernel, where audit runs beside the gateway.
+	LandlockABI func() int
 }
 
 // Issue is one instance a check found: what, and the command or config
@@ -96,6 +99,8 @@ var checks = []check{
 	{"logging.redact_off", Medium, "Redaction of secrets in logs is off", redactOff},
 	{"sandbox.visibility_all", High, "Sandboxed agents run with session visibility all", visibilityAllSandboxed},
 	{"tools.profile.exec_wide", Medium, "An exec agent may call tools beyond the coding profile", execProfileWide},
+	{"exec.unconfined", High, "An exec agent runs unconfined as the gateway's user", execUnconfined},
+	{"exec.confinement", Info, "How exec agents are kept from the gateway's files", execConfinement},
 	{"tokens.ttl_long", Medium, "Run tokens can live longer than an hour", longTokenTTL},
 	{"quotas.unlimited", Medium, "A quota is unlimited", unlimitedQuota},
 }

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/bus/embedded"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway/runtime/confine"
 	"github.com/sessionbus/sessionbus/ops/audit"
 )
 
@@ -176,19 +178,27 @@ func TestAuditFindsEachWeakness(t *testing.T) {
 		}},
 		{name: "exec agent with every tool", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Config = loadConfig(t, "agents:\n  list:\n    - id: coder\n      runtime: exec\n      exec:\n        command: [./agent]\n")
-		}, want: []string{"tools.profile.exec_wide/medium"}},
+		}, want: []string{"tools.profile.exec_wide/medium", "exec.confinement/info"}},
 		{name: "exec agent under a full global profile", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Config = loadConfig(t, "tools:\n  profile: full\nagents:\n  list:\n    - id: coder\n      runtime: exec\n")
-		}, want: []string{"tools.profile.exec_wide/medium"}},
+		}, want: []string{"tools.profile.exec_wide/medium", "exec.confinement/info"}},
 		{name: "exec agent coding plus agents_list", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Config = loadConfig(t, "agents:\n  list:\n    - id: coder\n      runtime: exec\n      tools:\n        profile: coding\n        alsoAllow: [agents_list]\n")
-		}, want: []string{"tools.profile.exec_wide/medium"}},
+		}, want: []string{"tools.profile.exec_wide/medium", "exec.confinement/info"}},
 		{name: "exec agent with coding", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Config = loadConfig(t, "agents:\n  list:\n    - id: coder\n      runtime: exec\n      tools:\n        profile: coding\n")
-		}},
+		}, want: []string{"exec.confinement/info"}},
+		{name: "exec agent on a kernel without Landlock", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
+			tg.Config = loadConfig(t, "agents:\n  list:\n    - id: coder\n      runtime: exec\n      tools:\n        profile: coding\n")
+			tg.LandlockABI = func() int { return 0 }
+		}, want: []string{"exec.unconfined/high"}},
+		{name: "exec agent as another user without Landlock", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
+			tg.Config = loadConfig(t, "agents:\n  list:\n    - id: coder\n      runtime: exec\n      exec:\n        user: nobody\n      tools:\n        profile: coding\n")
+			tg.LandlockABI = func() int { return 0 }
+		}, want: []string{"exec.confinement/info"}},
 		{name: "exec agent with messaging", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Config = loadConfig(t, "tools:\n  profile: messaging\nagents:\n  list:\n    - id: coder\n      runtime: exec\n")
-		}},
+		}, want: []string{"exec.confinement/info"}},
 		{name: "script agent with every tool", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Config = loadConfig(t, "agents:\n  list:\n    - id: scripted\n")
 		}},
@@ -291,5 +301,25 @@ func TestAuditReport(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &back); err != nil || back.Summary["high"] != 2 || back.Findings[0]["checkId"] != "nats.auth_off" || back.Findings[0]["severity"] != "high" || back.Findings[0]["fix"] == "" {
 		t.Fatalf("json %s: %v", b, err)
+	}
+}
+
+// The audit names the confinement in force on this host: the Landlock ABI
+// for an agent that runs as the gateway's user, the OS user otherwise.
+func TestAuditNamesExecConfinement(t *testing.T) {
+	if confine.ABI() == 0 {
+		t.Fatal("this host's kernel has no Landlock")
+	}
+	dep := newDeployment(t, false)
+	tg := dep.target(t, loadConfig(t, "agents:\n  list:\n    - id: coder\n      runtime: exec\n      tools:\n        profile: coding\n    - id: other\n      runtime: exec\n      exec:\n        user: nobody\n      tools:\n        profile: coding\n"))
+	r := audit.Run(tg)
+	if len(r.Findings) != 2 {
+		t.Fatalf("findings %v", ids(r))
+	}
+	want := []string{fmt.Sprintf("Agent coder's turns are confined by Landlock ABI v%d", confine.ABI()), `Agent other's turns run as the OS user "nobody"`}
+	for i, f := range r.Findings {
+		if !strings.Contains(f.Detail, want[i]) {
+			t.Fatalf("finding %d: %q, want %q", i, f.Detail, want[i])
+		}
 	}
 }
