@@ -91,7 +91,6 @@ func (n Names) SessionsBucket() string { return n.Bucket("sessions") }
 // RunsBucket holds the run records.
 func (n Names) RunsBucket() string { return n.Bucket("runs") }
 
-
 // A2ABucket holds the progress of agent-to-agent flows.
 func (n Names) A2ABucket() string { return n.Bucket("a2a") }
 

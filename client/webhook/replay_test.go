@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionbus/sessionbus/client/webhook"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/client/webhook"
 )
 
 // send POSTs body to /inbound with exactly the headers h, as an attacker

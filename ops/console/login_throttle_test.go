@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/sessionbus/sessionbus/bus/auth"
-	"github.com/sessionbus/sessionbus/ops/console"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
+	"github.com/sessionbus/sessionbus/ops/console"
 )
 
 type loginClock struct {
