@@ -1,16 +1,15 @@
 package stores
 
 import (
+	"os"
 	"slices"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 // A worker creates the streams and buckets every process uses; a gateway
 // also the two only gateways write (the a2a bucket, SB_DELIVER), and what

@@ -1,9 +1,10 @@
 package archives
 
 import (
+	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }

@@ -2,10 +2,9 @@ package childslots
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 var ctx = bustest.Context
 

@@ -1,17 +1,16 @@
 package revocations
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 // A revocation written by one store (a gateway) reaches another's watched
 // set (a worker), as do the ones written before it started; a run id that

@@ -3,16 +3,15 @@ package runs
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 // ctx is the context of one test's server calls.
 var ctx = bustest.Context

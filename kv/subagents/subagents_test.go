@@ -3,11 +3,10 @@ package subagents
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"reflect"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
@@ -15,7 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 var ctx = bustest.Context
 

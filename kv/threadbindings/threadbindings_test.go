@@ -2,15 +2,14 @@ package threadbindings
 
 import (
 	"errors"
+	"os"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 func open(t *testing.T) *Store {
 	t.Helper()

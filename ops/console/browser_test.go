@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sessionbus/sessionbus/bus/auth"
+	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
 // The browser tests drive Debian's chromium headless through chromedp:
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 	if shared.cancel != nil {
 		shared.cancel()
 	}
-	os.Exit(code)
+	os.Exit(bustest.CheckLeaks(code))
 }
 
 // tab opens a new browser context (its own cookies) on the shared browser.

@@ -3,16 +3,15 @@ package deliveries
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 // SB_DELIVER is bounded by age, a re-published delivery id is stored once,
 // and a channel name that is no subject token still gets one subject.

@@ -1,17 +1,17 @@
 package runqueue
 
 import (
+	"os"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/goleak"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 // ctx is the context of one test's server calls.
 var ctx = bustest.Context

@@ -7,12 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/flows/importer/openclawstore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 
 // The agent database of OpenClaw's SQLite store: the tables the import
 // reads, with the columns OpenClaw declares (the rest of the schema,

@@ -1,0 +1,10 @@
+package embedded_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sessionbus/sessionbus/bus/bustest"
+)
+
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }

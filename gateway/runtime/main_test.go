@@ -1,0 +1,10 @@
+package runtime
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sessionbus/sessionbus/bus/bustest"
+)
+
+func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
