@@ -20,7 +20,7 @@ type step struct {
 // (re)starts, a stream whose replicas are still electing a leader leaves
 // its info request unanswered until the caller gives up: one such request
 // must not use up the whole start-up bound the caller's context gives.
-const attemptWithin = 10 * time.Second
+const attemptWithin = 4 * time.Second
 
 // retryWait is the first pause between two tries; it doubles up to
 // retryWaitMax.
