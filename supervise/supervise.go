@@ -2,7 +2,8 @@
 // manager would on one machine: started one at a time, each waited for
 // until it says it is ready, their output prefixed with their name, and
 // stopped in reverse order (a signal, a grace period, then a kill of the
-// child's whole process group), so nothing is left behind.
+// child's whole process group), so nothing is left behind. Supervise
+// restarts a child that dies on its own, as Restart=on-failure would.
 package supervise
 
 import (

@@ -364,6 +364,9 @@ func TestUpRestartsWhatDies(t *testing.T) {
 			return u.stderr.pid(victim) != old || u.exited()
 		})
 		back := time.Since(killed)
+		if u.exited() {
+			t.Fatalf("up exited when %s was killed, taking the deployment down:\n%s", victim, u.stderr.String())
+		}
 		t.Logf("%s (pid %d) SIGKILLed: back as pid %d, ready after %v", victim, old, u.stderr.pid(victim), back.Round(time.Millisecond))
 		if back > 10*time.Second {
 			var lines []string
