@@ -28,7 +28,8 @@ import (
 // upBinary is this package built once per test binary: up starts its
 // children from its own executable, which a test binary is not.
 var upBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "sessionbus-up-bin")
+	// in TestMain's home, which it removes when the tests end
+	dir, err := os.MkdirTemp(os.Getenv("SESSIONBUS_HOME"), "bin")
 	if err != nil {
 		return "", err
 	}
