@@ -93,19 +93,24 @@ func cmdUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, "ready", strings.Join(u.urls, ","))
+	policy := supervise.DefaultPolicy
+	policy.StartWithin, policy.Log = upStartWithin, log
 	code := 0
-	select {
-	case <-ctx.Done():
-		log.Info("stopping", "processes", len(g.Names()))
-	case name := <-g.Exited():
-		_ = failLine(stderr, "up", fmt.Errorf("%s exited on its own (its last lines above): stopping the rest", name))
+	if err := g.Supervise(ctx, policy); err != nil {
+		_ = failLine(stderr, "up", fmt.Errorf("%v: stopping the rest", err))
 		code = 1
+	} else {
+		log.Info("stopping", "processes", len(g.Names()))
+	}
+	restarts := 0
+	for _, n := range g.Restarts() {
+		restarts += n
 	}
 	if err := g.Stop(); err != nil {
 		_ = failLine(stderr, "up", err)
-		return 1
+		code = 1
 	}
-	log.Info("every process stopped")
+	log.Info("every process stopped", "restarts", restarts)
 	return code
 }
 
@@ -119,7 +124,7 @@ func (u upDeployment) check(n int) (host string, port int, err error) {
 		return "", 0, fmt.Errorf("--workers %d --gateways %d: run 1 or more workers (they answer the tools) and 0 or more gateways", u.workers, u.gateways)
 	}
 	if !loopbackListen(u.listen) {
-		return "", 0, fmt.Errorf("--listen %s: up runs a deployment on this machine, on loopback; across hosts run each role as a service (deploy/, docs/ops.md#deploy)", u.listen)
+		return "", 0, fmt.Errorf("--listen %s: up runs a deployment on this machine, on loopback; across hosts run each role as a service (examples/deploy/, docs/ops.md#deploy)", u.listen)
 	}
 	host, port, err = clusterServe{nodes: u.nodes, listen: u.listen}.check()
 	if err != nil {
@@ -128,20 +133,29 @@ func (u upDeployment) check(n int) (host string, port int, err error) {
 	return host, port, err
 }
 
-// start starts the nodes, waits for their meta leader, then the workers,
+// start starts the nodes, waits for their meta leader and, on a data dir
+// that has streams, for each stream's leader, then the workers,
 // then the gateways, and checks each node answers sessions_list.
 func (u upDeployment) start(ctx context.Context, g *supervise.Group, log *slog.Logger) error {
-	for _, p := range u.nodeProcs() {
+	start := func(p supervise.Proc) error {
 		if err := g.Start(ctx, p, upStartWithin); err != nil {
 			return err
 		}
+		// the pid names the process to an operator (or a test) that kills it
+		log.Info("process ready", "process", p.Name, "pid", g.Pid(p.Name))
+		return nil
 	}
-	if err := u.waitCluster(ctx); err != nil {
+	for _, p := range u.nodeProcs() {
+		if err := start(p); err != nil {
+			return err
+		}
+	}
+	if err := u.waitCluster(ctx, log); err != nil {
 		return err
 	}
 	log.Info("cluster up", "nodes", u.nodes, "urls", strings.Join(u.urls, ","))
 	for _, p := range u.roleProcs() {
-		if err := g.Start(ctx, p, upStartWithin); err != nil {
+		if err := start(p); err != nil {
 			return err
 		}
 	}
@@ -198,8 +212,10 @@ func (u upDeployment) withConfig(args []string) []string {
 
 // waitCluster waits until the cluster has a JetStream meta leader (an
 // account info request succeeds), so the first worker can create its
-// replicated streams.
-func (u upDeployment) waitCluster(ctx context.Context) error {
+// replicated streams, and, on a data dir that has streams already, until
+// each of them has a leader again: until then a worker's or gateway's
+// request about such a stream goes unanswered.
+func (u upDeployment) waitCluster(ctx context.Context, log *slog.Logger) error {
 	nc, err := connect(strings.Join(u.urls, ","), "sessionbus up", credsOptions(filepath.Join(u.data, bus.CredsFile))...)
 	if err != nil {
 		return err
@@ -209,10 +225,68 @@ func (u upDeployment) waitCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return retry(ctx, time.Minute, "the cluster to elect a JetStream leader", func(ctx context.Context) error {
+	err = retry(ctx, time.Minute, "the cluster to elect a JetStream leader", func(ctx context.Context) error {
 		_, err := js.AccountInfo(ctx)
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return waitLeaders(ctx, js, upStartWithin, log)
+}
+
+// waitLeaders waits until every stream (a bucket is one too) has a
+// leader, saying on the log every few seconds which ones still have none.
+func waitLeaders(ctx context.Context, js jetstream.JetStream, within time.Duration, log *slog.Logger) error {
+	began := time.Now()
+	var said time.Time
+	for {
+		total, missing, err := leaderless(ctx, js)
+		if err == nil && len(missing) == 0 {
+			log.Info("streams have leaders", "streams", total, "waited", time.Since(began).Round(time.Millisecond))
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%d of %d have none: %s", len(missing), total, strings.Join(missing, ", "))
+		}
+		if time.Since(began) > within {
+			return fmt.Errorf("waited %v for the streams' leaders: %v", within, err)
+		}
+		if time.Since(said) >= 5*time.Second {
+			log.Info("waiting for the streams' leaders", "status", err.Error())
+			said = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond): // back off before the next look
+		}
+	}
+}
+
+// leaderless lists the streams and those of them with no leader now. Each
+// request has a short bound of its own: a stream without a leader leaves
+// its info request unanswered.
+func leaderless(ctx context.Context, js jetstream.JetStream) (total int, missing []string, err error) {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	names := js.StreamNames(lctx)
+	var all []string
+	for n := range names.Name() {
+		all = append(all, n)
+	}
+	if err := names.Err(); err != nil {
+		return 0, nil, fmt.Errorf("list the streams: %w", err)
+	}
+	for _, n := range all {
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := js.Stream(ictx, n)
+		cancel()
+		if err != nil || st.CachedInfo().Cluster == nil || st.CachedInfo().Cluster.Leader == "" {
+			missing = append(missing, n)
+		}
+	}
+	return len(all), missing, nil
 }
 
 // checkNodes calls sessions_list through each node's client port: every

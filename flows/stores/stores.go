@@ -69,6 +69,15 @@ type options struct {
 // revocations nowhere).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
+// logger is where a retried open is logged: the WithLogger one, else
+// slog.Default.
+func (o options) logger() *slog.Logger {
+	if o.log != nil {
+		return o.log
+	}
+	return slog.Default()
+}
+
 // WithGatewayStores also opens the stores only gateways write: the a2a
 // bucket and SB_DELIVER.
 func WithGatewayStores() Option { return func(o *options) { o.gateway = true } }
@@ -76,8 +85,10 @@ func WithGatewayStores() Option { return func(o *options) { o.gateway = true } }
 // Open opens every store, creating what is absent with cfg's replicas
 // (bus.replicas) and ages (bus.runRecordMaxAge for run records and a2a
 // flows, bus.deliverMaxAge for SB_DELIVER; the stores' defaults for the
-// rest). Existing streams and buckets keep their settings. On an error it
-// closes what it opened.
+// rest). Existing streams and buckets keep their settings. A store that
+// fails to open for a reason a settling cluster gives (see Transient) is
+// tried again until ctx ends, so ctx's deadline bounds the start. On an
+// error it closes what it opened.
 func Open(ctx context.Context, nc *nats.Conn, cfg config.Bus, opts ...Option) (*Stores, error) {
 	var o options
 	for _, opt := range opts {
@@ -95,56 +106,79 @@ func Open(ctx context.Context, nc *nats.Conn, cfg config.Bus, opts ...Option) (*
 	return s, nil
 }
 
-func (s *Stores) open(ctx context.Context, nc *nats.Conn, cfg config.Bus, o options) (err error) {
+func (s *Stores) open(ctx context.Context, nc *nats.Conn, cfg config.Bus, o options) error {
 	js, names, r := s.JS, s.Names, cfg.Replicas
-	if s.Sessions, err = sessions.Open(ctx, js, names, sessions.WithReplicas(r)); err != nil {
-		return err
+	steps := []step{
+		{"sessions", func(ctx context.Context) (err error) {
+			s.Sessions, err = sessions.Open(ctx, js, names, sessions.WithReplicas(r))
+			return err
+		}},
+		{"run queue", func(ctx context.Context) (err error) {
+			s.Queue, err = runqueue.Open(ctx, js, names, runqueue.WithReplicas(r))
+			return err
+		}},
+		{"run records", func(ctx context.Context) (err error) {
+			s.Runs, err = runs.Open(ctx, js, names, runs.WithReplicas(r), runs.WithMaxAge(cfg.RunRecordMaxAge))
+			return err
+		}},
+		{"transcripts", func(ctx context.Context) (err error) {
+			s.Transcripts, err = transcripts.Open(ctx, nc, js, names, transcripts.WithReplicas(r))
+			return err
+		}},
+		{"subagents", func(ctx context.Context) (err error) {
+			s.Subagents, err = subagents.Open(ctx, js, names, subagents.WithReplicas(r))
+			return err
+		}},
+		{"thread bindings", func(ctx context.Context) (err error) {
+			s.ThreadBindings, err = threadbindings.Open(ctx, js, names, threadbindings.WithReplicas(r))
+			return err
+		}},
+		{"claims", func(ctx context.Context) (err error) {
+			s.Claims, err = claims.Open(ctx, js, names, claims.WithReplicas(r))
+			return err
+		}},
+		{"revocations", func(ctx context.Context) (err error) {
+			s.Revocations, err = revocations.Open(ctx, js, names, revocations.WithReplicas(r), revocations.WithLogger(o.log))
+			return err
+		}},
+		{"signals", func(ctx context.Context) (err error) {
+			s.Signals, err = signals.Open(ctx, js, names, signals.WithReplicas(r), signals.WithLogger(o.log))
+			return err
+		}},
+		{"watchers", func(ctx context.Context) (err error) {
+			s.Watchers, err = watchers.Open(ctx, js, names, watchers.WithReplicas(r))
+			return err
+		}},
+		{"events", func(ctx context.Context) (err error) {
+			s.Events, err = events.Open(ctx, js, names, events.WithReplicas(r))
+			return err
+		}},
+		{"archives", func(ctx context.Context) (err error) {
+			s.Archives, err = archives.Open(ctx, js, names, archives.WithReplicas(r))
+			return err
+		}},
+		// workers deliver too: the answer to a human's /goal message
+		{"deliveries", func(ctx context.Context) (err error) {
+			s.Deliveries, err = deliveries.Open(ctx, js, names, deliveries.WithReplicas(r), deliveries.WithMaxAge(cfg.DeliverMaxAge))
+			return err
+		}},
+		{"dead letters", func(ctx context.Context) (err error) {
+			s.DeadLetters, err = deadletters.Open(ctx, js, names, r)
+			return err
+		}},
 	}
-	if s.Queue, err = runqueue.Open(ctx, js, names, runqueue.WithReplicas(r)); err != nil {
-		return err
+	if o.gateway {
+		steps = append(steps, step{"a2a", func(ctx context.Context) (err error) {
+			s.A2A, err = a2a.Open(ctx, js, names, a2a.WithReplicas(r), a2a.WithMaxAge(cfg.RunRecordMaxAge))
+			return err
+		}})
 	}
-	if s.Runs, err = runs.Open(ctx, js, names, runs.WithReplicas(r), runs.WithMaxAge(cfg.RunRecordMaxAge)); err != nil {
-		return err
+	for _, st := range steps {
+		if err := retryTransient(ctx, o.logger(), st.what, st.open); err != nil {
+			return err
+		}
 	}
-	if s.Transcripts, err = transcripts.Open(ctx, nc, js, names, transcripts.WithReplicas(r)); err != nil {
-		return err
-	}
-	if s.Subagents, err = subagents.Open(ctx, js, names, subagents.WithReplicas(r)); err != nil {
-		return err
-	}
-	if s.ThreadBindings, err = threadbindings.Open(ctx, js, names, threadbindings.WithReplicas(r)); err != nil {
-		return err
-	}
-	if s.Claims, err = claims.Open(ctx, js, names, claims.WithReplicas(r)); err != nil {
-		return err
-	}
-	if s.Revocations, err = revocations.Open(ctx, js, names, revocations.WithReplicas(r), revocations.WithLogger(o.log)); err != nil {
-		return err
-	}
-	if s.Signals, err = signals.Open(ctx, js, names, signals.WithReplicas(r), signals.WithLogger(o.log)); err != nil {
-		return err
-	}
-	if s.Watchers, err = watchers.Open(ctx, js, names, watchers.WithReplicas(r)); err != nil {
-		return err
-	}
-	if s.Events, err = events.Open(ctx, js, names, events.WithReplicas(r)); err != nil {
-		return err
-	}
-	if s.Archives, err = archives.Open(ctx, js, names, archives.WithReplicas(r)); err != nil {
-		return err
-	}
-	// workers deliver too: the answer to a human's /goal message
-	if s.Deliveries, err = deliveries.Open(ctx, js, names, deliveries.WithReplicas(r), deliveries.WithMaxAge(cfg.DeliverMaxAge)); err != nil {
-		return err
-	}
-	if s.DeadLetters, err = deadletters.Open(ctx, js, names, r); err != nil {
-		return err
-	}
-	if !o.gateway {
-		return nil
-	}
-	s.A2A, err = a2a.Open(ctx, js, names, a2a.WithReplicas(r), a2a.WithMaxAge(cfg.RunRecordMaxAge))
-	return err
+	return nil
 }
 
 // Guarded are the stores a bus.Guard brings back when an operator deletes

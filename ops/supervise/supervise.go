@@ -2,7 +2,8 @@
 // manager would on one machine: started one at a time, each waited for
 // until it says it is ready, their output prefixed with their name, and
 // stopped in reverse order (a signal, a grace period, then a kill of the
-// child's whole process group), so nothing is left behind.
+// child's whole process group), so nothing is left behind. Supervise
+// restarts a child that dies on its own, as Restart=on-failure would.
 package supervise
 
 import (
@@ -35,8 +36,12 @@ type Group struct {
 	logs   *prefixed
 	mu     sync.Mutex
 	procs  []*child
-	exited chan string // the name of each child that ended while not being stopped
+	exited chan *child // each child that ended while not being stopped
 	grace  time.Duration
+	// stopped: Stop has begun, so nothing starts any more
+	stopped bool
+	// restarts counts the children brought back, by name
+	restarts map[string]int
 }
 
 // child is one started process.
@@ -46,23 +51,31 @@ type child struct {
 	done     chan struct{} // closed once it has exited
 	err      error         // its exit, once done
 	stopping bool
+	started  time.Time
 }
 
 // New is an empty group whose children's output goes to logs, each line
 // prefixed with the child's name; Stop gives each child grace to exit
 // after its stop signal.
 func New(logs io.Writer, grace time.Duration) *Group {
-	return &Group{logs: &prefixed{w: logs}, exited: make(chan string, 64), grace: grace}
+	return &Group{logs: &prefixed{w: logs}, exited: make(chan *child, 64), grace: grace, restarts: map[string]int{}}
 }
-
-// Exited receives the name of a child that ended on its own (a crash, a
-// refused start): what a supervisor stops the rest for.
-func (g *Group) Exited() <-chan string { return g.exited }
 
 // Start starts p and waits until it prints its ready line. A child that
 // exits first, or is not ready within within or before ctx ends, is an
 // error (the child, if still running, stays in the group for Stop).
 func (g *Group) Start(ctx context.Context, p Proc, within time.Duration) error {
+	c, ready, err := g.spawn(p, -1)
+	if err != nil {
+		return err
+	}
+	return c.awaitReady(ctx, ready, within)
+}
+
+// spawn starts p as a new child: appended to the group (slot < 0) or in
+// the place of the one at slot, so the stop order stays the start order.
+// A group being stopped starts nothing.
+func (g *Group) spawn(p Proc, slot int) (*child, <-chan struct{}, error) {
 	ready := make(chan struct{})
 	var once sync.Once
 	cmd := exec.Command(p.Path, p.Args...)
@@ -72,23 +85,35 @@ func (g *Group) Start(ctx context.Context, p Proc, within time.Duration) error {
 	cmd.SysProcAttr = groupAttr()
 	// a grandchild that keeps the output pipes open must not hold Wait
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %v", p.Name, err)
-	}
-	c := &child{Proc: p, cmd: cmd, done: make(chan struct{})}
 	g.mu.Lock()
-	g.procs = append(g.procs, c)
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return nil, nil, fmt.Errorf("start %s: the group is stopping", p.Name)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %v", p.Name, err)
+	}
+	c := &child{Proc: p, cmd: cmd, done: make(chan struct{}), started: time.Now()}
+	if slot < 0 {
+		g.procs = append(g.procs, c)
+	} else {
+		g.procs[slot] = c
+	}
 	go g.wait(c)
+	return c, ready, nil
+}
+
+// awaitReady waits for c's ready line.
+func (c *child) awaitReady(ctx context.Context, ready <-chan struct{}, within time.Duration) error {
 	timer := time.NewTimer(within)
 	defer timer.Stop()
 	select {
 	case <-ready:
 		return nil
 	case <-c.done:
-		return fmt.Errorf("%s exited before it was ready: %v (its output above, prefixed %q, says why)", p.Name, describe(c.err), p.Name)
+		return fmt.Errorf("%s exited before it was ready: %v (its output above, prefixed %q, says why)", c.Name, describe(c.err), c.Name)
 	case <-timer.C:
-		return fmt.Errorf("%s printed no %q line within %v (its output above, prefixed %q)", p.Name, p.Ready, within, p.Name)
+		return fmt.Errorf("%s printed no %q line within %v (its output above, prefixed %q)", c.Name, c.Ready, within, c.Name)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -107,7 +132,7 @@ func (g *Group) wait(c *child) {
 	close(c.done)
 	if !stopping {
 		select {
-		case g.exited <- c.Name:
+		case g.exited <- c:
 		default:
 		}
 	}
@@ -118,6 +143,7 @@ func (g *Group) wait(c *child) {
 // names each child that did not exit cleanly (status 0 after the signal).
 func (g *Group) Stop() error {
 	g.mu.Lock()
+	g.stopped = true
 	procs := append([]*child(nil), g.procs...)
 	for _, c := range procs {
 		c.stopping = true
@@ -145,6 +171,18 @@ func (g *Group) Stop() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Pid is the process id of the child called name now, 0 if none.
+func (g *Group) Pid(name string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.procs {
+		if c.Name == name {
+			return c.cmd.Process.Pid
+		}
+	}
+	return 0
 }
 
 // Names lists the children in start order.

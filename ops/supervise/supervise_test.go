@@ -5,7 +5,9 @@ package supervise
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -16,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sessionbus/sessionbus/bus/bustest"
 )
 
 // helperEnv makes this test binary act as a child: see TestMain.
@@ -25,7 +29,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode))
 	}
-	os.Exit(m.Run())
+	os.Exit(bustest.CheckLeaks(m.Run()))
 }
 
 // helper is a child: "good" prints ready and exits 0 on SIGTERM, after
@@ -136,10 +140,12 @@ func TestGroupStartsInOrderAndStopsEverything(t *testing.T) {
 	}
 }
 
-// TestGroupReportsCrashAndKillsStubborn: a child that exits on its own is
-// reported on Exited; one that ignores SIGTERM is killed after the grace
-// and Stop says so; a child that exits before its ready line fails Start.
-func TestGroupReportsCrashAndKillsStubborn(t *testing.T) {
+// TestGroupGivesUpOnACrashLoopAndKillsStubborn: a child that dies right
+// after every start is restarted with a growing backoff until it died
+// Burst times within Window, then Supervise gives up naming it; one that
+// ignores SIGTERM is killed after the grace and Stop says so; a child that
+// exits before its ready line fails Start.
+func TestGroupGivesUpOnACrashLoopAndKillsStubborn(t *testing.T) {
 	var logs syncBuf
 	g := New(&logs, 2*time.Second)
 	ctx := context.Background()
@@ -149,15 +155,26 @@ func TestGroupReportsCrashAndKillsStubborn(t *testing.T) {
 	if err := g.Start(ctx, proc(t, "crash", "crash"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case name := <-g.Exited():
-		if name != "crash" {
-			t.Errorf("exited: %s", name)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the crash was not reported")
+	var slogs syncBuf
+	p := Policy{Burst: 3, Window: time.Minute, Backoff: 10 * time.Millisecond, MaxBackoff: time.Second, StartWithin: time.Minute,
+		Log: slog.New(slog.NewTextHandler(&slogs, nil))}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err := g.Supervise(sctx, p)
+	var gave *GaveUpError
+	if !errors.As(err, &gave) || gave.Name != "crash" || gave.Deaths != 3 || !strings.Contains(err.Error(), "crash died 3 times within 1m0s (last: exited with status 3)") {
+		t.Fatalf("supervise: %v, want a give-up on crash after 3 deaths", err)
 	}
-	err := g.Stop()
+	if r := g.Restarts(); r["crash"] != 2 || r["stubborn"] != 0 {
+		t.Errorf("restarts %v, want crash 2, stubborn 0", r)
+	}
+	if n := strings.Count(slogs.String(), `msg="process died: restarting it" process=crash`); n != 2 {
+		t.Errorf("%d restart lines, want 2:\n%s", n, slogs.String())
+	}
+	if !strings.Contains(slogs.String(), `msg="process died too often: giving up" process=crash`) {
+		t.Errorf("no give-up line:\n%s", slogs.String())
+	}
+	err = g.Stop()
 	if err == nil || !strings.Contains(err.Error(), "stubborn did not stop within 2s: killed") || !strings.Contains(err.Error(), "crash: exited with status 3") {
 		t.Errorf("stop: %v", err)
 	}
@@ -168,4 +185,62 @@ func TestGroupReportsCrashAndKillsStubborn(t *testing.T) {
 		t.Errorf("start of a child that exits first: %v", err)
 	}
 	_ = g2.Stop()
+}
+
+// TestGroupRestartsAKilledChild: a SIGKILLed child comes back in its place
+// (ready again, counted, both logged) while the others keep running, and
+// Stop afterwards still stops everything, the new one included, cleanly.
+func TestGroupRestartsAKilledChild(t *testing.T) {
+	var logs, slogs syncBuf
+	g := New(&logs, 30*time.Second)
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		if err := g.Start(ctx, proc(t, n, "good", "PIDFILE="+filepath.Join(dir, n)), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pids := func() []int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		var out []int
+		for _, c := range g.procs {
+			out = append(out, c.cmd.Process.Pid)
+		}
+		return out
+	}
+	before := pids()
+	p := DefaultPolicy
+	p.Log = slog.New(slog.NewTextHandler(&slogs, nil))
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- g.Supervise(sctx, p) }()
+	if err := syscall.Kill(before[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, time.Minute, "b restarted", func() bool { return g.Restarts()["b"] == 1 })
+	after := pids()
+	if after[0] != before[0] || after[2] != before[2] || after[1] == before[1] {
+		t.Errorf("pids %v after killing b, were %v: only b's should change", after, before)
+	}
+	for _, want := range []string{`msg="process died: restarting it" process=b exit="exited with signal: killed"`, `msg="process restarted" process=b`, "restarts=1"} {
+		if !strings.Contains(slogs.String(), want) {
+			t.Errorf("supervisor log lacks %q:\n%s", want, slogs.String())
+		}
+	}
+	if n := strings.Count(logs.String(), "b | ready good\n"); n != 2 {
+		t.Errorf("b was ready %d times, want 2:\n%s", n, logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("supervise after its context ended: %v", err)
+	}
+	if err := g.Stop(); err != nil {
+		t.Errorf("stop: %v\n%s", err, logs.String())
+	}
+	for _, pid := range after {
+		if alive(pid) {
+			t.Errorf("pid %d outlived Stop", pid)
+		}
+	}
 }
