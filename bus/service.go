@@ -418,14 +418,21 @@ func (s *Service) finish(ep *endpoint, start time.Time, reply string, m *nats.Ms
 // record or the run queue with the worker's rights. A request with no
 // reply subject is answered nowhere and stays allowed.
 func (s *Service) replyAllowed(reply string) bool {
-	if reply == "" {
-		return true
+	return reply == "" || IsInbox(reply, s.replyPrefixes...)
+}
+
+// IsInbox reports whether subject is a requester's inbox: under one of
+// prefixes (DefaultReplyPrefixes when none), with no wildcard token, which
+// would fan what is sent there out to every inbox that matches it. What a
+// deployment's processes send to such a subject reaches the requester and
+// no stream.
+func IsInbox(subject string, prefixes ...string) bool {
+	if len(prefixes) == 0 {
+		prefixes = DefaultReplyPrefixes
 	}
-	for _, p := range s.replyPrefixes {
-		if len(reply) > len(p) && strings.HasPrefix(reply, p) {
-			// a wildcard token would fan the reply out to every inbox
-			// that matches it
-			for tok := range strings.SplitSeq(reply, ".") {
+	for _, p := range prefixes {
+		if len(subject) > len(p) && strings.HasPrefix(subject, p) {
+			for tok := range strings.SplitSeq(subject, ".") {
 				if tok == "*" || tok == ">" || tok == "" {
 					return false
 				}

@@ -144,3 +144,8 @@ func KVStream(bucket string) string { return "KV_" + bucket }
 func (n Names) stream(name string) string {
 	return strings.ToUpper(n.p()) + "_" + name
 }
+
+// OpsJSAPI is the JetStream API prefix of the read-only ops role
+// (`nats --js-api-prefix`): a worker checks each request and passes it on
+// to $JS.API, so no answer or delivery goes anywhere but an inbox.
+func (n Names) OpsJSAPI() string { return n.p() + ".ops.js" }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/bus/opsapi"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/flows/lifecycle"
 	"github.com/sessionbus/sessionbus/flows/notices"
@@ -25,6 +26,7 @@ import (
 type Worker struct {
 	Deps   *Deps
 	svc    *bus.Service
+	ops    *opsapi.API
 	guard  *bus.Guard
 	stores *stores.Stores
 	once   sync.Once
@@ -106,6 +108,10 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 		qopts = append([]quota.Option{quota.OnRefused(o.QuotaRefused)}, qopts...)
 	}
 	d.Quotas = quota.New(cfg.Quotas, qopts...)
+	// before Serve, whose flush registers this subscription too
+	if w.ops, err = opsapi.Start(nc, d.Names, d.Log, d.ToolObserver); err != nil {
+		return fail(err)
+	}
 	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: d.Names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(),
 		Observer: d.ToolObserver, Schema: d.Schema(), Quota: d.Quotas.ToolCallBy}); err != nil {
 		return fail(err)
@@ -114,8 +120,9 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 }
 
 // RefusedReplies is how many requests this worker dropped because their
-// reply subject was not an inbox (bus.Service.RefusedReplies).
-func (w *Worker) RefusedReplies() int64 { return w.svc.RefusedReplies() }
+// reply subject was not an inbox (bus.Service.RefusedReplies, and the ops
+// JetStream API's).
+func (w *Worker) RefusedReplies() int64 { return w.svc.RefusedReplies() + w.ops.Refused() }
 
 // Stop is Shutdown with bus.DefaultShutdownGrace.
 func (w *Worker) Stop() { w.Shutdown(bus.DefaultShutdownGrace) }
@@ -134,6 +141,7 @@ func (w *Worker) Shutdown(grace time.Duration) {
 // close releases everything the worker opened: the watches (indexes,
 // revocations, heads) and the stores' run watch and transcript pipes.
 func (w *Worker) close() {
+	w.ops.Stop()
 	if w.guard != nil {
 		w.guard.Stop()
 	}

@@ -142,8 +142,9 @@ func TestAuthClientPayloadCap(t *testing.T) {
 
 // The read-only ops role reaches no consumer of the deployment's: editing
 // the gateways' durable (a new filter stopped every turn) and pulling from
-// it without an ack (a run held back for the ack wait) are refused by the
-// server, while ops still reads the run queue with a consumer of its own.
+// it without an ack (a run held back for the ack wait) are refused, by the
+// server on $JS.API and by the workers on the ops API, while ops still
+// reads the run queue with a consumer of its own.
 func TestAuthOpsCannotTouchTheGatewaysConsumer(t *testing.T) {
 	s, d := authServer(t, auth.DefaultAccount)
 	sb := startTenant(t, s, d, auth.DefaultAccount)
@@ -162,6 +163,18 @@ func TestAuthOpsCannotTouchTheGatewaysConsumer(t *testing.T) {
 		}
 		ops.denied(t, "ops "+req.subject, req.subject)
 	}
+	api := sb.names.OpsJSAPI()
+	for _, req := range []struct{ subject, body string }{
+		{api + ".CONSUMER.CREATE." + runs + "." + gw, edit},
+		{api + ".CONSUMER.CREATE." + runs + "." + gw + ".sb.runs.nobody", edit},
+		{api + ".CONSUMER.CREATE." + runs, strings.Replace(edit, `"durable_name"`, `"name"`, 1)},
+		{api + ".CONSUMER.MSG.NEXT." + runs + "." + gw, `{"batch":1,"no_wait":true}`},
+	} {
+		res, err := ops.RequestWithContext(bustest.Context(t), req.subject, []byte(req.body))
+		if err != nil || !bytes.Contains(res.Data, []byte(`"code":`)) {
+			t.Fatalf("ops %s: %v %s, want a refusal", req.subject, err, resData(res))
+		}
+	}
 	ci, err := sb.admin.js.Consumer(bustest.Context(t), runs, gw)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +183,11 @@ func TestAuthOpsCannotTouchTheGatewaysConsumer(t *testing.T) {
 		t.Fatalf("the gateways' consumer was edited: filter %q", f)
 	}
 	// its own reads still work: an ordered consumer over the run queue
-	st, err := ops.js.Stream(bustest.Context(t), runs)
+	opsJS, err := jetstream.NewWithAPIPrefix(ops.Conn, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := opsJS.Stream(bustest.Context(t), runs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +198,13 @@ func TestAuthOpsCannotTouchTheGatewaysConsumer(t *testing.T) {
 	if _, err := oc.Next(jetstream.FetchMaxWait(10 * time.Second)); err != nil && st.CachedInfo().State.Msgs > 0 {
 		t.Fatalf("ops read %s: %v", runs, err)
 	}
+}
+
+func resData(m *nats.Msg) []byte {
+	if m == nil {
+		return nil
+	}
+	return m.Data
 }
 
 // An adapter minted for one channel reads that channel's deliveries through

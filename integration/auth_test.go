@@ -81,16 +81,19 @@ func connectUser(t *testing.T, s *embedded.Server, u *auth.User, what string) *r
 // denied waits for the server's permissions violation naming subject.
 func (rc *roleConn) denied(t *testing.T, what, subject string) {
 	t.Helper()
-	bustest.WaitFor(t, 10*time.Second, what+": permissions violation for "+subject, func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		for _, e := range rc.errs {
-			if strings.Contains(strings.ToLower(e), "permissions violation") && strings.Contains(e, `"`+subject+`"`) {
-				return true
-			}
+	bustest.WaitFor(t, 10*time.Second, what+": permissions violation for "+subject, func() bool { return rc.violated(subject) })
+}
+
+// violated reports whether the server has refused subject to rc so far.
+func (rc *roleConn) violated(subject string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, e := range rc.errs {
+		if strings.Contains(strings.ToLower(e), "permissions violation") && strings.Contains(e, `"`+subject+`"`) {
+			return true
 		}
-		return false
-	})
+	}
+	return false
 }
 
 // authTenant is one sessionbus deployment in one account: its own
@@ -272,30 +275,39 @@ func TestAuthAdapterAndOpsRoles(t *testing.T) {
 	adapter.denied(t, "tool call", tool)
 
 	ops := connectRole(t, s, d, auth.DefaultAccount, auth.RoleOps)
-	tr, err := ops.js.Stream(bustest.Context(t), sb.names.TranscriptsStream())
+	opsJS, err := jetstream.NewWithAPIPrefix(ops.Conn, sb.names.OpsJSAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := opsJS.Stream(bustest.Context(t), sb.names.TranscriptsStream())
 	if err != nil {
 		t.Fatalf("ops stream info: %v", err)
 	}
 	if info, err := tr.Info(bustest.Context(t)); err != nil || info.State.Msgs == 0 {
 		t.Fatalf("ops sees no transcript: %+v %v", info, err)
 	}
-	kv, err := ops.js.KeyValue(bustest.Context(t), sb.names.SessionsBucket())
+	kv, err := opsJS.KeyValue(bustest.Context(t), sb.names.SessionsBucket())
 	if err != nil {
 		t.Fatalf("ops opens sessions: %v", err)
 	}
 	if _, err := kv.Get(bustest.Context(t), bus.EncodeKey("agent:main:telegram:group:g2")); err != nil {
 		t.Fatalf("ops reads a session: %v", err)
 	}
-	if _, err := kv.Put(quickly(t), "x", []byte("{}")); err == nil {
+	if _, err := ops.RequestWithContext(quickly(t), "$KV."+sb.names.SessionsBucket()+".x", []byte("{}")); err == nil {
 		t.Fatal("ops wrote a session entry")
 	}
 	ops.denied(t, "kv put", "$KV."+sb.names.SessionsBucket()+".x")
-	for _, api := range []string{"$JS.API.STREAM.PURGE.", "$JS.API.STREAM.DELETE.", "$JS.API.STREAM.UPDATE."} {
-		subj := api + sb.names.TranscriptsStream()
+	for _, api := range []string{"STREAM.PURGE.", "STREAM.DELETE.", "STREAM.UPDATE."} {
+		subj := "$JS.API." + api + sb.names.TranscriptsStream()
 		if _, err := ops.RequestWithContext(quickly(t), subj, []byte(`{}`)); err == nil {
 			t.Fatalf("ops got a reply from %s", subj)
 		}
 		ops.denied(t, api, subj)
+		// the ops API refuses it with an answer
+		subj = sb.names.OpsJSAPI() + "." + api + sb.names.TranscriptsStream()
+		if res, err := ops.RequestWithContext(bustest.Context(t), subj, []byte(`{}`)); err != nil || !strings.Contains(string(res.Data), "may only read") {
+			t.Fatalf("ops %s: %v %s", subj, err, resData(res))
+		}
 	}
 	if _, err := bus.Call(quickly(t), ops.Conn, sb.names, sb.token(t, bus.Caller{SessionKey: mainKey}), "sessions_send", []byte(`{"sessionKey":"x","message":"m"}`)); err == nil {
 		t.Fatal("ops called a tool")

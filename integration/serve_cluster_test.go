@@ -70,7 +70,7 @@ func TestServeCluster(t *testing.T) {
 	}
 	history()
 
-	out, errOut, code = run(t, "", nats, "-s", urls[0], "--creds", filepath.Join(data, "creds", "ops.creds"), "stream", "info", "SB_TRANSCRIPTS", "--json")
+	out, errOut, code = run(t, "", nats, "-s", urls[0], "--creds", filepath.Join(data, "creds", "ops.creds"), "--js-api-prefix", "sb.ops.js", "stream", "info", "SB_TRANSCRIPTS", "--json")
 	var info struct {
 		Config struct {
 			Replicas int `json:"num_replicas"`
@@ -83,7 +83,7 @@ func TestServeCluster(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.Config.Replicas != 3 || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
 		t.Fatalf("stream info: %d %s %s", code, out, errOut)
 	}
-	out, errOut, code = run(t, "", nats, "-s", urls[0], "--creds", filepath.Join(data, "creds", "ops.creds"), "stream", "info", "KV_sessions", "--json")
+	out, errOut, code = run(t, "", nats, "-s", urls[0], "--creds", filepath.Join(data, "creds", "ops.creds"), "--js-api-prefix", "sb.ops.js", "stream", "info", "KV_sessions", "--json")
 	if code != 0 || !strings.Contains(out, `"num_replicas": 3`) {
 		t.Fatalf("sessions bucket stream info: %d %s %s", code, out, errOut)
 	}

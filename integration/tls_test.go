@@ -46,7 +46,7 @@ func TestServeTLS(t *testing.T) {
 	}
 
 	ops := filepath.Join(data, "creds", "ops.creds")
-	out, errOut, code = run(t, "", nats, "-s", url, "--tlsca", f.CA, "--creds", ops, "--inbox-prefix", inboxOf(t, ops), "stream", "ls", "--names")
+	out, errOut, code = run(t, "", nats, "-s", url, "--tlsca", f.CA, "--creds", ops, "--inbox-prefix", inboxOf(t, ops), "--js-api-prefix", "sb.ops.js", "stream", "ls", "--names")
 	if code != 0 || !strings.Contains(out, "SB_TRANSCRIPTS") {
 		t.Fatalf("nats --tlsca stream ls: %d %s %s", code, out, errOut)
 	}

@@ -409,24 +409,20 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 			names.DeadLetter(">"))
 		p.Sub.Allow.Add(own, names.Deliver(">"))
 	case RoleOps:
-		// reads: stream and consumer info, message and direct gets, and
-		// consumers of its own to page through a stream or watch a bucket.
-		// No ack (an ack on the run queue would remove a run), no create,
-		// update, purge or delete, no publish into the deployment.
-		p.Pub.Allow.Add("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
-			"$JS.API.STREAM.INFO.>", "$JS.API.STREAM.MSG.GET.>", "$JS.API.DIRECT.GET.>",
-			"$JS.API.CONSUMER.NAMES.>", "$JS.API.CONSUMER.LIST.>", "$JS.API.CONSUMER.INFO.>",
-			"$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.MSG.NEXT.>", "$JS.FC.>",
+		// Reads, through the ops JetStream API: `nats --js-api-prefix
+		// <prefix>.ops.js`. Never $JS.API itself: the server answers a
+		// request on whatever reply subject it carries and a push
+		// consumer delivers wherever its creator said, and a stream
+		// stores what is published on a subject it captures, whoever
+		// publishes it; subject permissions see neither subject. A
+		// worker passes the API on only with an inbox to answer and
+		// deliver to, and only reads and new consumers (bus/opsapi).
+		// No ack (an ack on the run queue would remove a run). The
+		// flow-control replies of its push consumers, which nothing
+		// answers or stores; and micro's monitoring requests, which the
+		// workers answer only on an inbox.
+		p.Pub.Allow.Add(names.OpsJSAPI()+".>", "$JS.FC.>",
 			"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>")
-		// Its consumers are its own: the create API also updates a consumer
-		// of the same name, and a pull from the gateways' durable takes runs
-		// from them, so the deployment's durable is out of reach (an edited
-		// filter stopped every turn; a pull without ack held a run back).
-		// Durables come only through CREATE, named by the reader.
-		runs, gw := names.RunsStream(), names.GatewaysConsumer()
-		p.Pub.Deny.Add("$JS.API.CONSUMER.DURABLE.CREATE.>",
-			"$JS.API.CONSUMER.CREATE."+runs+"."+gw, "$JS.API.CONSUMER.CREATE."+runs+"."+gw+".>",
-			"$JS.API.CONSUMER.MSG.NEXT."+runs+"."+gw)
 		// Every inbox, unlike the outside roles: the stock nats CLI
 		// replies to _INBOX.<random> unless given --inbox-prefix on every
 		// command, and what any reply in the account carries (stream

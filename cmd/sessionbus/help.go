@@ -239,7 +239,7 @@ The store is the JetStream object store "archives": ` + "`nats obj ls archives`"
 			"(macOS: ~/Library/Application Support/sessionbus; Windows: %LocalAppData%\\sessionbus).",
 		examples: []string{
 			"sessionbus home",
-			`nats --creds "$(sessionbus home --role ops)" stream ls`,
+			`nats --js-api-prefix sb.ops.js --creds "$(sessionbus home --role ops)" stream ls`,
 			"sessionbus home --url",
 		},
 	},

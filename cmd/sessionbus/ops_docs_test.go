@@ -52,8 +52,8 @@ func opsSection(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	// the page's stock-CLI reads run as ops, which the test gives them
-	if !strings.Contains(string(b), "\nexport NATS_CREDS=\"$(sessionbus home --role ops)\"\n") {
-		t.Fatal("docs/ops.md does not say which credentials its nats commands read with")
+	if !strings.Contains(string(b), "\n"+OpsContextSave+"\nexport NATS_CONTEXT=sessionbus-ops\n") {
+		t.Fatal("docs/ops.md does not say which credentials and JetStream API its nats commands read with")
 	}
 	_, sec, ok := strings.Cut(string(b), "\n## Inspect, replay and metrics\n")
 	if !ok {
@@ -257,7 +257,7 @@ func TestOpsDocsCommands(t *testing.T) {
 		case fields[0] == "nats":
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "nats", "-s", e.url}, fields[1:]...)...)
-			cmd.Env = append(os.Environ(), "NATS_CREDS="+e.opsCreds) // as the section says to export
+			cmd.Env = opsContext(t, e.url, e.opsCreds) // as the page says to set up
 			b, err := cmd.CombinedOutput()
 			cancel()
 			if err != nil {
@@ -393,4 +393,22 @@ func (e *opsEnv) follow(t *testing.T, fields []string) {
 	if code := <-done; code != 0 {
 		t.Fatalf("replay --follow exited %d:\n%s", code, stderr.String())
 	}
+}
+
+// OpsContextSave is the line the docs give to save the ops role's nats
+// context: its credentials and the JetStream API prefix the workers check.
+const OpsContextSave = `nats context save sessionbus-ops --creds "$(sessionbus home --role ops)" --js-api-prefix sb.ops.js`
+
+// opsContext runs the docs' OpsContextSave, with creds, in a config dir of
+// its own and returns the environment that selects the context.
+func opsContext(t *testing.T, url, creds string) []string {
+	t.Helper()
+	env := append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir())
+	args := strings.Fields(strings.Replace(OpsContextSave, `"$(sessionbus home --role ops)"`, creds, 1))
+	cmd := exec.Command("go", append([]string{"tool", "nats", "-s", url}, args[1:]...)...)
+	cmd.Env = env
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", OpsContextSave, err, b)
+	}
+	return append(env, "NATS_CONTEXT=sessionbus-ops")
 }

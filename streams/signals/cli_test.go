@@ -13,13 +13,13 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/bus/opsapi"
 )
 
 // natsCLI runs the stock nats CLI (a go.mod tool dependency) the way
-// docs/signals.md shows it.
+// docs/signals.md shows it: as ops, through its JetStream API.
 func natsCLI(ctx context.Context, url, creds string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "nats", "-s", url}, args...)...)
-	cmd.Env = append(os.Environ(), "NATS_CREDS="+creds)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "nats", "-s", url, "--creds", creds, "--js-api-prefix", bus.NewNames("").OpsJSAPI()}, args...)...)
 	return cmd
 }
 
@@ -27,11 +27,17 @@ func natsCLI(ctx context.Context, url, creds string, args ...string) *exec.Cmd {
 // session's signal log and watching it live.
 func TestDocsCommands(t *testing.T) {
 	s := bustest.Server(t)
-	_, js := bustest.Connect(t, s)
-	ops := bustest.RoleCreds(t, s.Deployment(), auth.RoleOps) // as docs/signals.md exports
-	if doc, err := os.ReadFile("../../docs/signals.md"); err != nil || !strings.Contains(string(doc), "\nexport NATS_CREDS=\"$(sessionbus home --role ops)\"\n") {
-		t.Fatalf("docs/signals.md does not say which credentials its nats commands read with (%v)", err)
+	nc, js := bustest.Connect(t, s)
+	ops := bustest.RoleCreds(t, s.Deployment(), auth.RoleOps) // as docs/signals.md saves in its context
+	if doc, err := os.ReadFile("../../docs/signals.md"); err != nil || !strings.Contains(string(doc), "\nnats context save sessionbus-ops --creds \"$(sessionbus home --role ops)\" --js-api-prefix sb.ops.js\nexport NATS_CONTEXT=sessionbus-ops\n") {
+		t.Fatalf("docs/signals.md does not say which credentials and JetStream API its nats commands read with (%v)", err)
 	}
+	// what a worker serves in a deployment
+	api, err := opsapi.Start(nc, bus.NewNames(""), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Stop)
 	ctx := bustest.Context(t)
 	l, err := Open(ctx, js, bus.NewNames(""))
 	if err != nil {
@@ -96,7 +102,6 @@ func TestDocsCommands(t *testing.T) {
 		t.Fatalf("live signals: %s", out2)
 	}
 	notice := `Session "agent:main:subagent:a" changed (other actor). Reconcile before acting: session_status sessionKey "agent:main:subagent:a" changesSince 1.`
-	nc, _ := bustest.Connect(t, s)
 	out2 = live("sb.session.agent.main.main.notice", func(int) { _ = nc.Publish("sb.session.agent.main.main.notice", []byte(notice)) })
 	if strings.TrimSpace(out2) != notice {
 		t.Fatalf("live notices: %q", out2)
