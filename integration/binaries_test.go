@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +30,13 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(leakAgentEnv) == "1" {
 		os.Exit(leakAgentMain())
+	}
+	// The quick loop (go test -short ./...) leaves out this package whole:
+	// every test here builds the binaries or starts processes and clusters.
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("integration: skipped under -short (run go test ./integration/)")
+		os.Exit(0)
 	}
 	dir, err := os.MkdirTemp("", "sessionbus-integration-bin")
 	if err != nil {
