@@ -50,7 +50,7 @@ func (d *Deps) compactOp(ctx context.Context, key string, p rules.Params) (any, 
 		Compact: &runreq.CompactRef{Instructions: instructions},
 	}
 	rec := &runs.Record{RunID: runID, SessionKey: key, AgentID: agentID, Status: runs.Pending, CreatedAt: now, ChainID: runID}
-	q, err := d.queueRun(ctx, "compact", req, rec, true)
+	q, err := d.starter().Start(ctx, "compact", req, rec, true)
 	if err != nil {
 		return nil, err
 	}

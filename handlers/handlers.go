@@ -17,6 +17,7 @@ import (
 	"github.com/sessionbus/sessionbus/flows/facts"
 	"github.com/sessionbus/sessionbus/flows/lifecycle"
 	"github.com/sessionbus/sessionbus/flows/notices"
+	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/handlers/quota"
 	"github.com/sessionbus/sessionbus/kv/claims"
 	"github.com/sessionbus/sessionbus/kv/revocations"
@@ -171,4 +172,10 @@ func (d *Deps) admitRun(key string) error {
 		return e
 	}
 	return nil
+}
+
+// starter is how the tools start a run a caller may wait on: submit owns
+// the steps (watch, record, publish, the idempotent repeat).
+func (d *Deps) starter() *submit.Starter {
+	return &submit.Starter{Queue: d.Queue, Runs: d.Runs, Log: d.Log}
 }

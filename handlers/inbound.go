@@ -278,7 +278,7 @@ func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, e
 		RunID: runID, SessionKey: ip.sessionKey, AgentID: agentID, Status: runs.Pending,
 		CreatedAt: now, ChainID: runID, IdempotencyKey: ip.idempotencyKey,
 	}
-	q, err := d.queueRun(ctx, "inbound", req, rec, ip.timeoutSeconds > 0)
+	q, err := d.starter().Start(ctx, "inbound", req, rec, ip.timeoutSeconds > 0)
 	if err != nil {
 		return nil, fmt.Errorf("queue the turn of session %s: %w", ip.sessionKey, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/watchers"
@@ -232,7 +233,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	if err := d.admitRun(r.key); err != nil {
 		return nil, err
 	}
-	q, err := d.queueRun(ctx, sendToolName, req, rec, sp.timeoutSeconds > 0)
+	q, err := d.starter().Start(ctx, sendToolName, req, rec, sp.timeoutSeconds > 0)
 	if err != nil {
 		return sendFail(runID, "error", err.Error(), res.displayKey), nil
 	}
@@ -248,7 +249,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 }
 
 // sendOutcome waits for the run as asked and states the result.
-func (d *Deps) sendOutcome(ctx context.Context, q *queuedRun, sp sendParams, runID, displayKey string, skipA2A bool) *sendResult {
+func (d *Deps) sendOutcome(ctx context.Context, q *submit.Queued, sp sendParams, runID, displayKey string, skipA2A bool) *sendResult {
 	delivery := func(status string) *sendDelivery {
 		if skipA2A {
 			status = "skipped"

@@ -1,20 +1,28 @@
-package handlers
+package submit
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 )
 
-// queuedRun is a run request a tool (sessions_send) or the ingress has put
+// Starter starts the runs callers wait on (sessions_send, the ingress):
+// the one owner of "queue a run and wait for it", over Run.
+type Starter struct {
+	Queue *runqueue.Queue
+	Runs  *runs.Records
+	Log   *slog.Logger
+}
+
+// Queued is a run request a tool (sessions_send) or the ingress has put
 // on SB_RUNS, and the means to wait for its outcome.
-type queuedRun struct {
-	d      *Deps
+type Queued struct {
+	s      *Starter
 	who    string // for log lines: the tool or endpoint that queued it
 	rec    *runs.Record
 	waiter *runs.Waiter
@@ -23,7 +31,7 @@ type queuedRun struct {
 	Repeat bool
 }
 
-// queueRun queues req with its record rec, never twice for one
+// Start queues req with its record rec, never twice for one
 // idempotency key (rec.IdempotencyKey, whose run id is derived from it).
 //
 // A fresh run the caller waits for (wait, no idempotency key) is watched
@@ -37,22 +45,22 @@ type queuedRun struct {
 //
 // The error, if any, is the reason the run could not be queued. Stop the
 // returned run when done with it.
-func (d *Deps) queueRun(ctx context.Context, who string, req *runqueue.Request, rec *runs.Record, wait bool) (*queuedRun, error) {
-	q := &queuedRun{d: d, who: who, rec: rec}
+func (s *Starter) Start(ctx context.Context, who string, req *runqueue.Request, rec *runs.Record, wait bool) (*Queued, error) {
+	q := &Queued{s: s, who: who, rec: rec}
 	idempotent := rec.IdempotencyKey != ""
 	if wait && !idempotent {
-		w, err := d.Runs.Watch(req.RunID)
+		w, err := s.Runs.Watch(req.RunID)
 		if err != nil {
 			return nil, err
 		}
 		q.waiter = w
-		if err := d.Queue.Publish(ctx, req); err != nil {
+		if err := s.Queue.Publish(ctx, req); err != nil {
 			q.Stop()
 			return nil, err
 		}
 		return q, nil
 	}
-	err := submit.Run(ctx, d.Queue, d.Runs, req, rec)
+	err := Run(ctx, s.Queue, s.Runs, req, rec)
 	if err == nil {
 		return q, nil
 	}
@@ -60,14 +68,14 @@ func (d *Deps) queueRun(ctx context.Context, who string, req *runqueue.Request, 
 		return nil, err
 	}
 	q.Repeat = true
-	first, _, err := d.Runs.Get(ctx, req.RunID)
+	first, _, err := s.Runs.Get(ctx, req.RunID)
 	if err != nil {
 		return nil, err
 	}
 	if first.Status == runs.Pending && time.Duration(rec.CreatedAt-first.CreatedAt)*time.Millisecond < runqueue.DedupeWindow-time.Minute {
 		req.ChainID, req.Hop, req.CreatedAt = first.ChainID, first.Hop, first.CreatedAt
-		if perr := d.Queue.Publish(ctx, req); perr != nil {
-			d.Log.Warn(who+": re-publish of idempotent run", "runId", req.RunID, "err", perr)
+		if perr := s.Queue.Publish(ctx, req); perr != nil {
+			s.log().Warn(who+": re-publish of idempotent run", "runId", req.RunID, "err", perr)
 		}
 	}
 	return q, nil
@@ -78,7 +86,7 @@ func (d *Deps) queueRun(ctx context.Context, who string, req *runqueue.Request, 
 // or a wait the worker's shutdown cut short: the run goes on, and a run no
 // gateway took yet gets its pending record now; or an error when the
 // outcome could not be read.
-func (q *queuedRun) Wait(ctx context.Context, timeout time.Duration) (*runs.Record, error) {
+func (q *Queued) Wait(ctx context.Context, timeout time.Duration) (*runs.Record, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last *runs.Record
@@ -86,7 +94,7 @@ func (q *queuedRun) Wait(ctx context.Context, timeout time.Duration) (*runs.Reco
 	if q.waiter != nil {
 		last, err = q.waiter.Wait(wctx)
 	} else {
-		last, err = q.d.Runs.Wait(wctx, q.rec.RunID)
+		last, err = q.s.Runs.Wait(wctx, q.rec.RunID)
 	}
 	if err == nil || (last != nil && last.Terminal()) {
 		return last, nil
@@ -96,19 +104,26 @@ func (q *queuedRun) Wait(ctx context.Context, timeout time.Duration) (*runs.Reco
 	}
 	if last == nil && q.waiter != nil {
 		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		perr := q.d.Runs.RecordPending(pctx, q.rec)
+		perr := q.s.Runs.RecordPending(pctx, q.rec)
 		pcancel()
 		if perr != nil {
-			q.d.Log.Warn(q.who+": record pending run", "runId", q.rec.RunID, "err", perr)
+			q.s.log().Warn(q.who+": record pending run", "runId", q.rec.RunID, "err", perr)
 		}
 	}
 	return nil, nil
 }
 
 // Stop ends the watch of a run queued for waiting; safe on any run.
-func (q *queuedRun) Stop() {
+func (q *Queued) Stop() {
 	if q != nil && q.waiter != nil {
 		q.waiter.Stop()
 		q.waiter = nil
 	}
+}
+
+func (s *Starter) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
 }
