@@ -102,7 +102,10 @@ func TestRunUserIssuedAndRevoked(t *testing.T) {
 	for _, tc := range []struct {
 		msg, status string
 		timeout     int
-	}{{"hello", runs.OK, 0}, {"fail", runs.Error, 0}, {"slow", runs.Timeout, 1}} {
+	}{{"hello", runs.OK, 0}, {"fail", runs.Error, 0}, {"slow", runs.Timeout, 5}} {
+		// "slow" copies its credentials, then sleeps past its timeout: 5 s
+		// leaves the confined launcher (a re-exec of this test binary,
+		// slow under -race on a loaded machine) time to start it
 		req := e.request("agent:ex:main", "ex", tc.msg)
 		req.TimeoutSeconds = tc.timeout
 		e.submit(req)
@@ -116,8 +119,8 @@ func TestRunUserIssuedAndRevoked(t *testing.T) {
 		if got, _ := os.ReadFile(filepath.Join(out, tc.msg+".creds")); !bytes.Equal(got, rc.creds) {
 			t.Fatalf("%s: the process read credentials %q", tc.msg, got)
 		}
-		if tc.timeout == 1 && ttls[len(ttls)-1] > time.Minute {
-			t.Fatalf("a run of 1s got a user for %v", ttls[len(ttls)-1])
+		if tc.timeout > 0 && ttls[len(ttls)-1] > time.Minute {
+			t.Fatalf("a run of %ds got a user for %v", tc.timeout, ttls[len(ttls)-1])
 		}
 	}
 	req := e.request("agent:main:main", "main", "hello")
