@@ -49,6 +49,9 @@ func routedBody(m map[string]any) string {
 // each session is created once (by the first message for it) with its
 // origin and route, and nothing else is in the bucket.
 func TestInboundRoutedThousandMessages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	channels := []string{"telegram", "slack", "googlechat"}
 	for _, scope := range []string{"main", "per-peer", "per-channel-peer", "per-account-channel-peer"} {
 		t.Run(scope, func(t *testing.T) {

@@ -194,6 +194,9 @@ func (e *opsEnv) sessionbus(fields []string, stdout, stderr io.Writer) int {
 // "Inspect, replay and metrics" against a real server and checks what
 // each shows.
 func TestOpsDocsCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	e := startOpsEnv(t)
 	cmds := opsSection(t)
 	// what each documented command's output must contain

@@ -315,6 +315,9 @@ func (c *upClient) prompts(t *testing.T, key string) map[string]int {
 // 10 s while the rest keep running, every send completes once (none lost,
 // none doubled), and up still stops everything on SIGINT with exit 0.
 func TestUpRestartsWhatDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	data := t.TempDir()
 	base := freeUpBase(t, 3)
 	began := time.Now()
@@ -421,10 +424,10 @@ func TestUpRestartsWhatDies(t *testing.T) {
 // every time (its streams must get leaders again before the workers open
 // them), and stops cleanly.
 func TestUpRestartsOnOneDataDir(t *testing.T) {
-	runs := 10
 	if testing.Short() {
-		runs = 3
+		t.Skip("long: left out of the quick loop (go test -short)")
 	}
+	runs := 10
 	data := t.TempDir()
 	base := freeUpBase(t, 3)
 	for i := range runs {

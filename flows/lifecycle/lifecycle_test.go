@@ -245,6 +245,9 @@ var errCrash = errors.New("test: crashed here")
 // as a crash would, then lets another process's sweep finish: nothing is
 // lost (one archive, byte-identical) and nothing is left half done.
 func TestCrashAtEachStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	steps := []string{StepArchive, StepCursors, StepSignals, StepTranscript, StepEntry, StepDone}
 	for _, reason := range []string{archives.ReasonDeleted, archives.ReasonReset, archives.ReasonArchived} {
 		for _, step := range steps {

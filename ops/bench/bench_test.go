@@ -14,6 +14,9 @@ import (
 // TestQuickSuiteJSON runs every benchmark in --quick mode (tiny data sets,
 // a few dozen operations) and checks the JSON contract, not the figures.
 func TestQuickSuiteJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	// a bound on a stuck run, not on speed: with -race on two shared cores
 	// the whole quick suite has taken close to two minutes
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -12,6 +12,9 @@ import (
 // the writes its shape names, on the streams it names, every call answered
 // (so its ops/s is the cost of those writes), and the publish rows measure.
 func TestRawSendConcurrentShapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	only := []string{"raw_fsync_1file", "raw_fsync_6files", "raw_js_publish_concurrent", "raw_js_publish_concurrent_1s"}

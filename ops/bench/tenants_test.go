@@ -12,6 +12,9 @@ import (
 // is a Raft group on every node (R3 on three), each tenant one connection,
 // and the table prints the per-tenant line.
 func TestTenantsCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := RunTenants(ctx, TenantsOptions{Counts: []int{2}, Idle: time.Second, Settle: time.Second})

@@ -56,6 +56,9 @@ func TestMain(m *testing.M) {
 // tab opens a new browser context (its own cookies) on the shared browser.
 func tab(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("browser: left out of the quick loop (go test -short)")
+	}
 	shared.once.Do(func() {
 		path := chromiumPath()
 		if path == "" {

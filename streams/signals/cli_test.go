@@ -26,6 +26,9 @@ func natsCLI(ctx context.Context, url, creds string, args ...string) *exec.Cmd {
 // TestDocsCommands runs the commands docs/signals.md gives for reading one
 // session's signal log and watching it live.
 func TestDocsCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	s := bustest.Server(t)
 	nc, js := bustest.Connect(t, s)
 	ops := bustest.RoleCreds(t, s.Deployment(), auth.RoleOps) // as docs/signals.md saves in its context

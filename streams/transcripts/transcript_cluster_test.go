@@ -268,6 +268,9 @@ func TestReadThroughLaggingReplica(t *testing.T) {
 // (the 3-node load bench saw two readers of one session fail within
 // 9 ms of each other).
 func TestReadOutlastsStaleLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	ctx, w, lag, r := lagCluster(t)
 	names := bus.NewNames("")
 	const k = "deposed"

@@ -368,6 +368,9 @@ func TestAtomicBatchFailureWritesNothing(t *testing.T) {
 }
 
 func TestConcurrentWriters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	f := newFixture(t)
 	key := "agent.main.shared"
 	const writers, appends = 4, 60
@@ -640,6 +643,9 @@ func TestInvalidInput(t *testing.T) {
 }
 
 func TestInterleavedSessionsLoader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	f := newFixture(t)
 	// Two sessions exist already: the loader must notice and continue them.
 	f.appendN(BenchKey(3), 0, 5)
