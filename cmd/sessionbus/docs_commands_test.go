@@ -9,13 +9,22 @@ import (
 	"testing"
 )
 
-// docFiles are the README and docs/*.md.
+// docFiles are the README, docs/*.md and the dated notes of docs/notes/
+// (a note is a record, but a reader copies its commands all the same).
 func docFiles(t *testing.T) map[string]string {
 	t.Helper()
 	paths, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	notes, err := filepath.Glob("../../docs/notes/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 || len(notes) == 0 {
+		t.Fatalf("no docs found (%d pages, %d notes): run from cmd/sessionbus", len(paths), len(notes))
+	}
+	paths = append(paths, notes...)
 	docs := map[string]string{}
 	for _, p := range append(paths, "../../README.md") {
 		b, err := os.ReadFile(p)
