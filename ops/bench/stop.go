@@ -11,8 +11,8 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/gateway"
-	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // The stop benchmark: a running turn stopped through a worker's ops
@@ -34,10 +34,6 @@ func runStopLatency(ctx context.Context, e *env) (Result, error) {
 	cctx, cancel := opCtx(ctx)
 	defer cancel()
 	store, err := sessions.Open(cctx, e.js, e.names)
-	if err != nil {
-		return Result{}, err
-	}
-	recs, err := runs.Open(cctx, e.js, e.names)
 	if err != nil {
 		return Result{}, err
 	}
@@ -82,7 +78,7 @@ func runStopLatency(ctx context.Context, e *env) (Result, error) {
 		if err := json.Unmarshal(out, &acc); err != nil || acc.Status != "accepted" {
 			return 0, fmt.Errorf("inbound reply %.300s (%v), want accepted", out, err)
 		}
-		if err := waitHolding(cctx, e, recs, enc, acc.RunID); err != nil {
+		if err := waitHolding(cctx, e, enc, acc.RunID); err != nil {
 			return 0, err
 		}
 		t0 := time.Now()
@@ -111,20 +107,18 @@ func runStopLatency(ctx context.Context, e *env) (Result, error) {
 	return r, err
 }
 
-// waitHolding waits until run runID is running and its prompt is the
-// session's newest entry: a stop then finds it.
-func waitHolding(ctx context.Context, e *env, recs *runs.Records, enc, runID string) error {
+// waitHolding waits until run runID's prompt is the session's newest
+// entry: a stop then finds it. (Its running record alone is not enough: the
+// prompt follows it, and may move past the previous turn's late reply.)
+func waitHolding(ctx context.Context, e *env, enc, runID string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		rec, _, err := recs.Get(ctx, runID)
-		if err == nil && rec.Status == runs.Running && rec.TranscriptAt != nil {
-			cur, err := e.tr.OpenCursor(ctx, enc, true)
-			if err != nil {
-				return err
-			}
-			if cur.Len() > *rec.TranscriptAt {
-				return nil
-			}
+		cur, err := e.tr.OpenCursor(ctx, enc, true)
+		if err != nil {
+			return err
+		}
+		if top, _ := cur.Top(); transcripts.PartHolder(top) == runID {
+			return nil
 		}
 		time.Sleep(time.Millisecond) // polling a state, not a sync: no event says "prompt stored"
 	}
