@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // One run at a time holds a session, and the transcript says which, with
@@ -42,21 +41,9 @@ var errBusy = errors.New("the session is busy with another run")
 // dropped, and its record keeps what ended it.
 var errEnded = errors.New("the run was ended and another run holds its session")
 
-// partHolder is the run an entry may hold its session for: the run of a
-// marked part that is not a reply, "" for a reply or an entry without a
-// marker.
-func partHolder(data []byte) string {
-	if !bytes.Contains(data, []byte(runMarker)) {
-		return ""
-	}
-	var m struct {
-		M *marker `json:"__sessionbus"`
-	}
-	if json.Unmarshal(data, &m) != nil || m.M == nil || m.M.Part == "reply" {
-		return ""
-	}
-	return m.M.Run
-}
+// partHolder is the run an entry may hold its session for
+// (transcripts.PartHolder).
+func partHolder(data []byte) string { return transcripts.PartHolder(data) }
 
 // otherHolder is the run other than r that the cursor's newest entry may
 // hold the session for ("" for none); known is false when the cursor does

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -30,6 +31,9 @@ type LiveOutput struct {
 	// on the wire even if a runtime emitted from several goroutines
 	mu  sync.Mutex
 	seq uint64
+	// partial is the text the model has streamed since the turn's last
+	// tool call: what an aborted turn keeps as its reply
+	partial strings.Builder
 }
 
 // NewLiveOutput returns the live output of run runID of sessionKey,
@@ -46,7 +50,14 @@ func NewLiveOutput(nc *nats.Conn, names bus.Names, sessionKey, runID string, red
 func (l *LiveOutput) Emit(e runtime.Event) {
 	ev := bus.LiveEvent{Type: e.Type, Delta: e.Delta, Tool: e.Tool}
 	switch e.Type {
+	case runtime.EventText:
+		l.mu.Lock()
+		l.partial.WriteString(e.Delta)
+		l.mu.Unlock()
 	case runtime.EventToolCall:
+		l.mu.Lock()
+		l.partial.Reset()
+		l.mu.Unlock()
 		if len(e.Arguments) > 0 {
 			args, _ := l.redact.ToolPayload(string(e.Arguments))
 			if json.Valid([]byte(args)) {
@@ -58,6 +69,13 @@ func (l *LiveOutput) Emit(e runtime.Event) {
 		ev.OK = &ok
 	}
 	l.publish(ev)
+}
+
+// Partial is the text streamed since the turn's last tool call.
+func (l *LiveOutput) Partial() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.partial.String()
 }
 
 // Done ends the attempt with the turn's reply (none for a yielded turn).

@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,10 +58,12 @@ type run struct {
 	sessRev uint64
 
 	// child is the registry record when the run is a sub-agent's current
-	// run; watch then reports its run record turning terminal (a kill, a
-	// sweep's timeout), which cancels the turn
+	// run; watch reports the run record turning terminal from outside (a
+	// kill, a sweep's timeout, a stop), which cancels the turn, and ended
+	// keeps that record
 	child *subagents.Record
 	watch *runs.Waiter
+	ended atomic.Pointer[runs.Record]
 	live  *LiveOutput // this attempt's live output
 
 	// tc is the model's context (nil: the runtime reads none); compacted
@@ -98,9 +102,15 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	if r.rec.Terminal() { // past its deadline: ended without running
 		return g.afterRun(ctx, req, r.rec)
 	}
-	if r.watch != nil {
-		defer r.watch.Stop()
+	if r.watch == nil {
+		// any run's record may turn terminal from outside while its turn
+		// runs (a stop: stop.go); registering costs no round trip, one
+		// bucket-wide watch per process serves every run
+		if r.watch, err = g.runs.Watch(req.RunID); err != nil {
+			return fmt.Errorf("watch run record: %w", err)
+		}
 	}
+	defer r.watch.Stop()
 	r.startHeartbeat(ctx)
 	defer r.stopHeartbeat()
 	rec, err := r.turn(ctx)

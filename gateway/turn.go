@@ -12,6 +12,7 @@ import (
 	"github.com/sessionbus/sessionbus/flows/notices"
 	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
+	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
@@ -61,6 +62,9 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		}
 		if res, runErr = r.invoke(ctx, r.tc.history()); ctx.Err() != nil {
 			return nil, ctx.Err() // stopping: leave it to another replica
+		}
+		if e := r.ended.Load(); e != nil && e.Status == runs.Aborted {
+			return r.finishAborted(ctx, e)
 		}
 	}
 	return r.finish(ctx, res, replied, runErr)
@@ -249,10 +253,14 @@ func (r *run) invoke(ctx context.Context, history []json.RawMessage) (*runtime.R
 	actx, acancel := context.WithCancel(ctx)
 	defer acancel()
 	if r.watch != nil {
-		// a kill or a sweep's timeout ends the turn here
+		// a kill, a sweep's timeout or a stop ends the turn here
+		// (no read when the turn ends first: every run watches)
 		go func() {
-			if rec, err := r.watch.Wait(actx); err == nil && rec.Terminal() {
+			select {
+			case rec := <-r.watch.C():
+				r.ended.Store(rec)
 				acancel()
+			case <-actx.Done():
 			}
 		}()
 	}
@@ -346,10 +354,14 @@ func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, 
 			}
 		})
 	}
-	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu) })
+	turnStatus := status
+	if req.Compact != nil {
+		turnStatus = "" // a compaction is no turn: abortedLastRun stays
+	}
+	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu, turnStatus) })
 	rec, _, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {
-			return nil // killed meanwhile: keep that
+			return record.ErrUnchanged // killed or stopped meanwhile: keep that
 		}
 		rr.Status = status
 		rr.Error = errText
@@ -386,12 +398,17 @@ func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request, chil
 
 // touchSession bumps the session's updatedAt after a turn, from the entry
 // read when the run started (nil: created by createSession, read it), and
-// records the turn's usage and compaction count (tu, nil: none). A
+// records the turn's usage and compaction count (tu, nil: none). A turn's
+// status (status "": no turn) sets abortedLastRun, as OpenClaw's session
+// entry has it: true after an aborted turn, cleared by the next turn. A
 // failure only leaves them older; the turn is recorded regardless.
-func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64, tu *turnUsage) {
+func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64, tu *turnUsage, status string) {
 	now := time.Now().UnixMilli()
 	_, _, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
 		e.UpdatedAt = max(e.UpdatedAt, now)
+		if status != "" {
+			e.AbortedLastRun = status == runs.Aborted
+		}
 		if tu != nil {
 			tu.apply(e)
 		}

@@ -108,6 +108,11 @@ func (d *Deps) Inbound() bus.Handler {
 		if err := d.routeInbound(ctx, &ip); err != nil {
 			return nil, bus.Thrown(err)
 		}
+		// `/stop` aborts the session's running turn (stop.go)
+		if isStopCommand(ip.text) {
+			res, err := d.inboundStop(ctx, ip)
+			return res, bus.Thrown(err)
+		}
 		// `/goal ...` changes the session's goal and queues no run
 		if cmd, ok := parseGoalCommand(ip.text); ok {
 			res, err := d.inboundGoal(ctx, ip, cmd)

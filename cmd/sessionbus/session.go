@@ -12,20 +12,20 @@ import (
 	"github.com/sessionbus/sessionbus/flows/lifecycle"
 )
 
-// cmdSession is `sessionbus session delete|reset|goal|compact|tools|send-policy
+// cmdSession is `sessionbus session delete|reset|goal|compact|tools|send-policy|stop
 // ...`: the request on <prefix>.ops.session.<op>, with an ops token
 // (adapter '*') minted from the operator credentials. delete and reset
 // archive the transcript first, then remove; goal sets or clears the
 // session's goal; compact has a gateway summarize the session's context;
 // tools prints its effective tool list; send-policy sets its send-policy
-// override (docs/ops.md).
+// override; stop aborts its running turn (docs/ops.md).
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	op := ""
 	if len(args) > 0 {
 		op = args[0]
 	}
 	switch op {
-	case "delete", "reset", "goal", "compact", "tools", "send-policy":
+	case "delete", "reset", "goal", "compact", "tools", "send-policy", "stop":
 	case "-h", "--help", "-help", "help":
 		// every subcommand's flags: the help lists them all
 		sessionFlags(newFlags("session", stdout), "all").fs.Usage()
@@ -80,6 +80,9 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if op == "send-policy" {
 		return printSendPolicyResult(reply, stdout, stderr)
+	}
+	if op == "stop" {
+		return printStopResult(reply, stdout, stderr)
 	}
 	var res lifecycle.Result
 	if err := json.Unmarshal(reply, &res); err != nil {
@@ -168,6 +171,24 @@ func printSendPolicyResult(reply []byte, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
 	}
 	fmt.Fprintf(stderr, "send policy of %s: %s. %s\n", res.SessionKey, res.Status, res.Text)
+	var v any
+	_ = json.Unmarshal(reply, &v)
+	printJSON(stdout, v)
+	return 0
+}
+
+// printStopResult says whether a turn was stopped (stderr) and prints the
+// reply (stdout); no running turn is no failure.
+func printStopResult(reply []byte, stdout, stderr io.Writer) int {
+	var res struct{ Status, SessionKey, RunID string }
+	if err := json.Unmarshal(reply, &res); err != nil {
+		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
+	}
+	if res.Status == "aborted" {
+		fmt.Fprintf(stderr, "stop %s: run %s aborted\n", res.SessionKey, res.RunID)
+	} else {
+		fmt.Fprintf(stderr, "stop %s: no turn was running; nothing changed\n", res.SessionKey)
+	}
 	var v any
 	_ = json.Unmarshal(reply, &v)
 	printJSON(stdout, v)

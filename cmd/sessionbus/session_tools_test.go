@@ -68,3 +68,23 @@ func TestSessionSendPolicyCommand(t *testing.T) {
 		t.Fatalf("inherit: exit %d %s (stored %q)", code, errs, stored())
 	}
 }
+
+// TestSessionStopCommand: `sessionbus session stop KEY` with no turn
+// running answers idle, exit 0; an unknown key exits 1 with the worker's
+// message, a missing key or an extra word is a usage error.
+func TestSessionStopCommand(t *testing.T) {
+	const key = "agent:main:main"
+	st := startSessionCmd(t, nil, key)
+	stop := func(args ...string) (int, string, string) { return st.session("stop", args...) }
+	if code, out, errs := stop(key); code != 0 || !strings.Contains(out, `"status": "idle"`) || !strings.Contains(errs, "no turn was running") {
+		t.Fatalf("stop: exit %d %s %s", code, out, errs)
+	}
+	if code, _, errs := stop("agent:main:nobody"); code != 1 || !strings.Contains(errs, `"code":404,"error":"unknown session agent:main:nobody`) {
+		t.Fatalf("unknown key: exit %d %s", code, errs)
+	}
+	for _, args := range [][]string{nil, {key, "now"}} {
+		if code, _, errs := stop(args...); code != 2 || !strings.Contains(errs, "usage: sessionbus session") {
+			t.Fatalf("%q: exit %d %s", args, code, errs)
+		}
+	}
+}

@@ -24,6 +24,9 @@ const (
 	Error   = "error"
 	Timeout = "timeout"
 	Killed  = "killed"
+	// Aborted: stopped on request (/stop, `sessionbus session stop`, the
+	// ops subject) while it ran; the partial reply stays in the transcript.
+	Aborted = "aborted"
 )
 
 // DefaultMaxAge is how long a run record is kept after its last write when
@@ -68,7 +71,7 @@ type Record struct {
 // Terminal reports whether the run has finished.
 func (r *Record) Terminal() bool {
 	switch r.Status {
-	case OK, Error, Timeout, Killed:
+	case OK, Error, Timeout, Killed, Aborted:
 		return true
 	}
 	return false
@@ -266,6 +269,10 @@ func (w *Waiter) wait(ctx context.Context, rec *Record) (*Record, error) {
 		return rec, errors.New("run watch stopped")
 	}
 }
+
+// C delivers the run's terminal record, for a select that must not read
+// the record when it gives up (Wait reads it once on ctx's end).
+func (w *Waiter) C() <-chan *Record { return w.ch }
 
 // Stop unregisters the waiter.
 func (w *Waiter) Stop() { w.r.unwait(w.id, w.ch) }
