@@ -93,6 +93,7 @@ var checks = []check{
 	{"nats.auth_off", High, "NATS accepts connections without credentials", authOff},
 	{"nats.plaintext_exposed", High, "NATS is reachable beyond loopback without TLS", plaintextExposed},
 	{"nats.admin_creds_remote", Info, "The admin's credentials are used over the network", adminCredsRemote},
+	{"creds.permissions_stale", High, "A credentials file grants what its role no longer may", staleCreds},
 	{"fs.secrets.perms_open", High, "Credentials or NATS keys are open to other users", secretsOpen},
 	{"fs.data_dir.perms_open", Medium, "The data dir is open to other users", dataDirOpen},
 	{"fs.data_dir.missing", Info, "No data dir here; its file checks did not run", dataDirMissing},

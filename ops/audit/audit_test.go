@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/jwt/v2"
+
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
 	"github.com/sessionbus/sessionbus/bus/bustest"
@@ -101,6 +103,27 @@ func loadConfig(t *testing.T, yaml string) *config.Config {
 	return cfg
 }
 
+// mintOps writes an ops credentials file into dep's creds dir, its
+// permissions changed by edit (nil: as this version mints them).
+func mintOps(t *testing.T, dep *deployment, name string, edit func(*jwt.Permissions)) {
+	t.Helper()
+	d, err := auth.LoadOrCreate(filepath.Join(dep.data, auth.Dir), auth.DefaultAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := d.MintWith(auth.DefaultAccount, auth.RoleOps, "bob", bus.DefaultPrefix, 0, edit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := u.Creds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dep.data, audit.CredsDir, name), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func chmod(t *testing.T, path string, mode os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(path, mode); err != nil {
@@ -127,6 +150,12 @@ func TestAuditFindsEachWeakness(t *testing.T) {
 		want     []string
 	}{
 		{name: "auth off", insecure: true, want: []string{"nats.auth_off/high"}},
+		{name: "ops creds minted when ops had the JetStream API", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
+			mintOps(t, dep, "ops-old.creds", func(p *jwt.Permissions) { p.Pub.Allow.Add("$JS.API.CONSUMER.CREATE.>") })
+		}, want: []string{"creds.permissions_stale/high"}},
+		{name: "ops creds as this version mints them", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
+			mintOps(t, dep, "ops.creds", nil)
+		}},
 		{name: "listens on every interface without TLS", plant: func(t *testing.T, dep *deployment, tg *audit.Target) {
 			tg.Probe.ListenHost = "0.0.0.0"
 		}, want: []string{"nats.plaintext_exposed/high"}},
