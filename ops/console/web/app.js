@@ -14,7 +14,7 @@ function el(tag, props, ...children) {
     else if (k === 'onsubmit') e.addEventListener('submit', v);
     else if (k === 'onchange') e.addEventListener('change', v);
     else if (k.startsWith('data-')) e.setAttribute(k, String(v));
-    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected'].includes(k)) e[k] = v;
+    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan'].includes(k)) e[k] = v;
   }
   for (const c of children.flat()) {
     if (c === undefined || c === null || c === false) continue;
@@ -446,7 +446,7 @@ function showSession(key) {
     signalsBody.replaceChildren(...evs.slice().reverse().map((ev) => el('tr', { class: 'signal', 'data-kind': ev.kind },
       el('td', {}, String(ev.sequence)), el('td', {}, ev.kind), el('td', {}, ev.actorType + (ev.actorId ? ' ' + ev.actorId : '')),
       el('td', {}, when(ev.occurredAt)), el('td', {}, ev.summary || ''))));
-    if (d.stateVersion !== undefined) signalsBody.append(el('tr', {}, el('td', { class: 'muted' }, 'stateVersion ' + d.stateVersion)));
+    if (d.stateVersion !== undefined) signalsBody.append(el('tr', {}, el('td', { class: 'muted', colSpan: 5 }, 'stateVersion ' + d.stateVersion)));
     runsBody.replaceChildren(...(d.runs || []).map((x) => el('tr', { class: 'run', 'data-status': x.status },
       el('td', {}, el('a', { href: '#/timeline/' + encodeURIComponent(key) + '/' + encodeURIComponent(x.runId), title: x.runId }, el('code', {}, x.runId.slice(0, 8)))), el('td', {}, badge(x.status)), el('td', {}, x.gateway || ''),
       el('td', {}, when(x.startedAt || x.createdAt)), el('td', {}, x.endedAt && x.startedAt ? dur(x.endedAt - x.startedAt) : ''),
