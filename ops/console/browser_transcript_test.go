@@ -103,3 +103,35 @@ func TestBrowserTranscriptRendering(t *testing.T) {
 		}
 	}
 }
+
+// A run id on the session page links to the session's timeline of that
+// run: its steps from the runs bucket, its prompt and its model reply
+// from the transcript, as `sessionbus replay` reads them. A token login
+// has none.
+func TestBrowserTimeline(t *testing.T) {
+	f := newFixture(t)
+	ctx := tab(t)
+	f.login(t, ctx, auth.RoleAdmin)
+	do(t, ctx, "open a run's timeline from the session page",
+		chromedp.Evaluate[chromedp.Void](hash("session", mainKey)+"; 1"),
+		waitFor(`() => !!document.querySelector('#runs tr.run a')`),
+		chromedp.Click(`#runs tr.run a`),
+		waitFor(`() => document.querySelectorAll('#timeline tr[data-kind="model reply"]').length === 1`))
+	shot(t, ctx, "timeline")
+	kinds := eval[string](t, ctx, `[...document.querySelectorAll('#timeline tr')].map(r => r.dataset.kind).join(',')`)
+	for _, k := range []string{"created", "started", "ok", "user", "model reply"} {
+		if !strings.Contains(","+kinds+",", ","+k+",") {
+			t.Fatalf("the run's timeline has %q, no %q", kinds, k)
+		}
+	}
+	if n := eval[int](t, ctx, `new Set([...document.querySelectorAll('#timeline tr')].map(r => r.dataset.run)).size`); n != 1 {
+		t.Fatalf("a run's timeline shows %d runs", n)
+	}
+	hc := f.client("")
+	if code, body := f.do(hc, "POST", "/api/login", map[string]any{"token": f.stack.Token(bus.Caller{SessionKey: mainKey})}, false); code != 200 {
+		t.Fatalf("token login: %d %s", code, body)
+	}
+	if code, _ := f.do(hc, "GET", "/api/timeline?key="+mainKey, nil, false); code != 403 {
+		t.Fatalf("a token login's timeline: %d, want 403", code)
+	}
+}

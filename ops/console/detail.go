@@ -216,14 +216,7 @@ func (s *Server) viewEntry(data []byte, n uint64, at time.Time) map[string]any {
 		return nil
 	}
 	if u, ok := m["usage"].(map[string]any); ok {
-		meta.Usage = map[string]int64{}
-		for k, v := range u {
-			if num, ok := v.(json.Number); ok {
-				if i, err := num.Int64(); err == nil {
-					meta.Usage[k] = i
-				}
-			}
-		}
+		meta.Usage = numbers(u)
 		if c, ok := u["cost"].(map[string]any); ok {
 			if t, ok := c["total"].(json.Number); ok {
 				meta.Cost, _ = t.Float64()

@@ -248,6 +248,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/sessions", s.viewer(s.handleSessions))
 	mux.Handle("GET /api/session", s.viewer(s.handleSession))
 	mux.Handle("GET /api/board", s.viewer(s.handleBoard))
+	mux.Handle("GET /api/timeline", s.viewer(s.handleTimeline))
 	mux.Handle("GET /api/ops", s.viewer(s.handleOps))
 	mux.Handle("GET /api/events", s.viewer(s.handleEvents))
 	mux.Handle("GET /api/archive", s.viewer(s.handleArchive))

@@ -172,6 +172,7 @@ function route() {
   const arg = decodeURIComponent(rest.join('/'));
   if (view === 'session' && arg) return showSession(arg);
   if (view === 'board' && arg) return showBoard(arg);
+  if (view === 'timeline' && rest.length) return showTimeline(decodeURIComponent(rest[0]), rest[1] ? decodeURIComponent(rest[1]) : '');
   if (view === 'ops') return showOps();
   return showSessions();
 }
@@ -475,6 +476,34 @@ function sessionOp(op, key) {
       if (op === 'delete') location.hash = '#/sessions';
     } catch (e) { $('session-errors').textContent = op + ': ' + e.message; }
   } }, op === 'reset' ? 'Reset' : 'Delete');
+}
+
+// ---- timeline: what `sessionbus replay` prints, one run or all
+
+function showTimeline(key, run) {
+  state.view = 'timeline:' + key + '/' + run;
+  const body = el('tbody', { id: 'timeline' });
+  const info = el('p', { id: 'timeline-info', class: 'muted' });
+  render(el('h2', { class: 'title' }, 'Timeline of ', sessionLink(key), run ? el('span', {}, ' · run ', el('code', { title: run }, run.slice(0, 8))) : null),
+    el('p', {}, run ? el('a', { href: '#/timeline/' + encodeURIComponent(key) }, 'all runs') : 'every run, transcript entry and signal event, oldest first · ', ' ', el('a', { href: '#/session/' + encodeURIComponent(key) }, 'session')),
+    info,
+    el('div', { class: 'scroll-x' }, el('table', { class: 'timeline' }, el('thead', {}, el('tr', {}, ['at', 'source', 'kind', 'run', 'what', 'usage'].map((t) => el('th', {}, t)))), body)));
+  const load = debounce(async () => {
+    let t;
+    try {
+      t = await api('/api/timeline?key=' + encodeURIComponent(key));
+    } catch (e) { info.textContent = e.message; info.className = 'error'; return; }
+    if (state.view !== 'timeline:' + key + '/' + run) return;
+    const evs = t.events.filter((ev) => !run || ev.runId === run);
+    info.textContent = evs.length + ' events' + (t.truncated ? ' (the newest ' + t.events.length + ' read)' : '');
+    body.replaceChildren(...evs.map((ev) => el('tr', { class: 'tl-' + ev.source, 'data-kind': ev.kind, 'data-run': ev.runId || '' },
+      el('td', { title: when(ev.at) }, new Date(ev.at).toLocaleTimeString()), el('td', {}, ev.source), el('td', { class: 'kind' }, ev.kind),
+      el('td', {}, ev.runId ? el('a', { href: '#/timeline/' + encodeURIComponent(key) + '/' + encodeURIComponent(ev.runId), title: ev.runId }, el('code', {}, ev.runId.slice(0, 8))) : ''),
+      el('td', {}, ev.text), el('td', {}, ev.usage ? (ev.usage.input || 0) + ' in / ' + (ev.usage.output || 0) + ' out' : ''))));
+    if (!evs.length) body.append(el('tr', {}, el('td', { class: 'muted', colSpan: 6 }, 'nothing recorded')));
+  });
+  follow(key, (c) => { if (c.many || (c.keys || []).includes(key)) load(); });
+  load();
 }
 
 // ---- mission board
