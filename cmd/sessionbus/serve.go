@@ -233,6 +233,7 @@ func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deploy
 	o := console.Options{Conn: nc, Operator: op, Names: bus.NewNames(prefix), Listen: addr, Auth: f.auth, Account: account, Log: log}
 	if w != nil {
 		o.Redactor = w.Deps.Redactor // previews masked as this deployment's history is
+		o.AgentModel = w.Deps.Config.AgentModel
 	}
 	if pm != nil && pm.srv != nil {
 		o.MetricsFrom = []string{pm.srv.Addr()} // this process's worker and gateway

@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/auth"
 )
 
@@ -335,15 +334,6 @@ func (s *Server) handleMe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"user": u.Name, "role": u.Role, "session": u.Session, "auth": s.o.Auth, "canAct": u.CanAct()})
-}
-
-// callerToken is the token the console calls a tool with for u, as
-// session key: the user's own token, or one minted for the session.
-func (s *Server) callerToken(u *User, key string) (string, error) {
-	if u.Token != "" {
-		return u.Token, nil
-	}
-	return s.o.Operator.Mint(bus.Caller{SessionKey: key}, 2*time.Minute)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -118,7 +118,7 @@ func (s *Server) Tree(root *sessions.Entry, history bool) Board {
 func active(status string) bool { return status == StatusQueued || status == StatusRunning }
 
 func (s *Server) boardRow(e *sessions.Entry, parent string, depth int, now int64) BoardRow {
-	r := BoardRow{Key: e.Key, Depth: depth, Parent: parent, Label: e.Label, AgentID: agentOf(e), Model: e.Model, Tokens: e.TotalTokens}
+	r := BoardRow{Key: e.Key, Depth: depth, Parent: parent, Label: e.Label, AgentID: agentOf(e), Model: s.modelOf(e), Tokens: e.TotalTokens}
 	rec := s.children.Get(e.Key)
 	if rec == nil {
 		r.Status = StatusDone

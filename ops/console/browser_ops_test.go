@@ -56,8 +56,9 @@ func TestBrowserWaitingChartsRestore(t *testing.T) {
 		waitFor(chart, f.metricsAddr, "sessionbus_tool_requests_total"))
 	restore := `button.archive-restore`
 	do(t, ctx, "restore the archive",
-		waitFor(`(s) => !!document.querySelector(s)`, restore),
-		chromedp.Click(restore),
+		// found and clicked in one step: the page redraws its tables every
+		// 5 s, and a node looked up before a redraw is gone at the click
+		waitFor(`(s) => { const b = document.querySelector(s); if (b) b.click(); return !!b; }`, restore),
 		waitFor(`() => document.querySelector('#ops-message')?.className === 'restored'`))
 	shot(t, ctx, "ops-charts-restored")
 	waitSignalWhere(t, f, doomed, func(ev signals.Event) bool {

@@ -245,3 +245,52 @@ func TestDeleteAndArchive(t *testing.T) {
 	})
 	waitSignal(t, f, key, "console:admin-test")
 }
+
+// Admin and ops read a leaf sub-agent's page on the console's own path:
+// the child's tools may not call session_status or sessions_history, and
+// its card, transcript, runs and signal log still come back, with no
+// error from the child's policy. A token login of the same child keeps
+// its tools' answer.
+func TestLeafChildPageForOperators(t *testing.T) {
+	f := newFixture(t)
+	child := f.spawn("leafy", "leafy")
+	for _, role := range []auth.Role{auth.RoleAdmin, auth.RoleOps} {
+		hc := f.client(f.credsText(role))
+		var d console.Detail
+		bustest.WaitFor(t, 30*time.Second, "the child's run and its task on its page", func() bool {
+			code, body := f.do(hc, "GET", "/api/session?key="+url.QueryEscape(child), nil, false)
+			if code != 200 {
+				t.Fatalf("%s: the leaf's page: %d %s", role, code, body)
+			}
+			d = console.Detail{}
+			if json.Unmarshal([]byte(body), &d) != nil || len(d.Runs) == 0 {
+				return false
+			}
+			b, _ := json.Marshal(d.History)
+			return strings.Contains(string(b), "wait:leafy")
+		})
+		if len(d.Errors) > 0 || len(d.Notes) > 0 {
+			t.Fatalf("%s: the leaf's page says %q %q", role, d.Errors, d.Notes)
+		}
+		fields := map[string]string{}
+		for _, fl := range d.Card {
+			fields[fl.Label] = fl.Value
+		}
+		if fields["agent"] != "slow" || fields["spawned by"] != mainKey {
+			t.Fatalf("%s: the leaf's card: %+v", role, d.Card)
+		}
+		if d.Signals == nil {
+			t.Fatalf("%s: no signal log", role)
+		}
+	}
+	// the child's own token: its tools say no to session_status, and the
+	// page says so instead of showing an empty card
+	hc := f.client("")
+	if code, body := f.do(hc, "POST", "/api/login", map[string]any{"token": f.stack.Token(bus.Caller{SessionKey: child})}, false); code != 200 {
+		t.Fatalf("token login: %d %s", code, body)
+	}
+	if code, body := f.do(hc, "GET", "/api/session?key="+url.QueryEscape(child), nil, false); code != 403 || !strings.Contains(body, "may not see") {
+		t.Fatalf("the leaf's own token on its page: %d %s, want 403", code, body)
+	}
+	f.finish("leafy")
+}

@@ -42,6 +42,10 @@ type fixture struct {
 
 const mainKey = "agent:main:main"
 
+// fixtureModel is agent main's configured model, which the console shows
+// for its sessions.
+const fixtureModel = "anthropic/claude-fixture"
+
 func newFixture(t *testing.T) *fixture { t.Helper(); return newFixtureWith(t, nil) }
 
 // newFixtureWith lets edit change the console's options (its connection,
@@ -64,7 +68,7 @@ func newFixtureWith(t *testing.T, edit func(*handlerstest.Stack, *console.Option
 	t.Cleanup(msrv.Close)
 	s := handlerstest.Start(t, func(c *config.Config) {
 		c.Agents.List = []config.Agent{
-			{ID: "main", Runtime: "script", Subagents: &config.Subagents{AllowAgents: []string{"slow"}},
+			{ID: "main", Runtime: "script", Model: fixtureModel, Subagents: &config.Subagents{AllowAgents: []string{"slow"}},
 				Script: map[string]any{"rules": []any{map[string]any{"match": "^ping", "reply": "pong: {{message}}"}}}},
 			{ID: "slow", Runtime: "exec", Exec: map[string]any{"command": []any{script}, "timeoutSeconds": 300}},
 		}
@@ -75,6 +79,7 @@ func newFixtureWith(t *testing.T, edit func(*handlerstest.Stack, *console.Option
 	o := console.Options{
 		Conn: s.Conn, Operator: s.Operator, Names: bus.NewNames(s.Config.Bus.Prefix), Listen: "127.0.0.1:0",
 		Auth: true, Account: s.Server.Deployment().AccountKey(auth.DefaultAccount), MetricsFrom: []string{msrv.Addr()},
+		AgentModel: s.Config.AgentModel,
 	}
 	if edit != nil {
 		edit(s, &o)

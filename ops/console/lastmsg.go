@@ -90,7 +90,9 @@ func (t *lastTable) apply(key string, data []byte, at int64, red *sanitize.Redac
 		return false // a compaction or another bookkeeping entry
 	}
 	text := ""
-	if role == "user" || role == "assistant" {
+	// a silent reply (NO_REPLY, ...) says nothing to anyone: like a
+	// message without text, it neither previews nor leaves a person waiting
+	if (role == "user" || role == "assistant") && !silent(m) {
 		text = strings.TrimSpace(previewText(m))
 	}
 	t.mu.Lock()

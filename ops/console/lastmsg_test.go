@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -49,5 +50,24 @@ func TestLastTableWaiting(t *testing.T) {
 	}
 	if got := tab.replied(); len(got) != 1 {
 		t.Fatalf("replied: %v, want k", got)
+	}
+}
+
+// A silent reply (NO_REPLY and the other sentinels) to a person's message
+// is the agent choosing to say nothing: no one waits on it, and the
+// preview stays the message before it.
+func TestLastTableSilentReply(t *testing.T) {
+	red := sanitize.DefaultRedactor()
+	for _, s := range []string{"NO_REPLY", " ANNOUNCE_SKIP\n", "REPLY_SKIP"} {
+		tab := newLastTable()
+		tab.apply("k", []byte(`{"role":"user","content":"child finished","provenance":{"kind":"internal_system"}}`), 1, red)
+		b, _ := json.Marshal(map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": s}}})
+		tab.apply("k", b, 2, red)
+		if l, _ := tab.get("k"); l.replied || l.preview != "child finished" {
+			t.Fatalf("after %q: replied %v, preview %q", s, l.replied, l.preview)
+		}
+		if got := tab.replied(); len(got) != 0 {
+			t.Fatalf("after %q: waiting on %v", s, got)
+		}
 	}
 }

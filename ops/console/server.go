@@ -28,6 +28,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules/sanitize"
 	"github.com/sessionbus/sessionbus/streams/signals"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 //go:embed web
@@ -65,7 +66,11 @@ type Options struct {
 	// MetricsFrom are the /metrics addresses (host:port or URLs) of the
 	// workers and gateways whose figures the ops page charts.
 	MetricsFrom []string
-	Log         *slog.Logger
+	// AgentModel is the model an agent's turns use by the deployment's
+	// config ("provider/model"; nil or "": unknown), for the sessions'
+	// model column and card.
+	AgentModel func(agentID string) string
+	Log        *slog.Logger
 	// Now is the clock of the login back-off (nil: time.Now).
 	Now func() time.Time
 }
@@ -80,6 +85,7 @@ type Server struct {
 	children *subagents.Index
 	registry *subagents.Registry
 	signals  *signals.Log
+	tr       *transcripts.Store
 	runs     *runTable
 	last     *lastTable
 	redactor *sanitize.Redactor
@@ -166,6 +172,9 @@ func (s *Server) open(ctx context.Context) error {
 	if s.signals, err = signals.Open(ctx, s.js, names, signals.WithLogger(s.log)); err != nil {
 		return fmt.Errorf("console: open the signal log: %w", err)
 	}
+	if s.tr, err = transcripts.Open(ctx, s.o.Conn, s.js, names); err != nil {
+		return fmt.Errorf("console: open the transcripts: %w", err)
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.runs = newRunTable()
@@ -209,6 +218,9 @@ func (s *Server) stopStores() {
 	if s.children != nil {
 		s.children.Stop()
 	}
+	if s.tr != nil {
+		s.tr.Close()
+	}
 }
 
 // IsLoopback reports whether a host:port listens on loopback only.
@@ -236,6 +248,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/sessions", s.viewer(s.handleSessions))
 	mux.Handle("GET /api/session", s.viewer(s.handleSession))
 	mux.Handle("GET /api/board", s.viewer(s.handleBoard))
+	mux.Handle("GET /api/timeline", s.viewer(s.handleTimeline))
 	mux.Handle("GET /api/ops", s.viewer(s.handleOps))
 	mux.Handle("GET /api/events", s.viewer(s.handleEvents))
 	mux.Handle("GET /api/archive", s.viewer(s.handleArchive))

@@ -14,6 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
+	"github.com/sessionbus/sessionbus/streams/signals"
 )
 
 // The sessions page: one page of rows from the console's index of the
@@ -224,7 +225,7 @@ func sortNewest(es []*sessions.Entry) {
 func (s *Server) row(e *sessions.Entry, active bool) Row {
 	r := Row{
 		Key: e.Key, Kind: rules.Kind(e.Key, alias, e.ChatType), AgentID: agentOf(e), Label: e.Label,
-		DisplayName: e.DisplayName, Channel: rules.FirstNonEmpty(e.Channel, e.LastChannel), Model: e.Model,
+		DisplayName: e.DisplayName, Channel: rules.FirstNonEmpty(e.Channel, e.LastChannel), Model: s.modelOf(e),
 		SpawnedBy: e.Parent(), UpdatedAt: e.UpdatedAt, TotalTokens: e.TotalTokens, InputTokens: e.InputTokens,
 		OutputTokens: e.OutputTokens, Status: e.Status, Active: active, Archived: e.Archived,
 		Children: len(s.index.Children(e.Key)),
@@ -303,16 +304,22 @@ func writeToolError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusBadGateway, "the bus: "+err.Error())
 }
 
-// Detail is the session page: the row, the status card and signal log
-// (session_status with changesSince 0), the transcript (sessions_history),
-// and recent runs.
+// Detail is the session page: the row, the status card and signal log,
+// the transcript, and recent runs. An admin or ops login reads them on the
+// console's operator path (detail.go); a token login through the tools
+// with its token (session_status, sessions_history), so it sees what
+// that session's tools may see.
 type Detail struct {
-	Row     Row             `json:"row"`
-	Route   any             `json:"route,omitempty"`
-	Status  json.RawMessage `json:"status,omitempty"`
-	History json.RawMessage `json:"history,omitempty"`
-	Runs    []runs.Record   `json:"runs"`
-	Errors  []string        `json:"errors,omitempty"`
+	Row          Row              `json:"row"`
+	Route        any              `json:"route,omitempty"`
+	Card         []Field          `json:"card"`
+	Signals      *signals.Changes `json:"signals,omitempty"`
+	StateVersion uint64           `json:"stateVersion"`
+	History      any              `json:"history,omitempty"`
+	Runs         []runs.Record    `json:"runs"`
+	// Notes say, once each, what this login may not see on the page.
+	Notes  []string `json:"notes,omitempty"`
+	Errors []string `json:"errors,omitempty"`
 }
 
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
@@ -323,34 +330,67 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no session "+strconv.Quote(key)+" (it may have been deleted or never existed)")
 		return
 	}
-	tok, err := s.callerToken(u, key)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	d := Detail{Row: s.row(e, s.runs.active(key)), Runs: s.runs.recent(key)}
+	d := Detail{Row: s.row(e, s.runs.active(key)), Runs: s.runs.recent(key), Card: []Field{}}
 	if e.DeliveryContext != nil {
 		d.Route = e.DeliveryContext
 	}
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	if limit <= 0 {
-		limit = 200
+		limit = transcriptPage
 	}
-	if err := s.call(r.Context(), tok, "session_status", map[string]any{"sessionKey": key, "changesSince": 0}, &d.Status); err != nil {
-		d.Errors = append(d.Errors, "session_status: "+err.Error())
-	}
-	if u.Token != "" && (len(d.Errors) > 0 || refused(d.Status)) {
-		// a token login sees a session only if its tools may: say no
-		// more than the tool did
-		writeError(w, http.StatusForbidden, "this login's session may not see "+strconv.Quote(key)+": "+strings.Join(append(d.Errors, refusal(d.Status)), " "))
+	limit = min(limit, 1000)
+	if u.Token != "" {
+		s.sessionByTool(w, r, u, key, limit, d)
 		return
 	}
-	if err := s.call(r.Context(), tok, "sessions_history", map[string]any{"sessionKey": key, "limit": min(limit, 1000), "includeTools": true}, &d.History); err != nil {
-		d.Errors = append(d.Errors, "sessions_history: "+err.Error())
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	d.Card = s.card(e)
+	ch, v, err := s.signalLog(ctx, key)
+	if err != nil {
+		d.Errors = append(d.Errors, "signal log: "+err.Error())
 	}
-	if u.Token != "" {
-		d.Runs = nil // runs are read from the bucket, not through the tools' visibility
+	d.Signals, d.StateVersion = &ch, v
+	if h, err := s.transcript(ctx, key, limit); err != nil {
+		d.Errors = append(d.Errors, "transcript: "+err.Error())
+	} else {
+		d.History = h
 	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// sessionByTool is the session page of a token login: the tools, called
+// with the login's token, decide what it sees.
+func (s *Server) sessionByTool(w http.ResponseWriter, r *http.Request, u *User, key string, limit int, d Detail) {
+	var st struct {
+		Status       string           `json:"status"`
+		Error        string           `json:"error"`
+		StatusText   string           `json:"statusText"`
+		StateVersion uint64           `json:"stateVersion"`
+		StateChanges *signals.Changes `json:"stateChanges"`
+	}
+	if err := s.call(r.Context(), u.Token, "session_status", map[string]any{"sessionKey": key, "changesSince": 0}, &st); err != nil {
+		writeError(w, http.StatusForbidden, "this login's session may not see "+strconv.Quote(key)+": session_status: "+err.Error())
+		return
+	}
+	if st.Status == "forbidden" || st.Status == "error" {
+		// a token login sees a session only if its tools may: say no
+		// more than the tool did
+		writeError(w, http.StatusForbidden, "this login's session may not see "+strconv.Quote(key)+": "+st.Error)
+		return
+	}
+	d.Card, d.Signals, d.StateVersion = cardFromStatusText(st.StatusText), st.StateChanges, st.StateVersion
+	var h json.RawMessage
+	if err := s.call(r.Context(), u.Token, "sessions_history", map[string]any{"sessionKey": key, "limit": limit, "includeTools": true}, &h); err != nil {
+		d.Notes = append(d.Notes, "This login's session may not read this transcript (sessions_history: "+err.Error()+").")
+	} else if refused(h) {
+		d.Notes = append(d.Notes, "This login's session may not read this transcript: "+refusal(h))
+	} else {
+		d.History = h
+	}
+	// runs are read from the bucket, not through the tools' visibility
+	d.Runs = nil
+	d.Notes = append(d.Notes, "A token login sees no runs: they are read from the runs bucket, which its tools do not show.")
 	writeJSON(w, http.StatusOK, d)
 }
 

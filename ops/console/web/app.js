@@ -14,7 +14,7 @@ function el(tag, props, ...children) {
     else if (k === 'onsubmit') e.addEventListener('submit', v);
     else if (k === 'onchange') e.addEventListener('change', v);
     else if (k.startsWith('data-')) e.setAttribute(k, String(v));
-    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected'].includes(k)) e[k] = v;
+    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan'].includes(k)) e[k] = v;
   }
   for (const c of children.flat()) {
     if (c === undefined || c === null || c === false) continue;
@@ -69,8 +69,8 @@ function badge(status) {
   return el('span', { class: 'badge status-' + (status || 'none') }, status || '');
 }
 
-function sessionLink(key) {
-  return el('a', { href: '#/session/' + encodeURIComponent(key) }, key);
+function sessionLink(key, text) {
+  return el('span', { class: 'key' }, el('a', { href: '#/session/' + encodeURIComponent(key), title: key, class: 'session-link' }, text || shortKey(key)), copyButton(key));
 }
 
 function banner(text) {
@@ -172,6 +172,7 @@ function route() {
   const arg = decodeURIComponent(rest.join('/'));
   if (view === 'session' && arg) return showSession(arg);
   if (view === 'board' && arg) return showBoard(arg);
+  if (view === 'timeline' && rest.length) return showTimeline(decodeURIComponent(rest[0]), rest[1] ? decodeURIComponent(rest[1]) : '');
   if (view === 'ops') return showOps();
   return showSessions();
 }
@@ -203,7 +204,7 @@ function showSessions() {
   const prev = el('button', { id: 'prev', onclick: () => { listState.offset = Math.max(0, listState.offset - listState.limit); load(); } }, '‹ newer');
   const next = el('button', { id: 'next', onclick: () => { listState.offset += listState.limit; load(); } }, 'older ›');
   render(el('h2', {}, 'Sessions'), form,
-    el('table', {}, el('thead', {}, el('tr', {}, ['session', 'last message', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body),
+    el('div', { class: 'scroll-x' }, el('table', { class: 'sessions' }, el('thead', {}, el('tr', {}, ['session', 'last message', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body)),
     el('div', { class: 'pager' }, prev, info, next));
   const load = debounce(async () => {
     const q = new URLSearchParams(Object.assign({ offset: listState.offset, limit: listState.limit }, listState.filters));
@@ -236,30 +237,160 @@ function sessionRow(r) {
 
 // ---- session detail
 
-function messageText(m) {
+// The replies an agent gives to say nothing (the gateway posts none):
+// never shown in a transcript.
+const SILENT = new Set(['NO_REPLY', 'ANNOUNCE_SKIP', 'REPLY_SKIP']);
+const CTX_BEGIN = '<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>';
+const CTX_END = '<<<END_OPENCLAW_INTERNAL_CONTEXT>>>';
+const TOOL_CALL = new Set(['toolCall', 'tool_use', 'toolUse', 'functionCall']);
+
+function fold(cls, label, body, open) {
+  const d = el('details', { class: 'fold ' + cls }, el('summary', {}, label), body);
+  if (open) d.open = true;
+  return d;
+}
+
+function pretty(v) {
+  if (typeof v === 'string') {
+    try { return JSON.stringify(JSON.parse(v), null, 2); } catch (_) { return v; }
+  }
+  return JSON.stringify(v, null, 2);
+}
+
+// textParts is a text with its internal context blocks folded under a
+// label and the rest rendered as Markdown.
+function textParts(text) {
+  const out = [];
+  let rest = String(text);
+  while (rest) {
+    const b = rest.indexOf(CTX_BEGIN);
+    if (b < 0) { out.push(renderMarkdown(rest)); break; }
+    if (rest.slice(0, b).trim()) out.push(renderMarkdown(rest.slice(0, b)));
+    const e = rest.indexOf(CTX_END, b);
+    const inner = rest.slice(b + CTX_BEGIN.length, e < 0 ? rest.length : e);
+    out.push(fold('internal-context', 'internal context', el('pre', {}, inner.trim())));
+    rest = e < 0 ? '' : rest.slice(e + CTX_END.length);
+  }
+  return out;
+}
+
+function blockText(p) {
+  if (typeof p === 'string') return p;
+  return p.text || '';
+}
+
+// plainOf is a message's text, tool calls and reasoning left out.
+function plainOf(m) {
   const c = m.content;
   if (typeof c === 'string') return c;
-  if (Array.isArray(c)) {
-    return c.map((p) => {
-      if (typeof p === 'string') return p;
-      if (p.type === 'text') return p.text || '';
-      if (p.type === 'toolCall' || p.type === 'tool_use' || p.type === 'toolUse') return '[tool call ' + (p.name || '') + ']';
-      if (p.type === 'thinking') return '';
-      return '[' + (p.type || 'part') + ']';
-    }).join('\n');
+  if (Array.isArray(c)) return c.filter((p) => typeof p === 'string' || !p.type || p.type === 'text').map(blockText).join('\n');
+  return m.text || '';
+}
+
+function isSilent(m) {
+  const c = m.content;
+  const onlyText = !Array.isArray(c) || c.every((p) => typeof p === 'string' || !p.type || p.type === 'text');
+  return m.role === 'assistant' && onlyText && SILENT.has(plainOf(m).trim());
+}
+
+function isCompaction(m) {
+  return m.type === 'compaction' || (m.__openclaw && m.__openclaw.kind === 'compaction');
+}
+
+// body is what a message shows: text as Markdown, each tool call folded
+// under its tool's name, reasoning folded, a tool result folded whole.
+function body(m) {
+  const c = m.content;
+  if (m.role === 'toolResult' || m.role === 'tool') {
+    const text = typeof c === 'string' ? c : Array.isArray(c) ? c.map((p) => typeof p === 'string' ? p : p.text !== undefined ? p.text : pretty(p)).join('\n') : pretty(c === undefined ? (m.text || '') : c);
+    return [fold('tool-result' + (m.isError ? ' tool-error' : ''), 'result of ' + (m.toolName || m.name || 'a tool') + (m.isError ? ' (error)' : ''), el('pre', {}, text))];
   }
-  if (c === undefined || c === null) return m.text || '';
-  return JSON.stringify(c);
+  if (typeof c === 'string') return textParts(c);
+  if (!Array.isArray(c)) return textParts(m.text || (c == null ? '' : pretty(c)));
+  const out = [];
+  for (const p of c) {
+    if (typeof p === 'string' || !p.type || p.type === 'text') out.push(...textParts(blockText(p)));
+    else if (TOOL_CALL.has(p.type)) out.push(fold('tool-call', 'tool call ' + (p.name || ''), el('pre', {}, pretty(p.arguments !== undefined ? p.arguments : (p.input !== undefined ? p.input : p.args)))));
+    else if (p.type === 'thinking') out.push(fold('thinking', 'reasoning', el('pre', {}, p.thinking || p.text || '')));
+    else if (p.type === 'image') out.push(el('p', { class: 'muted' }, '[image]'));
+    else out.push(fold('part', p.type, el('pre', {}, pretty(p))));
+  }
+  return out;
+}
+
+function msgTime(m) {
+  if (m.__console && m.__console.at) return m.__console.at;
+  const t = m.timestamp;
+  if (typeof t === 'number') return t;
+  if (typeof t === 'string') { const v = Date.parse(t); return isNaN(v) ? 0 : v; }
+  return 0;
+}
+
+function usageLine(m) {
+  const u = (m.__console && m.__console.usage) || null;
+  if (!u) return '';
+  const parts = [];
+  if (u.input || u.output) parts.push((u.input || 0) + ' in / ' + (u.output || 0) + ' out');
+  if (u.cacheRead) parts.push(u.cacheRead + ' cached');
+  if (m.__console.cost) parts.push('$' + m.__console.cost.toFixed(4));
+  return parts.join(' · ');
+}
+
+// renderMessage is one transcript entry; null for a silent reply.
+function renderMessage(m) {
+  if (isCompaction(m)) {
+    const summary = m.summary ? fold('compaction-summary', 'summary', renderMarkdown(m.summary)) : el('span', { class: 'muted' }, ' (the summary is in the model\'s context, not in this view)');
+    return el('div', { class: 'compaction', 'data-role': 'compaction' },
+      el('div', { class: 'compaction-line' }, el('span', {}, 'compacted' + (m.tokensBefore ? ' at ' + m.tokensBefore + ' tokens' : '')), ' ', when(msgTime(m))),
+      summary);
+  }
+  if (isSilent(m)) return null;
+  const at = msgTime(m);
+  const run = m.__console && m.__console.runId;
+  const meta = el('div', { class: 'meta' },
+    el('span', { class: 'role' }, m.role || ''),
+    at ? el('span', { class: 'at', title: when(at) }, new Date(at).toLocaleTimeString()) : null,
+    usageLine(m) ? el('span', { class: 'usage' }, usageLine(m)) : null,
+    run ? el('a', { class: 'run-link', href: '#/timeline/' + encodeURIComponent(state.sessionKey || '') + '/' + encodeURIComponent(run), title: 'run ' + run }, 'run ' + run.slice(0, 8)) : null);
+  return el('div', { class: 'msg', 'data-role': m.role }, meta, el('div', { class: 'text' }, body(m)));
+}
+
+// shortKey is a session key short enough for a table: its last part,
+// long ids cut; the whole key is on hover and behind the copy button.
+function shortKey(key) {
+  const parts = String(key).split(':');
+  let tail = parts.length > 2 ? parts.slice(2).join(':') : key;
+  tail = tail.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, (u) => u.slice(0, 8) + '…');
+  if (tail.length > 28) tail = tail.slice(0, 27) + '…';
+  return tail;
+}
+
+function copyButton(text) {
+  const b = el('button', { class: 'copy', type: 'button', title: 'copy ' + text, onclick: async (ev) => {
+    ev.preventDefault();
+    try { await navigator.clipboard.writeText(text); b.textContent = 'copied'; } catch (_) { window.prompt('copy the key', text); }
+    setTimeout(() => { b.textContent = 'copy'; }, 1200);
+  } }, 'copy');
+  return b;
+}
+
+function showField(f) {
+  let v = f.value;
+  if (f.kind === 'time') v = when(Number(f.value));
+  if (f.kind === 'key') v = sessionLink(f.value);
+  return [el('dt', {}, f.label || ''), el('dd', {}, v)];
 }
 
 function showSession(key) {
   state.view = 'session:' + key;
+  state.sessionKey = key;
   const live = el('div', { id: 'live' });
   const transcript = el('div', { id: 'transcript' });
-  const statusCard = el('pre', { id: 'status-card' });
+  const statusCard = el('dl', { id: 'status-card', class: 'fields' });
   const signalsBody = el('tbody', { id: 'signals' });
   const runsBody = el('tbody', { id: 'runs' });
   const head = el('div', { id: 'session-head' });
+  const notes = el('div', { id: 'session-notes', class: 'notes' });
   const errors = el('div', { class: 'error', id: 'session-errors' });
   let chat = null;
   if (state.me.canAct) {
@@ -275,12 +406,13 @@ function showSession(key) {
       } catch (e) { errors.textContent = e.message; }
     } }, text, el('button', { id: 'chat-send', type: 'submit', disabled: true }, 'Send'));
   }
-  render(el('h2', {}, 'Session ', el('code', {}, key)), head, errors,
-    el('div', { class: 'cards' },
-      el('div', { class: 'card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, chat),
+  render(el('h2', { class: 'title' }, 'Session ', el('code', { title: key }, shortKey(key)), copyButton(key)), head, notes, errors,
+    el('div', { class: 'cards session-cards' },
+      el('div', { class: 'card transcript-card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, chat),
       el('div', { class: 'card' }, el('h3', {}, 'Status'), statusCard,
-        el('h3', {}, 'Signal log'), el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody),
-        el('h3', {}, 'Runs'), el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody))));
+        el('h3', {}, 'Signal log'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody)),
+        el('h3', {}, 'Runs'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody)))));
+  let first = true;
   const load = debounce(async () => {
     let d;
     try {
@@ -298,21 +430,26 @@ function showSession(key) {
       r.goal ? ' · goal: ' + r.goal : '',
       d.route ? ' · route ' + [d.route.channel, d.route.to].filter(Boolean).join(' → ') : '',
       ' · ', el('a', { href: '#/board/' + encodeURIComponent(key), id: 'board-link' }, 'mission board'),
+      ' · ', el('a', { href: '#/timeline/' + encodeURIComponent(key), id: 'timeline-link' }, 'timeline'),
       state.me.canAct ? el('span', {}, ' · ', sessionOp('reset', key), ' ', sessionOp('delete', key)) : null));
+    notes.replaceChildren(...(d.notes || []).map((n) => el('p', { class: 'note' }, n)));
     errors.textContent = (d.errors || []).join('\n');
+    // follow the newest message when the reader is at the bottom (or the
+    // page just opened); leave them where they are when they scrolled up
+    const atBottom = first || transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 40;
     const msgs = (d.history && d.history.messages) || [];
-    transcript.replaceChildren(...msgs.map((m) => el('div', { class: 'msg', 'data-role': m.role },
-      el('span', { class: 'role' }, m.role || ''), el('span', { class: 'text' }, messageText(m)))));
-    if (!msgs.length) transcript.append(el('p', { class: 'muted' }, 'no messages'));
-    const st = d.status || {};
-    statusCard.textContent = st.statusText || st.text || JSON.stringify(Object.fromEntries(Object.entries(st).filter(([k]) => k !== 'stateChanges')), null, 2);
-    const evs = (st.stateChanges && st.stateChanges.events) || [];
+    transcript.replaceChildren(...msgs.map(renderMessage).filter(Boolean));
+    if (!transcript.children.length) transcript.append(el('p', { class: 'muted' }, d.history ? 'no messages' : 'no transcript to show'));
+    if (atBottom) transcript.scrollTop = transcript.scrollHeight;
+    first = false;
+    statusCard.replaceChildren(...(d.card || []).flatMap(showField));
+    const evs = (d.signals && d.signals.events) || [];
     signalsBody.replaceChildren(...evs.slice().reverse().map((ev) => el('tr', { class: 'signal', 'data-kind': ev.kind },
       el('td', {}, String(ev.sequence)), el('td', {}, ev.kind), el('td', {}, ev.actorType + (ev.actorId ? ' ' + ev.actorId : '')),
       el('td', {}, when(ev.occurredAt)), el('td', {}, ev.summary || ''))));
-    if (st.stateVersion !== undefined) signalsBody.append(el('tr', {}, el('td', { class: 'muted' }, 'stateVersion ' + st.stateVersion)));
+    if (d.stateVersion !== undefined) signalsBody.append(el('tr', {}, el('td', { class: 'muted', colSpan: 5 }, 'stateVersion ' + d.stateVersion)));
     runsBody.replaceChildren(...(d.runs || []).map((x) => el('tr', { class: 'run', 'data-status': x.status },
-      el('td', {}, el('code', {}, x.runId.slice(0, 8))), el('td', {}, badge(x.status)), el('td', {}, x.gateway || ''),
+      el('td', {}, el('a', { href: '#/timeline/' + encodeURIComponent(key) + '/' + encodeURIComponent(x.runId), title: x.runId }, el('code', {}, x.runId.slice(0, 8)))), el('td', {}, badge(x.status)), el('td', {}, x.gateway || ''),
       el('td', {}, when(x.startedAt || x.createdAt)), el('td', {}, x.endedAt && x.startedAt ? dur(x.endedAt - x.startedAt) : ''),
       el('td', {}, x.error || ''))));
   });
@@ -341,6 +478,34 @@ function sessionOp(op, key) {
   } }, op === 'reset' ? 'Reset' : 'Delete');
 }
 
+// ---- timeline: what `sessionbus replay` prints, one run or all
+
+function showTimeline(key, run) {
+  state.view = 'timeline:' + key + '/' + run;
+  const body = el('tbody', { id: 'timeline' });
+  const info = el('p', { id: 'timeline-info', class: 'muted' });
+  render(el('h2', { class: 'title' }, 'Timeline of ', sessionLink(key), run ? el('span', {}, ' · run ', el('code', { title: run }, run.slice(0, 8))) : null),
+    el('p', {}, run ? el('a', { href: '#/timeline/' + encodeURIComponent(key) }, 'all runs') : 'every run, transcript entry and signal event, oldest first · ', ' ', el('a', { href: '#/session/' + encodeURIComponent(key) }, 'session')),
+    info,
+    el('div', { class: 'scroll-x' }, el('table', { class: 'timeline' }, el('thead', {}, el('tr', {}, ['at', 'source', 'kind', 'run', 'what', 'usage'].map((t) => el('th', {}, t)))), body)));
+  const load = debounce(async () => {
+    let t;
+    try {
+      t = await api('/api/timeline?key=' + encodeURIComponent(key));
+    } catch (e) { info.textContent = e.message; info.className = 'error'; return; }
+    if (state.view !== 'timeline:' + key + '/' + run) return;
+    const evs = t.events.filter((ev) => !run || ev.runId === run);
+    info.textContent = evs.length + ' events' + (t.truncated ? ' (the newest ' + t.events.length + ' read)' : '');
+    body.replaceChildren(...evs.map((ev) => el('tr', { class: 'tl-' + ev.source, 'data-kind': ev.kind, 'data-run': ev.runId || '' },
+      el('td', { title: when(ev.at) }, new Date(ev.at).toLocaleTimeString()), el('td', {}, ev.source), el('td', { class: 'kind' }, ev.kind),
+      el('td', {}, ev.runId ? el('a', { href: '#/timeline/' + encodeURIComponent(key) + '/' + encodeURIComponent(ev.runId), title: ev.runId }, el('code', {}, ev.runId.slice(0, 8))) : ''),
+      el('td', {}, ev.text), el('td', {}, ev.usage ? (ev.usage.input || 0) + ' in / ' + (ev.usage.output || 0) + ' out' : ''))));
+    if (!evs.length) body.append(el('tr', {}, el('td', { class: 'muted', colSpan: 6 }, 'nothing recorded')));
+  });
+  follow(key, (c) => { if (c.many || (c.keys || []).includes(key)) load(); });
+  load();
+}
+
 // ---- mission board
 
 function showBoard(key) {
@@ -353,7 +518,8 @@ function showBoard(key) {
     try {
       const r = await api(path, { body: payload });
       msg.textContent = what + ': ' + (r.text || r.status || 'ok') + (r.error ? ' — ' + r.error : '');
-      msg.className = r.status === 'ok' ? '' : 'error';
+      // a kill answers ok, a steer accepted: both are the tool doing it
+      msg.className = (r.status === 'ok' || r.status === 'accepted') ? 'success' : 'error';
     } catch (e) { msg.textContent = what + ': ' + e.message; msg.className = 'error'; }
   };
   const controls = [];
@@ -363,7 +529,7 @@ function showBoard(key) {
   const toggle = el('input', { type: 'checkbox', id: 'history', onchange: () => { history = toggle.checked; load(); } });
   render(el('h2', {}, 'Mission board of ', sessionLink(key)), summary,
     el('p', {}, ...controls, ' ', el('label', {}, toggle, ' show children that ended over an hour ago')), msg,
-    el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body));
+    el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body)));
   const load = debounce(async () => {
     let b;
     try {
@@ -409,7 +575,7 @@ function showOps() {
   const opsMsg = el('p', { id: 'ops-message' });
   render(el('h2', {}, 'Operations'), el('h3', {}, 'Workers and gateways'), chartsBox, opsMsg, box);
   const table = (title, cols, rows, cells) => el('div', { class: 'card' }, el('h3', {}, title + ' (' + rows.length + ')'),
-    el('table', {}, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
+    el('table', { class: 'ops-table' }, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
       el('tbody', {}, rows.map((r) => el('tr', {}, cells(r).map((c) => el('td', {}, c == null ? '' : (c instanceof Node ? c : String(c)))))))));
   const wide = (card) => { card.classList.add('wide'); return card; };
   const size = (b) => b < 1024 ? b + ' B' : b < 1 << 20 ? (b / 1024).toFixed(1) + ' KiB' : (b / (1 << 20)).toFixed(1) + ' MiB';
