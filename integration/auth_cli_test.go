@@ -116,7 +116,7 @@ func TestServeAuthCLI(t *testing.T) {
 		t.Fatalf("agent read the transcript stream: %d %s %s", code, out, errOut)
 	}
 	// ops reads it
-	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(credsDir, "ops.creds"), "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(credsDir, "ops.creds"), "--js-api-prefix", "sb.ops.js", "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
 	if code != 0 || !strings.Contains(out, "SB_TRANSCRIPTS") || !strings.Contains(out, `"role":`) {
 		t.Fatalf("ops stream get: %d %s %s", code, out, errOut)
 	}

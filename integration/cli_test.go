@@ -106,7 +106,7 @@ func TestCLIContract(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "sb.tools.sessions_list") || !strings.Contains(out, "sb.tools.sessions_history") {
 		t.Fatalf("nats micro info: %d %s", code, out)
 	}
-	out, _, code = run(t, "", nats, "-s", url, "--creds", ops, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
+	out, _, code = run(t, "", nats, "-s", url, "--creds", ops, "--js-api-prefix", "sb.ops.js", "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.main")
 	if code != 0 || !strings.Contains(out, `"content":"hi"`) {
 		t.Fatalf("nats stream get: %d %s", code, out)
 	}

@@ -46,12 +46,12 @@ func TestChatRouteCLI(t *testing.T) {
 		t.Fatalf("routed nats req: %d %s %s", code, out, errOut)
 	}
 	ops := filepath.Join(data, "creds", "ops.creds")
-	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "kv", "get", "sessions", "agent.main.googlechat.group.spaces/aaaa", "--raw")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "--js-api-prefix", "sb.ops.js", "kv", "get", "sessions", "agent.main.googlechat.group.spaces/aaaa", "--raw")
 	if code != 0 || !strings.Contains(out, `"origin":{"provider":"googlechat","chatType":"group","from":"users/7","to":"spaces/AAAA"}`) ||
 		!strings.Contains(out, `"deliveryContext":{"channel":"googlechat","to":"spaces/AAAA"}`) {
 		t.Fatalf("routed session entry: %d %s %s", code, out, errOut)
 	}
-	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.googlechat.group.spaces/aaaa")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "--js-api-prefix", "sb.ops.js", "stream", "get", "SB_TRANSCRIPTS", "--last-for", "sb.tr.agent.main.googlechat.group.spaces/aaaa")
 	if code != 0 || !strings.Contains(out, "hi space") {
 		t.Fatalf("transcript by the encoded key: %d %s %s", code, out, errOut)
 	}

@@ -28,11 +28,11 @@ func TestChatCLI(t *testing.T) {
 	}
 	nats := binary(t, "nats")
 	ops := filepath.Join(data, "creds", "ops.creds")
-	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "stream", "get", "SB_DELIVER", "--last-for", "sb.deliver.terminal")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "--js-api-prefix", "sb.ops.js", "stream", "get", "SB_DELIVER", "--last-for", "sb.deliver.terminal")
 	if code != 0 || !strings.Contains(out, `"message":"hello from a human"`) || !strings.Contains(out, `"to":"ana"`) {
 		t.Fatalf("delivery: %d %s %s", code, out, errOut)
 	}
-	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "kv", "get", "sessions", "agent.main.main", "--raw")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", ops, "--js-api-prefix", "sb.ops.js", "kv", "get", "sessions", "agent.main.main", "--raw")
 	if code != 0 || !strings.Contains(out, `"lastChannel":"terminal"`) || !strings.Contains(out, `"lastTo":"ana"`) ||
 		!strings.Contains(out, `"deliveryContext":{"channel":"terminal","to":"ana"}`) {
 		t.Fatalf("route: %d %s %s", code, out, errOut)

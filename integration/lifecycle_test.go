@@ -138,16 +138,16 @@ func TestLifecycleCLI(t *testing.T) {
 	}
 
 	// nats obj on the same store
-	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "obj", "ls", "archives")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "--js-api-prefix", "sb.ops.js", "obj", "ls", "archives")
 	if code != 0 || !strings.Contains(out, resetArchive) {
 		t.Fatalf("nats obj ls archives: %d %s %s", code, out, errOut)
 	}
-	out, _, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "obj", "info", "archives", resetArchive)
+	out, _, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "--js-api-prefix", "sb.ops.js", "obj", "info", "archives", resetArchive)
 	if code != 0 || !strings.Contains(out, "zstd") || !strings.Contains(out, key) {
 		t.Fatalf("nats obj info: %s", out)
 	}
 	zst := filepath.Join(t.TempDir(), "demo.jsonl.zst")
-	if _, errOut, code := run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "obj", "get", "archives", resetArchive, "-O", zst); code != 0 {
+	if _, errOut, code := run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "--js-api-prefix", "sb.ops.js", "obj", "get", "archives", resetArchive, "-O", zst); code != 0 {
 		t.Fatalf("nats obj get: %s", errOut)
 	}
 	raw, err := os.ReadFile(zst)

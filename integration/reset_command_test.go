@@ -48,7 +48,7 @@ func TestResetCommandCLI(t *testing.T) {
 		t.Fatalf("/new <model> text: %q", out)
 	}
 	nats := binary(t, "nats")
-	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "kv", "get", "sessions", "agent.main.main", "--raw")
+	out, errOut, code = run(t, "", nats, "-s", url, "--creds", filepath.Join(data, "creds", "ops.creds"), "--js-api-prefix", "sb.ops.js", "kv", "get", "sessions", "agent.main.main", "--raw")
 	if code != 0 || !strings.Contains(out, `"modelOverride":"gpt-4.1"`) || !strings.Contains(out, `"providerOverride":"openai"`) {
 		t.Fatalf("session entry: %d %s %s", code, out, errOut)
 	}
