@@ -32,9 +32,9 @@ func TestAuditServe(t *testing.T) {
 			"--creds", filepath.Join(data, "operator.creds"), "--config", cfg}, args...)...)
 	}
 
-	data, addr := filepath.Join(t.TempDir(), "data"), freePort(t)
-	srv := start(t, "serve", "--no-gateway", "--data", data, "--listen", addr)
-	srv.waitLine(t, "ready ")
+	data := filepath.Join(t.TempDir(), "data")
+	srv := start(t, "serve", "--no-gateway", "--data", data, "--listen", anyPort)
+	_, addr := srv.ready(t)
 	out, errOut, code := audit(data, addr)
 	if code != 0 || !strings.Contains(out, "Summary: 0 high, 0 medium, 0 low, 0 info") || !strings.Contains(out, "No findings.") {
 		t.Fatalf("audit of serve: exit %d\n%s%s", code, out, errOut)
@@ -45,9 +45,9 @@ func TestAuditServe(t *testing.T) {
 		t.Fatalf("audit --json of serve: exit %d %v\n%s%s", code, err, out, errOut)
 	}
 
-	data, addr = filepath.Join(t.TempDir(), "data"), freePort(t)
-	srv = start(t, "serve", "--insecure", "--no-gateway", "--data", data, "--listen", addr)
-	srv.waitLine(t, "ready ")
+	data = filepath.Join(t.TempDir(), "data")
+	srv = start(t, "serve", "--insecure", "--no-gateway", "--data", data, "--listen", anyPort)
+	_, addr = srv.ready(t)
 	out, errOut, code = audit(data, addr, "--json")
 	r = auditReport{}
 	if err := json.Unmarshal([]byte(out), &r); code != 1 || err != nil || r.Summary["high"] != 1 || len(r.Findings) != 1 ||

@@ -19,22 +19,20 @@ import (
 // refused.
 func TestServeInsecure(t *testing.T) {
 	sb := binary(t, "sessionbus")
-	_, errOut, code := run(t, "", sb, "serve", "--insecure", "--data", t.TempDir(), "--listen", "0.0.0.0:"+strings.Split(freePort(t), ":")[1])
+	_, errOut, code := run(t, "", sb, "serve", "--insecure", "--data", t.TempDir(), "--listen", "0.0.0.0:0")
 	if code != 2 || !strings.Contains(errOut, "is not a loopback address") || !strings.Contains(errOut, "drop --insecure") {
 		t.Fatalf("serve --insecure on every interface: %d %q", code, errOut)
 	}
-	addr := freePort(t)
-	srv := start(t, "serve", "--insecure", "--no-gateway", "--data", t.TempDir(), "--listen", addr)
-	srv.waitLine(t, "ready ")
+	srv := start(t, "serve", "--insecure", "--no-gateway", "--data", t.TempDir(), "--listen", anyPort)
+	_, addr := srv.ready(t)
 	waitStderr(t, srv.cmd, "unauthenticated")
 	nats := binary(t, "nats")
 	if out, errOut, code := run(t, "", nats, "-s", "nats://"+addr, "stream", "ls", "--names"); code != 0 || !strings.Contains(out, "SB_TRANSCRIPTS") {
 		t.Fatalf("anonymous nats stream ls under --insecure: %d %s %s", code, out, errOut)
 	}
 
-	addr = freePort(t)
-	old := start(t, "serve", "--auth", "--no-gateway", "--data", t.TempDir(), "--listen", addr)
-	old.waitLine(t, "ready ")
+	old := start(t, "serve", "--auth", "--no-gateway", "--data", t.TempDir(), "--listen", anyPort)
+	_, addr = old.ready(t)
 	if _, errOut, code := run(t, "", nats, "-s", "nats://"+addr, "stream", "ls", "--names"); code == 0 || !strings.Contains(errOut, "Authorization Violation") {
 		t.Fatalf("anonymous nats stream ls under serve --auth: %d %s", code, errOut)
 	}
@@ -47,10 +45,8 @@ func TestServeInsecure(t *testing.T) {
 func TestServeAuthCLI(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--no-gateway", "--data", data, "--listen", addr)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--no-gateway", "--data", data, "--listen", anyPort)
+	url, _ := srv.ready(t)
 	waitStderr(t, srv.cmd, filepath.Join(data, "creds"))
 	credsDir := filepath.Join(data, "creds")
 	for _, r := range auth.Roles {
@@ -142,9 +138,10 @@ func TestCredsForAnExternalServer(t *testing.T) {
 	if code != 0 || !strings.Contains(conf, "resolver: MEMORY") {
 		t.Fatalf("creds --server-config: %d %s %s", code, conf, errOut)
 	}
-	port := strings.Split(freePort(t), ":")[1]
+	// port -1: the server picks a free port as it binds; the test reads it
+	// back with ClientURL
 	path := filepath.Join(t.TempDir(), "nats.conf")
-	full := "include ./sessionbus-auth.conf\nlisten: 127.0.0.1:" + port + "\njetstream { store_dir: " + strconv.Quote(t.TempDir()) + " }\n"
+	full := "include ./sessionbus-auth.conf\nlisten: 127.0.0.1:-1\njetstream { store_dir: " + strconv.Quote(t.TempDir()) + " }\n"
 	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "sessionbus-auth.conf"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}

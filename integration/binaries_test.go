@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,6 +127,45 @@ func (p *proc) waitLine(t *testing.T, prefix string) string {
 	t.Helper()
 	l, _ := p.collect(t, prefix)
 	return l
+}
+
+// anyPort is the --listen of a test server: the kernel picks the port as
+// the server binds it, so no other process can take it between a test
+// choosing a port and the server binding it (as it could with a port found
+// free and closed beforehand). The test learns the address from the
+// server's ready line: see ready and boundURL.
+const anyPort = "127.0.0.1:0"
+
+// ready waits for serve's "ready <URL>" line and returns the URL it bound
+// and that URL's host:port.
+func (p *proc) ready(t *testing.T) (string, string) {
+	t.Helper()
+	return boundURL(t, p.waitLine(t, "ready "), "nats")
+}
+
+// boundURL checks a ready line names one scheme://127.0.0.1:PORT URL on a
+// real port (not the 0 asked for) and returns the URL and its host:port.
+func boundURL(t *testing.T, line, scheme string) (string, string) {
+	t.Helper()
+	raw, ok := strings.CutPrefix(line, "ready ")
+	u, err := url.Parse(raw)
+	if !ok || err != nil || u.Scheme != scheme || u.Hostname() != "127.0.0.1" || u.Port() == "" || u.Port() == "0" || u.Path != "" || raw != scheme+"://"+u.Host {
+		t.Fatalf("ready line = %q, want ready %s://127.0.0.1:PORT", line, scheme)
+	}
+	return raw, u.Host
+}
+
+// readyIn finds serve's ready line in output read with collect and returns
+// the URL and host:port it names.
+func readyIn(t *testing.T, out string) (string, string) {
+	t.Helper()
+	for l := range strings.Lines(out) {
+		if strings.HasPrefix(l, "ready ") {
+			return boundURL(t, strings.TrimSpace(l), "nats")
+		}
+	}
+	t.Fatalf("no ready line in:\n%s", out)
+	return "", ""
 }
 
 // collect reads stdout until a line starting with prefix and returns that

@@ -14,7 +14,6 @@ import (
 func TestChatStreamCLI(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
-	addr := freePort(t)
 	cfgPath := filepath.Join(t.TempDir(), "sessionbus.yaml")
 	cfg := `
 agents:
@@ -32,9 +31,8 @@ agents:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := start(t, "serve", "--data", data, "--listen", addr, "--config", cfgPath)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--data", data, "--listen", anyPort, "--config", cfgPath)
+	url, _ := srv.ready(t)
 	creds := filepath.Join(data, "operator.creds")
 	if _, errOut, code := run(t, `{"role":"user","content":"hi"}`, sb, "import", "--server", url, "--creds", creds, "agent:main:main"); code != 0 {
 		t.Fatalf("import: %s", errOut)

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"encoding/json"
-	"net"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -10,28 +9,14 @@ import (
 	"time"
 )
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestCLIContract runs the real binaries: serve, import, call, token, the
 // stock nats CLI, and the error and shutdown paths of serve.
 func TestCLIContract(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr)
-	ready := srv.waitLine(t, "ready ")
-	url := "nats://" + addr
-	if ready != "ready "+url {
-		t.Fatalf("ready line = %q", ready)
-	}
+	srv := start(t, "serve", "--data", data, "--listen", anyPort)
+	// the ready line names the port the server bound (checked by boundURL)
+	url, addr := boundURL(t, srv.waitLine(t, "ready "), "nats")
 	creds := filepath.Join(data, "operator.creds")
 	common := []string{"--server", url, "--creds", creds}
 
@@ -117,7 +102,7 @@ func TestCLIContract(t *testing.T) {
 	}
 
 	// a second serve on the same data dir, and one on a taken port
-	_, errOut, code = run(t, "", sb, "serve", "--data", data, "--listen", freePort(t))
+	_, errOut, code = run(t, "", sb, "serve", "--data", data, "--listen", anyPort)
 	if code == 0 || !strings.Contains(errOut, "in use by another sessionbus serve") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 		t.Fatalf("second serve: %d %q", code, errOut)
 	}
@@ -141,15 +126,16 @@ func TestCLIContract(t *testing.T) {
 	}
 }
 
-// TestServeDemo runs the README's first command (on a temp dir and a free
-// port) and checks the scenario shows the tools working end to end.
+// TestServeDemo runs the README's first command (on a temp dir and a port
+// the server picks) and checks the scenario shows the tools working end to
+// end.
 func TestServeDemo(t *testing.T) {
-	addr := freePort(t)
 	data := t.TempDir()
-	p := start(t, "serve", "--demo", "--data", data, "--listen", addr)
+	p := start(t, "serve", "--demo", "--data", data, "--listen", anyPort)
 	// up to the first nats CLI line: the scenario and the sessionbus
 	// commands of "try it yourself"
 	line, out := p.collect(t, "  nats")
+	_, addr := readyIn(t, out)
 	creds := filepath.Join(data, "operator.creds")
 	for _, want := range []string{
 		"ready nats://" + addr,

@@ -13,7 +13,7 @@ import (
 // stops it with SIGINT and returns what it printed.
 func demoRun(t *testing.T, data string, extra ...string) string {
 	t.Helper()
-	args := append([]string{"serve", "--demo", "--data", data, "--listen", freePort(t)}, extra...)
+	args := append([]string{"serve", "--demo", "--data", data, "--listen", anyPort}, extra...)
 	p := start(t, args...)
 	last, out := p.collect(t, "== to start")
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {

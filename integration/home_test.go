@@ -75,8 +75,8 @@ func runIn(t *testing.T, dir string, env []string, args ...string) (stdout, stde
 func TestHomeFromAnyFolder(t *testing.T) {
 	homeDir, work, elsewhere := t.TempDir(), t.TempDir(), t.TempDir()
 	env := homeEnv(t, homeDir)
-	p := startIn(t, work, env, "serve", "--listen", freePort(t))
-	p.waitLine(t, "ready")
+	p := startIn(t, work, env, "serve", "--listen", anyPort)
+	p.ready(t)
 
 	out, errOut, code := runIn(t, elsewhere, env, "call", "sessions_list", "{}")
 	if code != 0 || !strings.Contains(out, `"sessions"`) {

@@ -116,10 +116,8 @@ agents:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
-	srv := start(t, "serve", "--auth", "--data", data, "--listen", addr, "--config", cfgPath)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--auth", "--data", data, "--listen", anyPort, "--config", cfgPath)
+	url, _ := srv.ready(t)
 	creds := filepath.Join(data, "operator.creds")
 	secrets := append(secretsOf(t, data), planted)
 

@@ -13,10 +13,8 @@ import (
 func TestImportTwiceThroughCLI(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr, "--no-gateway")
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--data", data, "--listen", anyPort, "--no-gateway")
+	url, _ := srv.ready(t)
 	var file strings.Builder
 	for i := range 1000 {
 		fmt.Fprintf(&file, "{\"role\":\"user\",\"content\":\"line %d\"}\n", i)

@@ -19,10 +19,8 @@ func TestChatRouteCLI(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte("session:\n  dmScope: per-channel-peer\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr, "--config", cfgPath)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--data", data, "--listen", anyPort, "--config", cfgPath)
+	url, _ := srv.ready(t)
 	creds := filepath.Join(data, "operator.creds")
 
 	out, errOut, code := run(t, "", sb, "chat", "--server", url, "--creds", creds, "--route", "--channel", "telegram", "--from", "4242", "hello from a new peer")

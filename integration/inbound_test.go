@@ -12,10 +12,8 @@ import (
 func TestChatCLI(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--data", data, "--listen", anyPort)
+	url, _ := srv.ready(t)
 	creds := filepath.Join(data, "operator.creds")
 	if _, errOut, code := run(t, `{"role":"user","content":"hi"}`, sb, "import", "--server", url, "--creds", creds, "agent:main:main"); code != 0 {
 		t.Fatalf("import: %s", errOut)

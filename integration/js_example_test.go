@@ -42,10 +42,8 @@ func TestJSExample(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(`{ tools: { sessions: { visibility: "agent" } } }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr, "--config", cfg)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--data", data, "--listen", anyPort, "--config", cfg)
+	url, addr := srv.ready(t)
 	for key, line := range map[string]string{
 		"agent:main:main":   `{"role":"user","content":"hello main"}`,
 		"agent:main:helper": `{"role":"user","content":"hello helper"}` + "\n" + `{"role":"assistant","content":"helper here"}`,

@@ -18,10 +18,8 @@ import (
 func TestLifecycleCLI(t *testing.T) {
 	sb, nats := binary(t, "sessionbus"), binary(t, "nats")
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--data", data, "--listen", anyPort)
+	url, _ := srv.ready(t)
 	creds := filepath.Join(data, "operator.creds")
 	key := "agent:main:demo"
 	// sbRun runs sessionbus with --server and --creds after

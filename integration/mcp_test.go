@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +21,9 @@ import (
 func TestMCPCommand(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--demo", "--data", data, "--listen", addr)
-	srv.collect(t, "  nats") // the demo scenario has run
-	url := "nats://" + addr
+	srv := start(t, "serve", "--demo", "--data", data, "--listen", anyPort)
+	_, out := srv.collect(t, "  nats") // the demo scenario has run
+	url, _ := readyIn(t, out)
 	creds := filepath.Join(data, "operator.creds")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -75,11 +75,15 @@ func TestMCPCommand(t *testing.T) {
 	})
 
 	t.Run("http", func(t *testing.T) {
-		httpAddr := freePort(t)
-		p := startBin(t, sb, "mcp", "--server", url, "--creds", creds, "--as", "agent:main:main", "--http", httpAddr)
+		// the listener takes a port as it binds; the URL is in the log line
+		p := startBin(t, sb, "mcp", "--server", url, "--creds", creds, "--as", "agent:main:main", "--http", anyPort)
 		waitStderr(t, p, "mcp ready")
+		m := regexp.MustCompile(`msg="mcp ready" url=(http://127\.0\.0\.1:[1-9][0-9]*/)\n`).FindStringSubmatch(p.Stderr.(*syncWriter).String())
+		if m == nil {
+			t.Fatalf("no bound URL in the mcp ready line: %s", p.Stderr.(*syncWriter).String())
+		}
 		cl := mcp.NewClient(&mcp.Implementation{Name: "test-host", Version: "1"}, nil)
-		cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + httpAddr + "/"}, nil)
+		cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: m[1]}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

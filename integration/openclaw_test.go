@@ -14,16 +14,14 @@ import (
 func TestOpenClawConfigAndStateDir(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
-	addr := freePort(t)
 	cfg, err := filepath.Abs(filepath.Join("..", "config", "testdata", "openclaw.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := start(t, "serve", "--data", data, "--listen", addr, "--no-gateway", "--config", cfg)
-	srv.waitLine(t, "ready ")
+	srv := start(t, "serve", "--data", data, "--listen", anyPort, "--no-gateway", "--config", cfg)
+	url, _ := srv.ready(t)
 	// the warning is logged before "ready"; read stderr under its writer's lock
 	waitStderr(t, srv.cmd, `pattern=(a+)+$`)
-	url := "nats://" + addr
 	state, err := filepath.Abs(filepath.Join("..", "flows", "importer", "openclawstore", "testdata", "state"))
 	if err != nil {
 		t.Fatal(err)

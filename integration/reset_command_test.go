@@ -14,10 +14,8 @@ import (
 func TestResetCommandCLI(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--data", data, "--listen", anyPort)
+	url, _ := srv.ready(t)
 	creds := filepath.Join(data, "operator.creds")
 	key := "agent:main:main"
 	old := "{\"role\":\"user\",\"content\":\"before the reset\"}\n{\"role\":\"assistant\",\"content\":\"noted\"}\n"

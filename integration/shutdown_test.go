@@ -54,11 +54,9 @@ func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	_, cfgPath := configtest.Load(t, dir, "sessionbus.yaml", slowTurns(4000)) // longer than the grace serve gets
-	addr := freePort(t)
-	url := "nats://" + addr
-	args := []string{"serve", "--data", data, "--listen", addr, "--config", cfgPath, "--log-level", "warn", "--shutdown-grace", "1s"}
+	args := []string{"serve", "--data", data, "--listen", anyPort, "--config", cfgPath, "--log-level", "warn", "--shutdown-grace", "1s"}
 	srv := start(t, args...)
-	srv.waitLine(t, "ready ")
+	url, _ := srv.ready(t)
 
 	op, err := bus.LoadOperator(filepath.Join(data, bus.CredsFile))
 	if err != nil {
@@ -68,7 +66,7 @@ func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, js := bustest.ConnectURL(t, url, nats.UserCredentials(filepath.Join(data, bus.CredsFile)), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, js := bustest.ConnectURL(t, url, nats.UserCredentials(filepath.Join(data, bus.CredsFile)))
 	names := bus.NewNames("")
 	kv, err := js.KeyValue(t.Context(), names.RunsBucket())
 	if err != nil {
@@ -177,8 +175,15 @@ func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	// The gateway handed the interrupted turns back to the queue; across
 	// the server's restart they are delivered again after the consumer's
 	// ack wait (30 s), then take their 4 s.
+	// The restarted serve binds a port of its own (a port the first one
+	// held could be taken once it exits): read the run records over a new
+	// connection to it.
 	again := start(t, args...)
-	again.waitLine(t, "ready ")
+	url, _ = again.ready(t)
+	_, js = bustest.ConnectURL(t, url, nats.UserCredentials(filepath.Join(data, bus.CredsFile)))
+	if kv, err = js.KeyValue(t.Context(), names.RunsBucket()); err != nil {
+		t.Fatal(err)
+	}
 	bustest.WaitFor(t, 120*time.Second, "every run done after the restart", func() bool {
 		st := statuses()
 		for id := range runIDs {

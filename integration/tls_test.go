@@ -18,12 +18,9 @@ func TestServeTLS(t *testing.T) {
 	sb, nats := binary(t, "sessionbus"), binary(t, "nats")
 	f := tlstest.New(t)
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr, "--tls-cert", f.ServerCert, "--tls-key", f.ServerKey)
-	url := "tls://" + addr
-	if ready := srv.waitLine(t, "ready "); ready != "ready "+url {
-		t.Fatalf("ready line = %q", ready)
-	}
+	srv := start(t, "serve", "--data", data, "--listen", anyPort, "--tls-cert", f.ServerCert, "--tls-key", f.ServerKey)
+	// the ready line is the tls:// URL of the port the server bound
+	url, addr := boundURL(t, srv.waitLine(t, "ready "), "tls")
 	creds := filepath.Join(data, "operator.creds")
 
 	out, errOut, code := run(t, "", sb, "call", "--server", url, "--creds", creds, "--tls-ca", f.CA, "sessions_list")
@@ -59,10 +56,8 @@ func TestServeTLSClientCertificates(t *testing.T) {
 	sb := binary(t, "sessionbus")
 	f := tlstest.New(t)
 	data := t.TempDir()
-	addr := freePort(t)
-	srv := start(t, "serve", "--no-gateway", "--data", data, "--listen", addr, "--tls-cert", f.ServerCert, "--tls-key", f.ServerKey, "--tls-ca", f.CA)
-	srv.waitLine(t, "ready ")
-	url := "tls://" + addr
+	srv := start(t, "serve", "--no-gateway", "--data", data, "--listen", anyPort, "--tls-cert", f.ServerCert, "--tls-key", f.ServerKey, "--tls-ca", f.CA)
+	url, _ := boundURL(t, srv.waitLine(t, "ready "), "tls")
 	creds := filepath.Join(data, "operator.creds")
 	clientTLS := []string{"--tls-ca", f.CA, "--tls-cert", f.ClientCert, "--tls-key", f.ClientKey}
 
@@ -121,7 +116,7 @@ func TestServeTLSBadInput(t *testing.T) {
 			if c.args[0] == "--cluster" {
 				args = append(args, "--listen", fmt.Sprintf("127.0.0.1:%d", clusterBasePort(t)))
 			} else {
-				args = append(args, "--listen", freePort(t))
+				args = append(args, "--listen", anyPort)
 			}
 			_, errOut, code := run(t, "", sb, args...)
 			lines := strings.Split(strings.TrimSpace(errOut), "\n")
@@ -133,12 +128,10 @@ func TestServeTLSBadInput(t *testing.T) {
 	}
 
 	// the warning: every interface, auth, no TLS; then with TLS
-	port := strings.Split(freePort(t), ":")[1]
-	plain := start(t, "serve", "--no-gateway", "--data", t.TempDir(), "--listen", "0.0.0.0:"+port)
+	plain := start(t, "serve", "--no-gateway", "--data", t.TempDir(), "--listen", "0.0.0.0:0")
 	plain.waitLine(t, "ready ")
 	waitStderr(t, plain.cmd, "credentials, tokens and transcripts cross the network in clear text")
-	port = strings.Split(freePort(t), ":")[1]
-	withTLS := start(t, "serve", "--no-gateway", "--data", t.TempDir(), "--listen", "0.0.0.0:"+port, "--tls-cert", f.ServerCert, "--tls-key", f.ServerKey)
+	withTLS := start(t, "serve", "--no-gateway", "--data", t.TempDir(), "--listen", "0.0.0.0:0", "--tls-cert", f.ServerCert, "--tls-key", f.ServerKey)
 	withTLS.waitLine(t, "ready ")
 	if errOut := withTLS.cmd.Stderr.(*syncWriter).String(); strings.Contains(errOut, "clear text") {
 		t.Fatalf("warned with TLS on: %s", errOut)

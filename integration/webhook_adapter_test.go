@@ -39,10 +39,8 @@ func TestWebhookAdapterKill(t *testing.T) {
 	if err := os.WriteFile(secretFile, append(secret, '\n'), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
-	srv := start(t, "serve", "--data", data, "--listen", addr, "--config", cfgPath)
-	srv.waitLine(t, "ready ")
-	url := "nats://" + addr
+	srv := start(t, "serve", "--data", data, "--listen", anyPort, "--config", cfgPath)
+	url, _ := srv.ready(t)
 	operator := filepath.Join(data, "operator.creds")
 	adapterCreds := filepath.Join(dir, "adapter-web.creds")
 	if _, errOut, code := run(t, "", sb, "creds", "--data", data, "--channel", "web", "--out", adapterCreds, "adapter"); code != 0 {
