@@ -209,6 +209,9 @@ func TestChildKilledRunCancelsTurnAndAnnounces(t *testing.T) {
 }
 
 func TestHalfDoneSpawnCompletedBySweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	e := newChildEnv(t)
 	c := e.spawn(spawns.Child{Task: "orphaned", SkipQueue: true})
 	r := e.waitChild(c.ChildSessionKey, "announce delivered", announced)

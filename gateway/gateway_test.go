@@ -656,6 +656,9 @@ func TestDeadGatewayRunRedelivered(t *testing.T) {
 
 // TestHeartbeatKeepsLongRun: a run longer than AckWait is not redelivered.
 func TestHeartbeatKeepsLongRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	e := newEnv(t)
 	g := e.gateway("gw1", Options{AckWait: time.Second})
 	e.gateway("gw2", Options{AckWait: time.Second})

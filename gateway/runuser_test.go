@@ -93,6 +93,9 @@ func agentCreds(t *testing.T) []byte {
 // ended, whether the turn replied, failed or timed out; a script run gets
 // none.
 func TestRunUserIssuedAndRevoked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	e := newEnv(t)
 	out := t.TempDir()
 	e.withExecAgent(out)

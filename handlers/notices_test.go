@@ -271,6 +271,9 @@ func TestNoticeCoalescesAndSurvivesRestart(t *testing.T) {
 // parent's lane is held by a slow turn so that the notice cannot drain
 // before the later human turns are in.
 func TestNoticeFollowUpWhileNoticeRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	s := startNotices(t, func(c *config.Config) {
 		c.Agents.List[0].Script["rules"] = append([]any{map[string]any{"match": "^hold", "delayMs": 2000, "reply": "held"}}, c.Agents.List[0].Script["rules"].([]any)...)
 	})

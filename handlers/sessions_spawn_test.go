@@ -118,6 +118,9 @@ func TestSpawnThrownErrors(t *testing.T) {
 }
 
 func TestSpawnReturnedErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	yes := true
 	for _, c := range []struct {
 		name, caller, params string

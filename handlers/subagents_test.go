@@ -448,6 +448,9 @@ func TestSubagentsLeafAndOrchestrator(t *testing.T) {
 }
 
 func TestSubagentsSteer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: left out of the quick loop (go test -short)")
+	}
 	s := handlerstest.Start(t, nil)
 	d := s.Worker.Deps
 	c := spawn(t, s, child{parent: mainKey, label: "researcher", started: true})
