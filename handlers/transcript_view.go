@@ -143,8 +143,7 @@ func keepInHistory(m map[string]any) bool {
 	if phase, _ := m["phase"].(string); phase == "commentary" {
 		return false
 	}
-	switch strings.TrimSpace(plainText(m)) {
-	case "NO_REPLY", "REPLY_SKIP", "ANNOUNCE_SKIP":
+	if sanitize.IsSilentReply(plainText(m)) {
 		return !onlyText(m)
 	}
 	return true

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/gateway/completion"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/rules/sanitize"
@@ -27,15 +26,9 @@ import (
 // transcriptPage is how many of a session's newest entries the page shows.
 const transcriptPage = 200
 
-// silentReplies are the replies an agent gives to say nothing: the
-// gateway posts none of them, sessions_history drops a message that is
-// only one of them, and the console neither shows them nor reads them as
-// a reply a person waits on.
-var silentReplies = map[string]bool{completion.NoReply: true, completion.AnnounceSkip: true, "REPLY_SKIP": true}
-
 // silent reports a message whose visible text is only a silent reply.
 func silent(m map[string]any) bool {
-	return m["role"] == "assistant" && onlyText(m) && silentReplies[strings.TrimSpace(previewText(m))]
+	return m["role"] == "assistant" && onlyText(m) && sanitize.IsSilentReply(previewText(m))
 }
 
 // onlyText reports a message that carries nothing but text (a tool call
