@@ -259,6 +259,9 @@ func TestLeafChildPageForOperators(t *testing.T) {
 		var d console.Detail
 		bustest.WaitFor(t, 30*time.Second, "the child's run and its task on its page", func() bool {
 			code, body := f.do(hc, "GET", "/api/session?key="+url.QueryEscape(child), nil, false)
+			if code == 404 {
+				return false // the console's index has not seen the spawn yet
+			}
 			if code != 200 {
 				t.Fatalf("%s: the leaf's page: %d %s", role, code, body)
 			}

@@ -325,22 +325,26 @@ type Detail struct {
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	u := userOf(r)
 	key := r.URL.Query().Get("key")
-	e := s.index.Get(key)
-	if e == nil {
-		writeError(w, http.StatusNotFound, "no session "+strconv.Quote(key)+" (it may have been deleted or never existed)")
-		return
-	}
-	d := Detail{Row: s.row(e, s.runs.active(key)), Runs: s.runs.recent(key), Card: []Field{}}
-	if e.DeliveryContext != nil {
-		d.Route = e.DeliveryContext
-	}
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	if limit <= 0 {
 		limit = transcriptPage
 	}
 	limit = min(limit, 1000)
+	e := s.index.Get(key)
+	d := Detail{Card: []Field{}}
+	if e != nil {
+		d.Row, d.Runs = s.row(e, s.runs.active(key)), s.runs.recent(key)
+		d.Route = e.DeliveryContext
+	}
 	if u.Token != "" {
+		// the tools decide what a token login sees, before the console's
+		// own index says whether the session exists: a 404 here and a 403
+		// there would tell it which sessions outside its view exist
 		s.sessionByTool(w, r, u, key, limit, d)
+		return
+	}
+	if e == nil {
+		writeError(w, http.StatusNotFound, "no session "+strconv.Quote(key)+" (it may have been deleted or never existed)")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
