@@ -301,9 +301,17 @@ func TestClusterLeaderKill(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	var stuck *subagents.Record // the last child seen undelivered, for the failure's log
+	defer func() {
+		if t.Failed() && stuck != nil {
+			b, _ := json.Marshal(stuck)
+			t.Logf("a child whose announce was not delivered: %s", b)
+		}
+	}()
 	bustest.WaitFor(t, 120*time.Second, "every announce delivered", func() bool {
 		for k := range children {
 			if r := deps.Children.Get(k); r == nil || r.Announce == nil || r.Announce.State != subagents.AnnounceDelivered {
+				stuck = r
 				return false
 			}
 		}
