@@ -513,24 +513,33 @@ func InboxOf(path string) (string, error) {
 // RoleOf is the role a credentials file's NATS user was minted for (its
 // role tag), "" when the file holds no NATS user.
 func RoleOf(path string) (Role, error) {
+	_, role, err := UserOf(path)
+	return role, err
+}
+
+// UserOf is the NATS user of a credentials file (its claims, signature
+// checked against the issuer it names) and the role it was minted for; nil
+// and "" when the file holds no NATS user.
+func UserOf(path string) (*jwt.UserClaims, Role, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("read credentials %s: %v", path, err)
+		return nil, "", fmt.Errorf("read credentials %s: %v", path, err)
 	}
 	tok, err := jwt.ParseDecoratedJWT(data)
 	if err != nil || !strings.HasPrefix(tok, "eyJ") {
-		return "", nil
+		return nil, "", nil
 	}
 	uc, err := jwt.DecodeUserClaims(tok)
 	if err != nil {
-		return "", fmt.Errorf("credentials %s: the NATS user JWT does not decode: %v", path, err)
+		return nil, "", fmt.Errorf("credentials %s: the NATS user JWT does not decode: %v", path, err)
 	}
 	for _, t := range uc.Tags {
 		if r, ok := strings.CutPrefix(t, "role:"); ok {
-			return ParseRole(r)
+			role, err := ParseRole(r)
+			return uc, role, err
 		}
 	}
-	return "", nil
+	return uc, "", nil
 }
 
 // ConnectOptions are the options a command connects with given its

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -29,8 +28,8 @@ func staleCreds(t *Target) []Issue {
 		if !strings.HasSuffix(p, ".creds") {
 			continue
 		}
-		uc, role := credsUser(p)
-		if uc == nil || role == "" {
+		uc, role, err := auth.UserOf(p)
+		if err != nil || uc == nil || role == "" {
 			continue
 		}
 		want := auth.Permissions(role, names, auth.InboxPrefix(uc.Subject))
@@ -50,30 +49,6 @@ func staleCreds(t *Target) []Issue {
 		})
 	}
 	return out
-}
-
-// credsUser decodes the NATS user of a credentials file and its role tag.
-func credsUser(path string) (*jwt.UserClaims, auth.Role) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, ""
-	}
-	tok, err := jwt.ParseDecoratedJWT(b)
-	if err != nil || !strings.HasPrefix(tok, "eyJ") {
-		return nil, ""
-	}
-	uc, err := jwt.DecodeUserClaims(tok)
-	if err != nil {
-		return nil, ""
-	}
-	for _, tag := range uc.Tags {
-		if r, ok := strings.CutPrefix(tag, "role:"); ok {
-			if role, err := auth.ParseRole(r); err == nil {
-				return uc, role
-			}
-		}
-	}
-	return uc, ""
 }
 
 // beyond lists the subjects of have that want does not hold.
