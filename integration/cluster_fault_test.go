@@ -306,6 +306,14 @@ func TestClusterLeaderKill(t *testing.T) {
 		if t.Failed() && stuck != nil {
 			b, _ := json.Marshal(stuck)
 			t.Logf("a child whose announce was not delivered: %s", b)
+			if stuck.Announce != nil && stuck.Announce.DeliveryRun != "" {
+				rec, _, err := deps.Runs.Get(context.Background(), stuck.Announce.DeliveryRun)
+				rb, _ := json.Marshal(rec)
+				t.Logf("the run that carries it: %s (err %v)", rb, err)
+			}
+			if n, err := deps.Queue.Unfinished(context.Background()); err == nil {
+				t.Logf("runs unfinished in the queue: %d", n)
+			}
 		}
 	}()
 	bustest.WaitFor(t, 120*time.Second, "every announce delivered", func() bool {

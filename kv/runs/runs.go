@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -245,6 +246,7 @@ func (r *Records) Watch(runID string) (*Waiter, error) {
 	if r.closed {
 		return nil, ErrClosed
 	}
+	// appended past the end of what deliver may be reading: safe
 	r.waiters[runID] = append(r.waiters[runID], w.ch)
 	return w, nil
 }
@@ -354,13 +356,9 @@ func (r *Records) deliver(e jetstream.KeyValueEntry) {
 func (r *Records) unwait(runID string, ch chan *Record) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
-	chs := r.waiters[runID]
-	for i, c := range chs {
-		if c == ch {
-			chs = append(chs[:i], chs[i+1:]...)
-			break
-		}
-	}
+	// a new slice, never an edit in place: deliver reads the slice it took
+	// under the lock after letting go of it
+	chs := slices.DeleteFunc(slices.Clone(r.waiters[runID]), func(c chan *Record) bool { return c == ch })
 	if len(chs) == 0 {
 		delete(r.waiters, runID)
 	} else {

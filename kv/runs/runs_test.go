@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -107,5 +108,58 @@ func TestWatchBeforeRecord(t *testing.T) {
 	defer cancel()
 	if rec, err := w2.Wait(c); !errors.Is(err, context.DeadlineExceeded) || rec != nil {
 		t.Fatalf("unrecorded run: %+v %v", rec, err)
+	}
+}
+
+// Waiters of one run come and go while its terminal record is delivered:
+// every waiter still registered when the record lands gets it, and the
+// race detector sees no write to what delivery reads (a waiter's Stop
+// used to edit the slice delivery was iterating).
+func TestWaitersStopWhileDelivered(t *testing.T) {
+	r := openRuns(t)
+	const id, churn = "c1", 200
+	stay, err := r.Watch(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stay.Stop()
+	if err := r.RecordPending(ctx(t), &Record{RunID: id, Status: Pending}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	churned := make(chan struct{})
+	go func() {
+		defer close(churned)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ws := make([]*Waiter, 0, 4)
+			for range 4 {
+				w, err := r.Watch(id)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ws = append(ws, w)
+			}
+			for _, w := range ws {
+				w.Stop()
+			}
+		}
+	}()
+	defer func() { close(stop); <-churned }()
+	for i := range churn {
+		if _, err := r.Update(ctx(t), id, func(rr *Record) error {
+			rr.RunID, rr.Status, rr.Reply = id, OK, "r"+strconv.Itoa(i)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec, err := stay.Wait(ctx(t)); err != nil || rec.Status != OK {
+		t.Fatalf("the waiter that stayed: %+v %v", rec, err)
 	}
 }

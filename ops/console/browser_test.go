@@ -210,13 +210,20 @@ func TestBrowserBoardLiveAndKill(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](hash("board", mainKey)+"; window.sessionbusNoConfirm = true; window.sameLoad = 1; 1"),
 		waitFor(row, done, "running"), waitFor(row, victim, "running"))
 	shot(t, ctx, "board-running")
+	kill := `tr.board-row[data-key="` + victim + `"] button.kill`
+	do(t, ctx, "keep the victim's Kill button", chromedp.Evaluate[chromedp.Void](`window.victimKill = document.querySelector(`+jsString(kill)+`); 1`))
 	f.finish("finisher")
 	do(t, ctx, "the finished child's row", waitFor(row, done, "done"))
 	if eval[int](t, ctx, `window.sameLoad || 0`) != 1 {
 		t.Fatal("the page reloaded")
 	}
+	// a re-read keeps the rows that did not change: a button swapped for a
+	// copy under the pointer would lose a click on its way to it
+	if !eval[bool](t, ctx, `!!window.victimKill && window.victimKill.isConnected`) {
+		t.Fatal("the board replaced the victim's Kill button when another child's row changed")
+	}
 	do(t, ctx, "kill from the board",
-		chromedp.Click(`tr.board-row[data-key="`+victim+`"] button.kill`),
+		chromedp.Click(kill),
 		waitFor(row, victim, "killed"))
 	shot(t, ctx, "board-killed")
 	rec, _, err := f.stack.Worker.Deps.Subagents.Get(context.Background(), victim)

@@ -25,6 +25,25 @@ function el(tag, props, ...children) {
 
 const $ = (id) => document.getElementById(id);
 
+// reconcile makes body's rows the fresh ones, keyed by data-key, without
+// replacing what did not change: a row that stays keeps its element, and
+// of its cells only those whose markup changed are swapped. A live page
+// re-reads often (every child's step), and a button replaced under the
+// pointer loses the click that was on its way to it.
+function reconcile(body, fresh) {
+  const old = new Map([...body.children].filter((r) => r.dataset.key).map((r) => [r.dataset.key, r]));
+  const rows = fresh.map((f) => {
+    const o = old.get(f.dataset.key);
+    if (!o || o.cells.length !== f.cells.length) return f;
+    for (const a of f.getAttributeNames()) if (o.getAttribute(a) !== f.getAttribute(a)) o.setAttribute(a, f.getAttribute(a));
+    o.className = f.className;
+    [...f.cells].forEach((c, i) => { if (o.cells[i].outerHTML !== c.outerHTML) o.cells[i].replaceWith(c); });
+    return o;
+  });
+  rows.forEach((r, i) => { if (body.children[i] !== r) body.insertBefore(r, body.children[i] || null); });
+  while (body.children.length > rows.length) body.lastElementChild.remove();
+}
+
 async function api(path, opts) {
   const o = Object.assign({ credentials: 'same-origin' }, opts || {});
   if (o.body !== undefined) {
@@ -537,8 +556,8 @@ function showBoard(key) {
     } catch (e) { summary.textContent = e.message; summary.className = 'error'; return; }
     if (state.view !== 'board:' + key) return;
     summary.textContent = b.rows.length + ' sub-agents, ' + b.active + ' active' + (b.truncated ? ' (truncated)' : '');
-    body.replaceChildren(...b.rows.map((r) => boardRow(r, act)));
-    if (!b.rows.length) body.append(el('tr', {}, el('td', { class: 'muted' }, 'no sub-agents')));
+    reconcile(body, b.rows.map((r) => boardRow(r, act)));
+    if (!b.rows.length) body.replaceChildren(el('tr', {}, el('td', { class: 'muted' }, 'no sub-agents')));
   });
   follow('', (c) => { if (c.board || c.many || (c.keys || []).length) load(); });
   load();
