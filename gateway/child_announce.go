@@ -79,7 +79,7 @@ func (g *Gateway) deliverAnnounce(ctx context.Context, childKey, childRunID stri
 	if c.RunID != childRunID || c.Announce == nil || c.Announce.State != subagents.AnnouncePending {
 		return nil
 	}
-	key := announceClaim(childRunID)
+	key := announceClaim(childRunID, c.Announce.Carrier)
 	rev, err := g.claims.Take(ctx, key, g.id, announceLease)
 	if errors.Is(err, claims.ErrTaken) {
 		return nil
@@ -115,16 +115,26 @@ func (g *Gateway) deliverAnnounce(ctx context.Context, childKey, childRunID stri
 	return g.claims.Finish(ctx, key, g.id, rev)
 }
 
+// errCarrierEnded says the run meant to carry an announce ended without
+// carrying it: the next attempt queues another (Announce.Carrier).
+var errCarrierEnded = errors.New("the run carrying the announce ended before the announce was in the requester's transcript")
+
 // submitOnce queues the carrying run. A delivery that got this far before
 // (its gateway died before recording the announce queued) left the run's
 // record: a run that a gateway took is not queued again; a pending one is
 // published again, which the queue dedupes by run id should the first
 // publish have gone out (the record is written ahead of the publish, so a
-// death between the two leaves a pending record and no message).
+// death between the two leaves a pending record and no message). A record
+// that ended without the announce in the transcript (a publish that timed
+// out is marked "never queued", though it may have landed) is never run
+// again: errCarrierEnded, and the next attempt uses the next carrier.
 func (g *Gateway) submitOnce(ctx context.Context, req *runqueue.Request) error {
 	rec, _, err := g.runs.Get(ctx, req.RunID)
 	switch {
 	case err == nil:
+		if rec.Terminal() && rec.TranscriptAt == nil {
+			return fmt.Errorf("%w: run %s: %s", errCarrierEnded, rec.RunID, rec.Error)
+		}
 		if rec.Status != runs.Pending {
 			return nil
 		}
@@ -147,6 +157,9 @@ func (g *Gateway) announceFailed(ctx context.Context, c *subagents.Record, cause
 		a := *r.Announce
 		a.Attempts++
 		a.Error, a.At = cause.Error(), now
+		if errors.Is(cause, errCarrierEnded) {
+			a.Carrier++
+		}
 		if a.Attempts >= g.announceRetries {
 			a.State = subagents.AnnounceFailed
 			a.Error = fmt.Sprintf("gave up after %d attempts: %v", a.Attempts, cause)
@@ -212,8 +225,12 @@ func (g *Gateway) announceRun(ctx context.Context, c *subagents.Record) (string,
 		InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, TotalTokens: c.TotalTokens,
 		RequesterIsSubagent: nested, ExpectsCompletion: c.ExpectsCompletion,
 	})
+	carrier := 0
+	if c.Announce != nil {
+		carrier = c.Announce.Carrier
+	}
 	req := &runqueue.Request{
-		RunID: AnnounceRunID(c.RunID), SessionKey: target, AgentID: rules.AgentIDFromKey(target),
+		RunID: carrierRunID(c.RunID, carrier), SessionKey: target, AgentID: rules.AgentIDFromKey(target),
 		Message: text, Prompt: text,
 		Provenance: &runqueue.Provenance{Kind: "internal_system", SourceSessionKey: c.ChildSessionKey, SourceTool: "subagent_announce"},
 		ChainID:    c.RunID, CreatedAt: time.Now().UnixMilli(),
@@ -241,4 +258,35 @@ func announceRoute(key string, e *sessions.Entry, origin *subagents.Origin) *run
 		t.ThreadID = origin.ThreadID
 	}
 	return &runqueue.Route{Channel: t.Channel, To: t.To, AccountID: t.AccountID, ThreadID: t.ThreadID}
+}
+
+// carrierEnded puts an announce whose carrying run ended without carrying
+// it (rec: that run's terminal record, with no transcript position) back
+// to pending with the next carrier, or failed after announceRetries
+// attempts, and delivers it again. Without it such an announce stayed
+// "queued" for good: nothing else would ever look at it.
+func (g *Gateway) carrierEnded(ctx context.Context, c *subagents.Record, rec *runs.Record) error {
+	now := time.Now().UnixMilli()
+	cause := fmt.Errorf("%w: run %s: %s", errCarrierEnded, rec.RunID, rec.Error)
+	cur, err := g.reg.Update(ctx, c.ChildSessionKey, func(r *subagents.Record) error {
+		if r.RunID != c.RunID || r.Announce == nil || r.Announce.State != subagents.AnnounceQueued || r.Announce.DeliveryRun != rec.RunID {
+			return record.ErrUnchanged
+		}
+		a := *r.Announce
+		a.State, a.Carrier, a.Error, a.At = subagents.AnnouncePending, a.Carrier+1, cause.Error(), now
+		if a.Attempts >= g.announceRetries {
+			a.State = subagents.AnnounceFailed
+			a.Error = fmt.Sprintf("gave up after %d attempts: %v", a.Attempts, cause)
+		}
+		r.Announce = &a
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record announce pending again for %s: %w", c.ChildSessionKey, err)
+	}
+	if cur.RunID != c.RunID || cur.Announce == nil || cur.Announce.State != subagents.AnnouncePending {
+		return nil
+	}
+	g.log.Warn("gateway: an announce's carrying run ended without carrying it; queuing another", "child", c.ChildSessionKey, "ended", rec.RunID, "err", rec.Error)
+	return g.deliverAnnounce(ctx, c.ChildSessionKey, c.RunID)
 }

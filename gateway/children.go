@@ -272,8 +272,25 @@ func contentText(v any) string {
 // into the requester: fixed per child run, so it runs at most once.
 func AnnounceRunID(childRunID string) string { return childRunID + ".announce" }
 
-// announceClaim is the claims key of a child run's announce.
-func announceClaim(childRunID string) string { return "announce." + childRunID }
+// carrierRunID is the id of the n-th run that carries a child run's
+// announce (Announce.Carrier): AnnounceRunID for the first. A later one
+// is queued only once the one before ended without carrying it.
+func carrierRunID(childRunID string, n int) string {
+	if n == 0 {
+		return AnnounceRunID(childRunID)
+	}
+	return fmt.Sprintf("%s.announce.%d", childRunID, n)
+}
+
+// announceClaim is the claims key of a child run's announce on its n-th
+// carrier: a claim finished by queuing a carrier that then ended without
+// carrying the announce must not keep the next carrier from being queued.
+func announceClaim(childRunID string, carrier int) string {
+	if carrier == 0 {
+		return "announce." + childRunID
+	}
+	return fmt.Sprintf("announce.%s.%d", childRunID, carrier)
+}
 
 // cleanupChild removes a child spawned with cleanup "delete" once its
 // announce is delivered (or skipped): its transcript is archived, then its

@@ -316,8 +316,62 @@ func TestAnnounceClaimedOnceAcrossGateways(t *testing.T) {
 			t.Fatalf("child %s announced %d times", c.ChildSessionKey, seen[c.ChildSessionKey])
 		}
 	}
-	cl, err := e.g.claims.Get(context.Background(), announceClaim(kids[0].RunID))
+	cl, err := e.g.claims.Get(context.Background(), announceClaim(kids[0].RunID, 0))
 	if err != nil || !cl.Done {
 		t.Fatalf("claim %+v, %v", cl, err)
 	}
+}
+
+// A carrying run whose publish timed out is marked "never queued" (it may
+// have landed, so it is never run again): the announce goes out on the
+// next carrier, once, instead of waiting as "queued" for a run that will
+// never carry it.
+func TestAnnounceCarrierNeverQueuedTriesTheNext(t *testing.T) {
+	e := newChildEnv(t)
+	ctx := bustest.Context(t)
+	c := e.spawn(spawns.Child{Task: "job", SkipQueue: true}) // the sweep completes the spawn after its grace
+	if err := e.runs.Create(ctx, &runs.Record{
+		RunID: AnnounceRunID(c.RunID), SessionKey: "agent:req:main", AgentID: "req", Status: runs.Error,
+		Error: "the run was never queued: queue run: context deadline exceeded", CreatedAt: time.Now().UnixMilli(), EndedAt: time.Now().UnixMilli(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.waitChild(c.ChildSessionKey, "announce delivered", announced)
+	if r.Announce.DeliveryRun != carrierRunID(c.RunID, 1) || r.Announce.Carrier != 1 {
+		t.Fatalf("announce %+v", r.Announce)
+	}
+	bustest.WaitFor(t, 20*time.Second, "the announce in the requester", func() bool { return len(e.announces("agent:req:main")) == 1 })
+	if rec, _, _ := e.runs.Get(ctx, AnnounceRunID(c.RunID)); rec.Status != runs.Error {
+		t.Fatalf("the first carrier ran after all: %+v", rec)
+	}
+}
+
+// An announce left "queued" on a carrying run that ended without carrying
+// it (it failed before its prompt was in) is queued again by the sweep on
+// the next carrier.
+func TestSweepRequeuesAnnounceWhoseCarrierEnded(t *testing.T) {
+	e := newChildEnv(t)
+	ctx := bustest.Context(t)
+	c := e.spawn(spawns.Child{Task: "job"})
+	e.waitChild(c.ChildSessionKey, "announce delivered", announced)
+	bustest.WaitFor(t, 20*time.Second, "the first announce", func() bool { return len(e.announces("agent:req:main")) == 1 })
+	dead := c.RunID + ".dead-carrier"
+	if err := e.runs.Create(ctx, &runs.Record{RunID: dead, SessionKey: "agent:req:main", AgentID: "req", Status: runs.Error, Error: "failed for good"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.g.reg.Update(ctx, c.ChildSessionKey, func(r *subagents.Record) error {
+		a := *r.Announce
+		a.State, a.DeliveryRun, a.At = subagents.AnnounceQueued, dead, 1
+		r.Announce = &a
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.waitChild(c.ChildSessionKey, "announce delivered again", func(r *subagents.Record) bool {
+		return announced(r) && r.Announce.DeliveryRun == carrierRunID(c.RunID, 1)
+	})
+	if r.Announce.Carrier != 1 {
+		t.Fatalf("announce %+v", r.Announce)
+	}
+	bustest.WaitFor(t, 20*time.Second, "the second carrier's announce", func() bool { return len(e.announces("agent:req:main")) == 2 })
 }

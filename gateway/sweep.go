@@ -114,8 +114,14 @@ func (g *Gateway) sweepOne(ctx context.Context, c *subagents.Record, now time.Ti
 			if errors.Is(err, jetstream.ErrKeyNotFound) {
 				return nil // taken but not yet recorded: the gateway taking it writes it
 			}
-			if err != nil || !rec.Terminal() || rec.TranscriptAt == nil {
+			if err != nil {
 				return err
+			}
+			if rec.Terminal() && rec.TranscriptAt == nil {
+				return g.carrierEnded(ctx, c, rec) // it will never carry it
+			}
+			if !rec.Terminal() || rec.TranscriptAt == nil {
+				return nil
 			}
 			return g.announceCarried(ctx, &runqueue.Request{
 				RunID: rec.RunID, SessionKey: rec.SessionKey,

@@ -58,7 +58,12 @@ type Announce struct {
 	Gateway     string `json:"gateway,omitempty"`     // the gateway that claimed it
 	TargetKey   string `json:"targetKey,omitempty"`   // the session it went to (the requester, or a fallback)
 	DeliveryRun string `json:"deliveryRun,omitempty"` // the run that carries it into TargetKey
-	At          int64  `json:"at,omitempty"`          // last state change, ms
+	// Carrier numbers the run that carries it: a carrying run that ended
+	// without its prompt in the requester's transcript (its queueing
+	// failed, or it failed before it started) is never run again, so the
+	// next attempt queues a run of the next number
+	Carrier int   `json:"carrier,omitempty"`
+	At      int64 `json:"at,omitempty"` // last state change, ms
 }
 
 // Record is one child in the registry (key: the child's session key).
