@@ -120,14 +120,14 @@ func (g *Gateway) deliverAnnounce(ctx context.Context, childKey, childRunID stri
 var errCarrierEnded = errors.New("the run carrying the announce ended before the announce was in the requester's transcript")
 
 // submitOnce queues the carrying run. A delivery that got this far before
-// (its gateway died before recording the announce queued) left the run's
-// record: a run that a gateway took is not queued again; a pending one is
-// published again, which the queue dedupes by run id should the first
-// publish have gone out (the record is written ahead of the publish, so a
-// death between the two leaves a pending record and no message). A record
-// that ended without the announce in the transcript (a publish that timed
-// out is marked "never queued", though it may have landed) is never run
-// again: errCarrierEnded, and the next attempt uses the next carrier.
+// (its gateway died before recording the announce queued, or its publish
+// failed: the record stays pending, submit.Retried) left the run's record:
+// a run that a gateway took is not queued again; a pending one is
+// published again inside the dedupe window, where the queue drops it by
+// run id should the first publish have landed. A record that ended without
+// the announce in the transcript (the run failed before it started) is
+// never run again: errCarrierEnded, and the next attempt uses the next
+// carrier.
 func (g *Gateway) submitOnce(ctx context.Context, req *runqueue.Request) error {
 	rec, _, err := g.runs.Get(ctx, req.RunID)
 	switch {
@@ -138,12 +138,18 @@ func (g *Gateway) submitOnce(ctx context.Context, req *runqueue.Request) error {
 		if rec.Status != runs.Pending {
 			return nil
 		}
+		if age := time.Since(time.UnixMilli(rec.CreatedAt)); age > runqueue.DedupeWindow-time.Minute {
+			// a publish now could queue it twice, should the first one be
+			// waiting behind a busy session: leave it to that one
+			g.log.Warn("gateway: an announce's carrying run has been pending past the queue's dedupe window; not publishing it again", "run", req.RunID, "age", age)
+			return nil
+		}
 		req.Recorded = true
 		return g.queue.Publish(ctx, req)
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
 		return err
 	}
-	return submit.Run(ctx, g.queue, g.runs, req, newRecord(req))
+	return submit.Retried(ctx, g.queue, g.runs, req, newRecord(req))
 }
 
 // announceFailed counts a failed delivery attempt on the child's record,

@@ -322,17 +322,17 @@ func TestAnnounceClaimedOnceAcrossGateways(t *testing.T) {
 	}
 }
 
-// A carrying run whose publish timed out is marked "never queued" (it may
-// have landed, so it is never run again): the announce goes out on the
+// A carrying run that ended before it started (its record terminal, with
+// no transcript position) is never run again: the announce goes out on the
 // next carrier, once, instead of waiting as "queued" for a run that will
 // never carry it.
-func TestAnnounceCarrierNeverQueuedTriesTheNext(t *testing.T) {
+func TestAnnounceCarrierEndedUnstartedTriesTheNext(t *testing.T) {
 	e := newChildEnv(t)
 	ctx := bustest.Context(t)
 	c := e.spawn(spawns.Child{Task: "job", SkipQueue: true}) // the sweep completes the spawn after its grace
 	if err := e.runs.Create(ctx, &runs.Record{
 		RunID: AnnounceRunID(c.RunID), SessionKey: "agent:req:main", AgentID: "req", Status: runs.Error,
-		Error: "the run was never queued: queue run: context deadline exceeded", CreatedAt: time.Now().UnixMilli(), EndedAt: time.Now().UnixMilli(),
+		Error: "the gateway gave up on this run after 5 failed attempts", CreatedAt: time.Now().UnixMilli(), EndedAt: time.Now().UnixMilli(),
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
-	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/rules/sanitize"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -124,10 +123,12 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record
 		sessWG.Wait()
 		return nil, err
 	}
+	landed := at // where the prompt goes
 	if wantPrompt {
 		err = r.appendPart(ctx, "prompt", prompt, func(ctx context.Context, moved uint64) error {
 			// the end moved, and no other run holds it: record the new
 			// position before writing there
+			landed = moved
 			if _, err := awaitRec(); err != nil {
 				return err
 			}
@@ -151,6 +152,9 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record
 	err = errors.Join(recErr, err)
 	sessWG.Wait()
 	if already != nil {
+		if wantPrompt && err == nil && already.TranscriptAt == nil {
+			r.promptOfEndedRun(ctx, landed)
+		}
 		return already, nil
 	}
 	if err = errors.Join(err, sessErr); err != nil {
@@ -163,12 +167,30 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record
 	return nil, nil
 }
 
+// promptOfEndedRun records where the prompt of a run ended before it
+// started (a stop, a sweep's timeout) landed: the running record and the
+// prompt go out together, and the record lost to the ending write while
+// the prompt made it in. A record with no transcript position says the
+// run never reached the transcript (an announce's carrier is then queued
+// again), which would no longer be true.
+func (r *run) promptOfEndedRun(ctx context.Context, at uint64) {
+	if _, err := r.g.runs.Update(ctx, r.req.RunID, func(rr *runs.Record) error {
+		if rr.TranscriptAt != nil {
+			return record.ErrUnchanged
+		}
+		rr.TranscriptAt = &at
+		return nil
+	}); err != nil {
+		r.g.log.Warn("gateway: record where an ended run's prompt landed", "run", r.req.RunID, "err", err)
+	}
+}
+
 // promptEntry is the prompt as the run's transcript entry. A sub-agent's
 // turn also delivers its watcher's pending notices, put before the prompt;
 // told lists them.
 func (r *run) promptEntry(ctx context.Context) (entry []byte, told []notices.Body) {
 	req := r.req
-	if rules.IsSubagentKey(req.SessionKey) {
+	if r.key.IsSubagent() {
 		told = r.g.noticesForTurn(ctx, req.SessionKey)
 		req.Prompt = withNotices(req.Prompt, told)
 	}

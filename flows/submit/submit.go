@@ -28,6 +28,21 @@ import (
 // A record whose run could not be queued is never left pending (nothing
 // would ever run it): it is marked error with the reason.
 func Run(ctx context.Context, q *runqueue.Queue, recs *runs.Records, req *runqueue.Request, rec *runs.Record) error {
+	return run(ctx, q, recs, req, rec, true)
+}
+
+// Retried is Run for a caller that retries the same request itself until
+// it is queued (an announce's delivery): a failed publish leaves the
+// record pending instead of marking it never queued. A publish that timed
+// out may have landed, and a run marked never queued is never run, so
+// marking it would lose a run that was queued after all; the retry's
+// publish carries the same message id, which SB_RUNS drops if the first
+// one landed.
+func Retried(ctx context.Context, q *runqueue.Queue, recs *runs.Records, req *runqueue.Request, rec *runs.Record) error {
+	return run(ctx, q, recs, req, rec, false)
+}
+
+func run(ctx context.Context, q *runqueue.Queue, recs *runs.Records, req *runqueue.Request, rec *runs.Record, mark bool) error {
 	req.Recorded = true
 	var created jetstream.PubAckFuture
 	if rec.IdempotencyKey != "" {
@@ -40,7 +55,21 @@ func Run(ctx context.Context, q *runqueue.Queue, recs *runs.Records, req *runque
 			return err
 		}
 	}
-	if err := q.Publish(ctx, req); err != nil {
+	err := q.Publish(ctx, req)
+	if err != nil && mark && ctx.Err() != nil {
+		// the caller's time ran out (while a stream elected a leader, say):
+		// the publish may have landed. One more under the same message id,
+		// on time of its own, settles it whenever the stream answers in that
+		// time (a landed one comes back as a duplicate), so a run that is
+		// queued is not marked never queued, which keeps it from running.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastPublishFor)
+		err = q.Publish(fctx, req)
+		cancel()
+	}
+	if err != nil {
+		if !mark {
+			return err
+		}
 		if created != nil {
 			select { // the record must exist before it can be marked
 			case <-created.Ok():
@@ -60,6 +89,10 @@ func Run(ctx context.Context, q *runqueue.Queue, recs *runs.Records, req *runque
 	}
 	return nil
 }
+
+// lastPublishFor bounds the publish that settles one cut short by its
+// caller's deadline.
+const lastPublishFor = 5 * time.Second
 
 // markUnqueued records that runID's request never reached the queue. It is
 // best effort: when the store is down too, the record stays pending until

@@ -105,3 +105,41 @@ func TestSubmitFailureIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// Retried leaves the record of a run it could not queue pending: its
+// caller publishes the same request again (the first publish may have
+// landed, and a record marked never queued would keep it from running).
+func TestRetriedLeavesRecordPending(t *testing.T) {
+	r := openRuns(t)
+	if err := r.js.DeleteStream(ctx(t), r.names.RunsStream()); err != nil {
+		t.Fatal(err)
+	}
+	req := &runqueue.Request{RunID: "carrier", SessionKey: "agent:main:main", AgentID: "main", ChainID: "carrier"}
+	rec := &runs.Record{RunID: "carrier", Status: runs.Pending, IdempotencyKey: "k"}
+	if err := Retried(ctx(t), r.Queue, r.recs, req, rec); err == nil {
+		t.Fatal("submit to a deleted stream succeeded")
+	}
+	got, _, err := r.recs.Get(ctx(t), "carrier")
+	if err != nil || got.Status != runs.Pending {
+		t.Fatalf("record %+v %v, want pending", got, err)
+	}
+}
+
+// A publish cut short by its caller's deadline may have landed: Run
+// settles it with one more publish under the same message id instead of
+// marking a run never queued that a gateway would then never run.
+func TestRunSettlesAPublishCutShort(t *testing.T) {
+	r := openRuns(t)
+	done, cancel := context.WithCancel(ctx(t))
+	cancel() // the caller's time is up before the publish
+	req := &runqueue.Request{RunID: "late", SessionKey: "agent:main:main", AgentID: "main", ChainID: "late"}
+	if err := Run(done, r.Queue, r.recs, req, &runs.Record{RunID: "late", Status: runs.Pending}); err != nil {
+		t.Fatalf("run with its caller's time out: %v", err)
+	}
+	if n := queued(t, r); n != 1 {
+		t.Fatalf("%d queued, want 1", n)
+	}
+	if got, _, err := r.recs.Get(ctx(t), "late"); err != nil || got.Status != runs.Pending {
+		t.Fatalf("record %+v %v, want pending", got, err)
+	}
+}

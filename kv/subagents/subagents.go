@@ -59,8 +59,8 @@ type Announce struct {
 	TargetKey   string `json:"targetKey,omitempty"`   // the session it went to (the requester, or a fallback)
 	DeliveryRun string `json:"deliveryRun,omitempty"` // the run that carries it into TargetKey
 	// Carrier numbers the run that carries it: a carrying run that ended
-	// without its prompt in the requester's transcript (its queueing
-	// failed, or it failed before it started) is never run again, so the
+	// without its prompt in the requester's transcript (it failed before it
+	// started) is never run again, so the
 	// next attempt queues a run of the next number
 	Carrier int   `json:"carrier,omitempty"`
 	At      int64 `json:"at,omitempty"` // last state change, ms
@@ -166,19 +166,11 @@ var WithMaxAge = bus.WithMaxAge
 
 // Open creates the bucket if absent; an existing bucket keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Registry, error) {
-	o := bus.ApplyStoreOptions(opts)
-	if o.MaxAge <= 0 {
-		o.MaxAge = DefaultMaxAge
-	}
-	cfg := jetstream.KeyValueConfig{
-		Bucket:      names.SubagentsBucket(),
+	kv, opened, err := bus.OpenBucket(ctx, js, bus.Bucket{
+		Name:        names.SubagentsBucket(),
 		Description: "sessionbus child registry: one record per spawned sub-agent",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.Replicas, 1),
-		TTL:         o.MaxAge,
-	}
-	kv, opened, err := bus.OpenKV(ctx, js, cfg)
+		Ages:        true, Age: DefaultMaxAge,
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}
