@@ -1,6 +1,11 @@
 package bus
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // StoreOptions are the settings every store's Open takes (kv/..., streams/...):
 // the replica count of a bucket or stream it creates, and, for the stores
@@ -31,4 +36,38 @@ func ApplyStoreOptions(opts []StoreOption) StoreOptions {
 		opt(&o)
 	}
 	return o
+}
+
+// Bucket is what sets one store's bucket apart; OpenBucket writes the
+// rest once for every kv store.
+type Bucket struct {
+	Name, Description string
+	// Ages says entries outlive their last write by the options' MaxAge,
+	// Age when it is unset (0: no limit); without it MaxAge is ignored
+	Ages bool
+	Age  time.Duration
+	// LimitMarkerTTL keeps a marker of an aged-out key (per-key TTLs)
+	LimitMarkerTTL time.Duration
+}
+
+// OpenBucket opens (creating if absent) b with opts applied: file storage,
+// one value per key, the options' replica count (1 when unset), and for an
+// ageing store its TTL. An existing bucket keeps its settings (OpenKV).
+func OpenBucket(ctx context.Context, js jetstream.JetStream, b Bucket, opts ...StoreOption) (jetstream.KeyValue, KVConfig, error) {
+	o := ApplyStoreOptions(opts)
+	cfg := jetstream.KeyValueConfig{
+		Bucket:         b.Name,
+		Description:    b.Description,
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       max(o.Replicas, 1),
+		LimitMarkerTTL: b.LimitMarkerTTL,
+	}
+	if b.Ages {
+		cfg.TTL = b.Age
+		if o.MaxAge > 0 {
+			cfg.TTL = o.MaxAge
+		}
+	}
+	return OpenKV(ctx, js, cfg)
 }

@@ -42,8 +42,8 @@ func (g *Gateway) openSlots(ctx context.Context) error {
 // then waits without reading its session first. A
 // child that ended meanwhile (killed while it waited) goes through, to be
 // acked as the ended run it is.
-func (g *Gateway) childQueued(req *runqueue.Request) bool {
-	if g.slots == nil || !rules.IsSubagentKey(req.SessionKey) {
+func (g *Gateway) childQueued(req *runqueue.Request, key rules.Key) bool {
+	if g.slots == nil || !key.IsSubagent() {
 		return false
 	}
 	c := g.children.Get(req.SessionKey)

@@ -28,10 +28,11 @@ import (
 // runID, nil when the run is no child's current run (an ordinary run, or
 // a child's run replaced by a steer). The in-memory index answers almost
 // always; a record it has not applied yet (a spawn a moment ago) is read.
-func (g *Gateway) childOf(ctx context.Context, sessionKey, runID string) *subagents.Record {
-	if !rules.IsSubagentKey(sessionKey) {
+func (g *Gateway) childOf(ctx context.Context, key rules.Key, runID string) *subagents.Record {
+	if !key.IsSubagent() {
 		return nil
 	}
+	sessionKey := key.Raw
 	if c := g.children.Get(sessionKey); c != nil && c.RunID == runID {
 		return c
 	}
@@ -344,7 +345,7 @@ func (g *Gateway) announceCarried(ctx context.Context, req *runqueue.Request) er
 func (r *run) childRecord(ctx context.Context) *subagents.Record {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	return r.g.childOf(octx, r.req.SessionKey, r.req.RunID)
+	return r.g.childOf(octx, r.key, r.req.RunID)
 }
 
 // startChild is the Started step of docs/subagents.md#lifecycle for a
@@ -357,7 +358,7 @@ func (r *run) startChild(ctx context.Context, c *subagents.Record) error {
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	if c == nil {
-		return g.spawnRegistered(octx, r.req)
+		return g.spawnRegistered(octx, r.req, r.key)
 	}
 	c, err := g.childStarted(octx, c)
 	if err != nil {
@@ -391,8 +392,8 @@ func (r *run) startChild(ctx context.Context, c *subagents.Record) error {
 // being written to another stream) and after MaxRunFailures attempts it is
 // recorded failed, never run. A steered child (a record with another run
 // id) is no spawn's first run and runs as an ordinary run, as before.
-func (g *Gateway) spawnRegistered(ctx context.Context, req *runqueue.Request) error {
-	if !rules.IsSubagentKey(req.SessionKey) || req.Provenance == nil || req.Provenance.SourceTool != spawnTool {
+func (g *Gateway) spawnRegistered(ctx context.Context, req *runqueue.Request, key rules.Key) error {
+	if !key.IsSubagent() || req.Provenance == nil || req.Provenance.SourceTool != spawnTool {
 		return nil
 	}
 	if _, _, err := g.reg.Get(ctx, req.SessionKey); !errors.Is(err, subagents.ErrNotFound) {

@@ -14,6 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
+	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
@@ -45,6 +46,7 @@ func opCtx(parent context.Context) (context.Context, context.CancelFunc) {
 type run struct {
 	g   *Gateway
 	req *runqueue.Request
+	key rules.Key // req.SessionKey, parsed once
 	msg jetstream.Msg
 	enc string
 
@@ -78,10 +80,11 @@ type run struct {
 // execute runs req to a recorded outcome. It returns nil when the message
 // should be acked.
 func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.Request) error {
-	if g.childQueued(req) {
+	key := rules.ParseKey(req.SessionKey) // once for the whole run
+	if g.childQueued(req, key) {
 		return errChildQueued // every sub-agent slot is taken: wait, nothing read
 	}
-	r := &run{g: g, req: req, msg: msg, enc: bus.EncodeKey(req.SessionKey)}
+	r := &run{g: g, req: req, key: key, msg: msg, enc: bus.EncodeKey(req.SessionKey)}
 	if err := r.claim(ctx); err != nil {
 		return err
 	}

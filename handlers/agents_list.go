@@ -22,7 +22,7 @@ type agentsListResult = schema.AgentsListResult
 // JavaScript's localeCompare sorts them (ICU root collation, reproduced
 // with golang.org/x/text/collate's root locale). It takes no parameters.
 func agentsList(_ context.Context, d *Deps, r *requester, _ rules.Params) (any, error) {
-	requester := requesterAgentID(r)
+	requester := r.k.AgentID // the agent segment of its key, not the token's
 	allow := d.Config.SubagentsFor(requester).AllowAgents
 	allowAny := false
 	allowed := []string{requester}
@@ -59,13 +59,4 @@ func agentsList(_ context.Context, d *Deps, r *requester, _ rules.Params) (any, 
 		out.Agents = append(out.Agents, agentsListEntry{ID: id, Name: name, Configured: ok})
 	}
 	return out, nil
-}
-
-// requesterAgentID is the caller's agent: the agent segment of its key
-// (normalized), the default agent for a key without one.
-func requesterAgentID(r *requester) string {
-	if id, _, ok := rules.ParseAgentSessionKey(r.key); ok {
-		return rules.NormalizeAgentID(id)
-	}
-	return rules.DefaultAgentID
 }

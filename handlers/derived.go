@@ -106,17 +106,18 @@ func deriveFields(alias rules.Alias, e *sessions.Entry, names *namesTable) *deri
 	if e.DeliveryContext != nil && e.DeliveryContext.Channel != "" {
 		last = e.DeliveryContext.Channel
 	}
+	k := rules.ParseKey(e.Key)
 	agentID := e.AgentID
 	if agentID == "" {
-		agentID = rules.AgentIDFromKey(e.Key)
+		agentID = k.AgentID
 	}
 	channel := rules.DeriveChannel(kind, e.Channel, origin, last, e.Key)
 	f := &derivedFields{
 		names:     names.get(derivedNames{agentID: agentID, channel: channel}),
 		kindAt:    kindAt(kind),
-		malformed: rules.IsMalformedAgentKey(e.Key),
-		cronRun:   rules.IsCronRunKey(e.Key),
-		subagent:  rules.IsSubagentKey(e.Key),
+		malformed: k.Malformed(),
+		cronRun:   k.IsCronRun(),
+		subagent:  k.IsSubagent(),
 	}
 	if p := e.Parent(); p != "" {
 		f.parentSameAgent = rules.AgentIDFromKey(p) == agentID

@@ -252,10 +252,12 @@ func TestInboundRoutedTurn(t *testing.T) {
 	if tr := is.transcript(gkey); len(tr) != 2 {
 		t.Fatalf("group transcript: %v", tr)
 	}
-	rows := is.MustCall("agent:main:main", "sessions_list", `{}`)
-	if fmt.Sprint(rows["count"]) != "2" {
-		t.Fatalf("sessions_list of the routed sessions: %v", rows)
-	}
+	// the list reads the worker's index, which follows the bucket's watch
+	var rows map[string]any
+	bustest.WaitFor(t, 20*time.Second, "both routed sessions listed", func() bool {
+		rows = is.MustCall("agent:main:main", "sessions_list", `{}`)
+		return fmt.Sprint(rows["count"]) == "2"
+	})
 }
 
 // TestInboundRoutedRefusals: a routed message that cannot be routed says

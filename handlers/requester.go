@@ -8,7 +8,8 @@ import (
 // requester is the calling session as the tools see it:
 // identity from the verified token, everything else from config and store.
 type requester struct {
-	key               string // effective requester key (internal form)
+	key               string    // effective requester key (internal form)
+	k                 rules.Key // key, parsed once
 	agentID           string
 	sandboxed         bool
 	sender            string // who sent the human message the caller's run answers, if any
@@ -29,12 +30,14 @@ func (d *Deps) newRequester(c bus.Caller) (*requester, error) {
 	}
 	configured, _ := rules.ParseVisibility(cfg.Tools.Sessions.Visibility)
 	clamp := cfg.Agents.Defaults.Sandbox.SessionToolsVisibility
+	k := rules.ParseKey(key)
 	agentID := c.AgentID
 	if agentID == "" {
-		agentID = rules.AgentIDFromKey(key)
+		agentID = k.AgentID
 	}
 	return &requester{
 		key:               key,
+		k:                 k,
 		agentID:           agentID,
 		sandboxed:         c.Sandboxed,
 		sender:            c.Sender,
@@ -53,7 +56,7 @@ func (d *Deps) guard(r *requester, a rules.Action) rules.Guard {
 	return rules.Guard{
 		Action:         a,
 		RequesterKey:   r.key,
-		RequesterAgent: rules.AgentIDFromKey(r.key),
+		RequesterAgent: r.k.AgentID,
 		Visibility:     r.visibility,
 		A2A:            r.a2a,
 		IsSpawned:      func(target string) bool { return d.Index.IsChild(r.key, target) },

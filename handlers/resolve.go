@@ -13,8 +13,9 @@ import (
 // resolved is a session reference after resolution (a key, an alias such as
 // main or current, or a sessionId: see "Session references" in docs/tools.md).
 type resolved struct {
-	key          string // the store key
-	displayKey   string // what the tool reports back
+	key          string    // the store key
+	k            rules.Key // key, parsed once
+	displayKey   string    // what the tool reports back
 	viaSessionID bool
 	entry        *sessions.Entry // nil when the session has no entry yet
 }
@@ -40,10 +41,10 @@ func (d *Deps) resolveReference(r *requester, raw string) (resolved, *failure) {
 	}
 	if rules.ShouldResolveAsSessionID(value) {
 		if e := d.Index.Get(value); e != nil && (!r.restrictToSpawned || e.Key == r.key || d.Index.IsChild(r.key, e.Key)) {
-			return resolved{key: e.Key, displayKey: r.alias.Display(e.Key), entry: e}, nil
+			return resolved{key: e.Key, k: rules.ParseKey(e.Key), displayKey: r.alias.Display(e.Key), entry: e}, nil
 		}
 		if e := d.selectBySessionID(r, value); e != nil {
-			return resolved{key: e.Key, displayKey: r.alias.Display(e.Key), viaSessionID: true, entry: e}, nil
+			return resolved{key: e.Key, k: rules.ParseKey(e.Key), displayKey: r.alias.Display(e.Key), viaSessionID: true, entry: e}, nil
 		}
 		if r.restrictToSpawned {
 			return resolved{}, fail(rules.StatusForbidden, rules.SandboxNotVisibleError(value))
@@ -52,7 +53,7 @@ func (d *Deps) resolveReference(r *requester, raw string) (resolved, *failure) {
 	}
 	internal := r.alias.Internal(value, r.key)
 	key := r.storeKey(internal)
-	return resolved{key: key, displayKey: r.alias.Display(internal), entry: d.Index.Get(key)}, nil
+	return resolved{key: key, k: rules.ParseKey(key), displayKey: r.alias.Display(internal), entry: d.Index.Get(key)}, nil
 }
 
 // checkSandboxSpawned is the sandbox rule: a spawned-restricted sandbox may only address
@@ -214,7 +215,7 @@ func (d *Deps) checkVisible(r *requester, ref string, a rules.Action) (resolved,
 	if f := d.checkSandboxSpawned(r, res, ref); f != nil {
 		return res, f
 	}
-	if ok, status, msg := d.guard(r, a).Check(res.key); !ok {
+	if ok, status, msg := d.guard(r, a).CheckAgent(res.key, res.k.AgentID); !ok {
 		return res, fail(status, msg)
 	}
 	return res, nil

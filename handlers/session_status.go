@@ -218,7 +218,7 @@ func (d *Deps) statusTarget(r *requester, raw string) (resolved, error) {
 	if err := d.statusGuard(r, check); err != nil {
 		return resolved{}, err
 	}
-	return resolved{key: key, displayKey: r.alias.Display(key), viaSessionID: viaID, entry: e}, nil
+	return resolved{key: key, k: rules.ParseKey(key), displayKey: r.alias.Display(key), viaSessionID: viaID, entry: e}, nil
 }
 
 // statusLookup finds raw among the store keys it may stand for: as typed,

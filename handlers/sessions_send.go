@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/kv/runs"
@@ -41,25 +42,12 @@ const (
 	errSendRunTimeout      = "agent run timed out"
 )
 
-type sendDelivery struct {
-	Status string `json:"status"`
-	Mode   string `json:"mode"`
-}
+type sendDelivery = schema.SendDelivery
 
 // sendResult is every result shape of sessions_send (docs/tools.md); runId is
-// always present.
-type sendResult struct {
-	RunID           string        `json:"runId"`
-	Status          string        `json:"status"`
-	Reply           string        `json:"reply,omitempty"`
-	Error           string        `json:"error,omitempty"`
-	SessionKey      string        `json:"sessionKey,omitempty"`
-	Delivery        *sendDelivery `json:"delivery,omitempty"`
-	SentBeforeError bool          `json:"sentBeforeError,omitempty"`
-	// Watched answers watch:true: whether the sender now watches the
-	// target; absent when watch was not asked.
-	Watched *bool `json:"watched,omitempty"`
-}
+// always present. Watched answers watch:true: whether the sender now
+// watches the target; absent when watch was not asked.
+type sendResult = schema.SessionsSendResult
 
 func sendFail(runID, status, msg, displayKey string) *sendResult {
 	return &sendResult{RunID: runID, Status: status, Error: msg, SessionKey: displayKey}
@@ -200,7 +188,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	req := &runqueue.Request{
 		RunID:             runID,
 		SessionKey:        target,
-		AgentID:           rules.AgentIDFromKey(target),
+		AgentID:           res.k.AgentID,
 		Message:           sp.message,
 		Prompt:            rules.AnnotateInterSession(sp.message, r.key, reqChannel, sendToolName),
 		ExtraSystemPrompt: a2aContextPrompt(r.key, reqChannel, res.displayKey),
@@ -222,7 +210,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 			RequesterChannel:  reqChannel,
 			TargetDisplayKey:  res.displayKey,
 			OriginalMessage:   sp.message,
-			MaxPingPongTurns:  pingPongTurns(d.Config, r.key),
+			MaxPingPongTurns:  pingPongTurns(d.Config, r.k),
 			AnnounceTimeoutMs: announceMs,
 		}
 	}
@@ -305,8 +293,8 @@ func (d *Deps) watch(ctx context.Context, watcher, target string) bool {
 // range, and 0 for a cron requester: a cron job's session has no one to
 // answer a reply step (OpenClaw forces zero ping-pong turns for
 // isolated cron requesters), so its sends go straight to the announce step.
-func pingPongTurns(cfg *config.Config, requesterKey string) int {
-	if rules.IsCronKey(requesterKey) {
+func pingPongTurns(cfg *config.Config, requester rules.Key) int {
+	if requester.IsCron() {
 		return 0
 	}
 	return min(max(cfg.Session.AgentToAgent.MaxPingPongTurns, 0), config.MaxPingPongTurnsLimit)
@@ -339,7 +327,7 @@ func (d *Deps) checkSendTarget(r *requester, ref string) (resolved, *sendResult)
 	if _, _, isThread := rules.ParseThreadSuffix(res.key); isThread {
 		return res, sendFail(id, "error", errSendThreadTarget, res.displayKey)
 	}
-	if ok, status, msg := d.guard(r, rules.ActionSend).Check(res.key); !ok {
+	if ok, status, msg := d.guard(r, rules.ActionSend).CheckAgent(res.key, res.k.AgentID); !ok {
 		return res, sendFail(id, status, msg, res.displayKey)
 	}
 	return res, nil
@@ -349,7 +337,7 @@ func (d *Deps) checkSendTarget(r *requester, ref string) (resolved, *sendResult)
 // exact label, scoped to the requested agent (or the requester's), and to
 // the requester's children when sandbox-restricted.
 func (d *Deps) lookupLabel(ctx context.Context, r *requester, label, agentID string, hasAgent bool) (string, *failure) {
-	requesterAgent := rules.AgentIDFromKey(r.key)
+	requesterAgent := r.k.AgentID
 	requested := requesterAgent
 	if hasAgent {
 		requested = agentID // validated and lower-cased by Params.AgentID

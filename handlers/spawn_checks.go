@@ -79,7 +79,7 @@ func (s *spawn) checkRuntime() (*spawnResult, error) {
 // never repaired) and its mode.
 func (s *spawn) checkTarget() *spawnResult {
 	sp := &s.sp
-	s.requesterAgent = requesterAgentID(s.r)
+	s.requesterAgent = s.r.k.AgentID
 	s.target = s.requesterAgent
 	if sp.hasAgent {
 		if !rules.ValidAgentID(sp.agentID) {

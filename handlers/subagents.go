@@ -156,7 +156,7 @@ func readRecentMinutes(p rules.Params) (int, error) {
 // (a depth at or past maxSpawnDepth is a leaf, scope none).
 func (d *Deps) subagentController(r *requester) subagentController {
 	ctl := subagentController{key: r.key, callerKey: r.key, controlScope: controlScopeChildren}
-	if !rules.IsSubagentKey(r.key) {
+	if !r.k.IsSubagent() {
 		return ctl
 	}
 	ctl.callerIsSubagent = true
@@ -165,7 +165,7 @@ func (d *Deps) subagentController(r *requester) subagentController {
 		ctl.controlScope = e.Rares().SubagentControlScope
 		return ctl
 	}
-	if d.subagentDepth(r.key, e) >= maxSpawnDepth(d.Config, rules.AgentIDFromKey(r.key)) {
+	if d.subagentDepth(r.key, e) >= maxSpawnDepth(d.Config, r.k.AgentID) {
 		ctl.controlScope = controlScopeNone
 	}
 	return ctl

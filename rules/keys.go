@@ -126,56 +126,32 @@ func isAgentKey(k string) bool {
 // equal. It is the one rule for a key's agent: the visibility guard, the
 // run requests the handlers queue and the gateway's agent-to-agent steps all
 // use it, so a key never belongs to one agent in a tool and another in a run.
-func AgentIDFromKey(k string) string {
-	if agentID, _, ok := ParseAgentSessionKey(k); ok {
-		return NormalizeAgentID(agentID)
-	}
-	return DefaultAgentID
-}
+func AgentIDFromKey(k string) string { return ParseKey(k).AgentID }
 
 // restOrRaw is the part of a key after "agent:<id>:", or the whole lower-cased
 // key when it has no agent prefix, so legacy bare keys classify like scoped
 // ones.
-func restOrRaw(k string) string {
-	if _, rest, ok := ParseAgentSessionKey(k); ok {
-		return rest
-	}
-	return lowerTrim(k)
-}
-
-func parsedRest(k string) string {
-	_, rest, _ := ParseAgentSessionKey(k)
-	return rest
-}
+func restOrRaw(k string) string { return ParseKey(k).RestOrLower() }
 
 var cronRunRestRe = regexp.MustCompile(`^cron:[^:]+:run:[^:]+$`)
 
 // IsCronRunKey reports a per-run cron key (agent:<id>:cron:<job>:run:<run>);
 // sessions.list never returns these.
-func IsCronRunKey(k string) bool {
-	rest := parsedRest(k)
-	return strings.HasPrefix(rest, "cron:") && cronRunRestRe.MatchString(rest)
-}
+func IsCronRunKey(k string) bool { return ParseKey(k).IsCronRun() }
 
 // IsCronKey reports an agent-scoped cron key. A bare "cron:job" is not one:
 // OpenClaw only recognises cron keys after parsing.
-func IsCronKey(k string) bool { return strings.HasPrefix(parsedRest(k), "cron:") }
+func IsCronKey(k string) bool { return ParseKey(k).IsCron() }
 
 // IsSubagentKey accepts both the bare and the agent-scoped form.
-func IsSubagentKey(k string) bool {
-	return strings.HasPrefix(lowerTrim(k), "subagent:") || strings.HasPrefix(parsedRest(k), "subagent:")
-}
+func IsSubagentKey(k string) bool { return ParseKey(k).IsSubagent() }
 
 // IsAcpKey accepts both the bare and the agent-scoped form.
-func IsAcpKey(k string) bool {
-	return strings.HasPrefix(lowerTrim(k), "acp:") || strings.HasPrefix(parsedRest(k), "acp:")
-}
+func IsAcpKey(k string) bool { return ParseKey(k).IsAcp() }
 
 // SubagentDepthFromKey is only a fallback: sub-agent keys are flat, so the
 // real depth lives in the store (spawnDepth). It counts ":subagent:" markers.
-func SubagentDepthFromKey(k string) int {
-	return strings.Count(lowerTrim(k), ":subagent:")
-}
+func SubagentDepthFromKey(k string) int { return ParseKey(k).SubagentDepth() }
 
 const threadMarker = ":thread:"
 

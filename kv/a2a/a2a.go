@@ -45,16 +45,11 @@ var WithMaxAge = bus.WithMaxAge
 
 // Open creates the bucket if absent; an existing bucket keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
-	o := bus.ApplyStoreOptions(opts)
-	cfg := jetstream.KeyValueConfig{
-		Bucket:      names.A2ABucket(),
+	kv, opened, err := bus.OpenBucket(ctx, js, bus.Bucket{
+		Name:        names.A2ABucket(),
 		Description: "sessionbus agent-to-agent flows: progress per primary run",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.Replicas, 1),
-		TTL:         o.MaxAge,
-	}
-	kv, opened, err := bus.OpenKV(ctx, js, cfg)
+		Ages:        true, // no limit unless WithMaxAge
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -45,17 +45,12 @@ var WithReplicas = bus.WithReplicas
 // Open creates the bucket if absent (per-key TTLs need nats-server 2.11);
 // an existing bucket keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Claims, error) {
-	o := bus.ApplyStoreOptions(opts)
-	cfg := jetstream.KeyValueConfig{
-		Bucket:         names.ClaimsBucket(),
-		Description:    "sessionbus exactly-once delivery claims (leases expire by server TTL)",
-		History:        1,
-		Storage:        jetstream.FileStorage,
-		Replicas:       max(o.Replicas, 1),
-		TTL:            MaxAge,
+	kv, opened, err := bus.OpenBucket(ctx, js, bus.Bucket{
+		Name:        names.ClaimsBucket(),
+		Description: "sessionbus exactly-once delivery claims (leases expire by server TTL)",
+		Ages:        true, Age: MaxAge,
 		LimitMarkerTTL: time.Minute,
-	}
-	kv, opened, err := bus.OpenKV(ctx, js, cfg)
+	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("claims bucket (needs nats-server 2.11 or later): %w", err)
 	}

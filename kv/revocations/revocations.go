@@ -78,15 +78,11 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
 	}
-	cfg := jetstream.KeyValueConfig{
-		Bucket:      Bucket(names),
+	kv, opened, err := bus.OpenBucket(ctx, js, bus.Bucket{
+		Name:        Bucket(names),
 		Description: "sessionbus revoked run tokens (a run's tokens end with the run)",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.replicas, 1),
-		TTL:         MaxAge,
-	}
-	kv, opened, err := bus.OpenKV(ctx, js, cfg)
+		Ages:        true, Age: MaxAge,
+	}, bus.WithReplicas(o.replicas))
 	if err != nil {
 		return nil, fmt.Errorf("revocations bucket: %w", err)
 	}

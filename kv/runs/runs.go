@@ -113,19 +113,9 @@ var WithMaxAge = bus.WithMaxAge
 // Open creates the runs bucket if absent; an existing bucket keeps its
 // settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Records, error) {
-	o := bus.ApplyStoreOptions(opts)
-	if o.MaxAge <= 0 {
-		o.MaxAge = DefaultMaxAge
-	}
-	cfg := jetstream.KeyValueConfig{
-		Bucket:      names.RunsBucket(),
-		Description: "sessionbus run records",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.Replicas, 1),
-		TTL:         o.MaxAge,
-	}
-	kv, opened, err := bus.OpenKV(ctx, js, cfg)
+	kv, opened, err := bus.OpenBucket(ctx, js, bus.Bucket{
+		Name: names.RunsBucket(), Description: "sessionbus run records", Ages: true, Age: DefaultMaxAge,
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}

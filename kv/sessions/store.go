@@ -39,15 +39,7 @@ var WithReplicas = bus.WithReplicas
 // bucket keeps its settings, so a client started with defaults can never
 // scale a replicated bucket down.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
-	o := bus.ApplyStoreOptions(opts)
-	cfg := jetstream.KeyValueConfig{
-		Bucket:      names.SessionsBucket(),
-		Description: "sessionbus session entries",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.Replicas, 0), // 0: the server's default, 1
-	}
-	kv, opened, err := bus.OpenKV(ctx, js, cfg)
+	kv, opened, err := bus.OpenBucket(ctx, js, bus.Bucket{Name: names.SessionsBucket(), Description: "sessionbus session entries"}, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -104,15 +104,10 @@ var WithReplicas = bus.WithReplicas
 // Open creates the bucket if absent; an existing bucket keeps its settings.
 // Bindings carry their own expiry, so the bucket has no TTL.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
-	o := bus.ApplyStoreOptions(opts)
-	cfg := jetstream.KeyValueConfig{
-		Bucket:      names.ThreadBindingsBucket(),
+	kv, opened, err := bus.OpenBucket(ctx, js, bus.Bucket{
+		Name:        names.ThreadBindingsBucket(),
 		Description: "sessionbus thread bindings: conversation -> bound sub-agent session",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.Replicas, 1),
-	}
-	kv, opened, err := bus.OpenKV(ctx, js, cfg)
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}

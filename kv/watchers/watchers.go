@@ -110,18 +110,11 @@ var WithMaxAge = bus.WithMaxAge
 
 // Open creates the bucket if absent; an existing bucket keeps its settings.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, opts ...Option) (*Store, error) {
-	o := bus.ApplyStoreOptions(opts)
-	if o.MaxAge <= 0 {
-		o.MaxAge = DefaultMaxAge
-	}
-	kv, opened, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
-		Bucket:      names.WatchersBucket(),
+	kv, opened, err := bus.OpenBucket(ctx, js, bus.Bucket{
+		Name:        names.WatchersBucket(),
 		Description: "sessionbus watch cursors of parent notices (watcher -> target)",
-		History:     1,
-		TTL:         o.MaxAge,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(o.Replicas, 1),
-	})
+		Ages:        true, Age: DefaultMaxAge,
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}
