@@ -60,6 +60,18 @@ func IsWrongLastSeq(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
+// IsMsgIDInProcess reports a publish refused because a message with the
+// same Nats-Msg-Id is being stored right now (409, JetStream error 10158,
+// seen on a replicated stream around a leader change): trying again soon
+// gets the first one's acknowledgement as a duplicate.
+func IsMsgIDInProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == msgIDInProcess
+}
+
+// msgIDInProcess is nats-server's JSStreamDuplicateMessageConflict.
+const msgIDInProcess jetstream.ErrorCode = 10158
+
 // KVConfig is a bucket as it was opened, embedded by the stores whose
 // bucket a Guard brings back after an operator deleted it: it recreates
 // the bucket with the config it was opened with.

@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -39,6 +40,20 @@ func TestOpenBucket(t *testing.T) {
 		cfg := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
 		if st.TTL() != c.ttl || st.History() != 1 || cfg.Storage != jetstream.FileStorage || cfg.Replicas != 1 {
 			t.Errorf("%s: ttl %v history %d storage %v replicas %d", c.b.Name, st.TTL(), st.History(), cfg.Storage, cfg.Replicas)
+		}
+	}
+}
+
+// A publish whose message id is still being stored is told apart from
+// every other refusal, wrapped or not: its callers retry it.
+func TestIsMsgIDInProcess(t *testing.T) {
+	inProcess := &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}
+	if !bus.IsMsgIDInProcess(inProcess) || !bus.IsMsgIDInProcess(fmt.Errorf("publish: %w", inProcess)) {
+		t.Fatal("10158 not recognised")
+	}
+	for _, err := range []error{nil, &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence}, fmt.Errorf("x")} {
+		if bus.IsMsgIDInProcess(err) {
+			t.Fatalf("%v taken for a message id in process", err)
 		}
 	}
 }

@@ -99,11 +99,30 @@ func (s *Stream) Publish(ctx context.Context, ev *Event) error {
 	}
 	msg := nats.NewMsg(s.names.SessionEvent(bus.EncodeKey(ev.SessionKey), ev.Kind))
 	msg.Data = data
-	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID)); err != nil {
-		return fmt.Errorf("publish %s %s: %w", ev.Kind, ev.ID, err)
+	for attempt := 0; ; attempt++ {
+		_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID))
+		if err == nil {
+			return nil
+		}
+		// the same event still being stored (a retry around a leader
+		// change): its acknowledgement comes back as a duplicate soon
+		if !bus.IsMsgIDInProcess(err) || attempt == inProcessRetries {
+			return fmt.Errorf("publish %s %s: %w", ev.Kind, ev.ID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publish %s %s: %w", ev.Kind, ev.ID, err)
+		case <-time.After(inProcessWait):
+		}
 	}
-	return nil
 }
+
+// inProcessRetries and inProcessWait bound the retries of a publish whose
+// message id is still being stored.
+const (
+	inProcessRetries = 20
+	inProcessWait    = 100 * time.Millisecond
+)
 
 // Follow delivers every event published from now on to fn, in order, until
 // ctx ends. Each follower has its own ordered consumer (no server state to

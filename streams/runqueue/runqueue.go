@@ -181,7 +181,7 @@ const (
 func (q *Queue) transientPublish(ctx context.Context, err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Code == 503 || apiErr.ErrorCode == 10158
+		return apiErr.Code == 503 || bus.IsMsgIDInProcess(err)
 	}
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 		_, serr := q.js.Stream(ctx, q.names.RunsStream())

@@ -63,7 +63,8 @@ const (
 	BackLinks         = 32                  // previous sequences each event names
 	occurredClamp     = 24 * time.Hour
 	maxAppendAttempts = 32
-	fetchParallel     = 32 // direct gets in flight for one Since
+	inProcessWait     = 50 * time.Millisecond // before retrying an event still being stored
+	fetchParallel     = 32                    // direct gets in flight for one Since
 )
 
 const hdrBack = "Sb-Back"
@@ -232,6 +233,16 @@ func (l *Log) Append(ctx context.Context, ev Event) (Event, bool, error) {
 		ack, err := l.js.PublishMsg(ctx, msg, popts...)
 		if bus.IsWrongLastSeq(err) {
 			continue // another append to this session won; chain after it
+		}
+		if bus.IsMsgIDInProcess(err) {
+			// this very event is being stored (a retry around a leader
+			// change): a later try gets its acknowledgement as a duplicate
+			select {
+			case <-ctx.Done():
+				return Event{}, false, ctx.Err()
+			case <-time.After(inProcessWait):
+			}
+			continue
 		}
 		if err != nil {
 			return Event{}, false, fmt.Errorf("signal log: append %s to %s: %w", ev.Kind, ev.SessionKey, err)
