@@ -19,12 +19,12 @@ const (
 	DefaultMaxChildrenPerAgent = 5
 	DefaultArchiveAfterMinutes = 60
 	DefaultSubagentConcurrency = 8
-	DefaultMaxDiskBytes        = "2gb"
+	DefaultMaxDiskBytes        = "10gb"
 	DefaultResetMode           = "daily"
 	DefaultResetAtHour         = 4
 	DefaultMaintenanceMode     = "enforce"
 	DefaultPruneAfter          = "30d"
-	DefaultMaxEntries          = 500
+	DefaultMaxEntries          = 5000
 )
 
 var defaults = map[string]any{

@@ -103,7 +103,7 @@ func TestMalformedDiskBudgetDisables(t *testing.T) {
 	if !strings.Contains(logs.String(), "session.maintenance.maxDiskBytes") || !strings.Contains(logs.String(), "DISABLED") {
 		t.Fatalf("no start-up warning: %s", logs.String())
 	}
-	for in, want := range map[string]int64{"": 2 << 30, "500mb": 500 << 20, "2gb": 2 << 30, "1024": 1024} {
+	for in, want := range map[string]int64{"": 10 << 30, "500mb": 500 << 20, "2gb": 2 << 30, "1024": 1024} {
 		body := "{}\n"
 		if in != "" {
 			body = "session: {maintenance: {maxDiskBytes: " + in + "}}\n"

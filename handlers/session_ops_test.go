@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,30 @@ func TestSessionOps(t *testing.T) {
 	rows := s.MustCall("agent:main:main", "sessions_list", `{"archived":true,"messageLimit":5,"agentId":"main","search":"beta"}`)["sessions"].([]any)
 	if len(rows) != 1 || rows[0].(map[string]any)["messages"] != nil {
 		t.Fatalf("archived rows with messages: %v", rows)
+	}
+}
+
+// sessions_history of a session that was archived and removed (deleted,
+// pruned by maintenance) says so and names the archive, instead of an
+// empty success; restored, it reads as before.
+func TestHistoryOfArchivedSessionNamesArchive(t *testing.T) {
+	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.Sessions.Visibility = "all" })
+	s.Import(importer.ImportOptions{SessionKey: "agent:main:gone"}, `{"role":"user","content":"remember this"}`, `{"role":"assistant","content":"noted"}`)
+	res, err := sessionOp(t, s, bus.Caller{Adapter: bus.AnyChannel}, "delete", "agent:main:gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h map[string]any
+	bustest.WaitFor(t, 20*time.Second, "the deletion seen by the index", func() bool {
+		h = s.MustCall("agent:main:main", "sessions_history", `{"sessionKey":"agent:main:gone"}`)
+		return h["status"] != nil
+	})
+	msg, _ := h["error"].(string)
+	if h["status"] != "error" || !strings.Contains(msg, res.ArchiveID) || !strings.Contains(msg, "archive restore") || !strings.Contains(msg, "2 entries") {
+		t.Fatalf("history of an archived session: %v", h)
+	}
+	// a key that never had a session reads as empty, as in OpenClaw
+	if h := s.MustCall("agent:main:main", "sessions_history", `{"sessionKey":"agent:main:never"}`); h["status"] != nil || len(msgs(t, h)) != 0 {
+		t.Fatalf("history of a key without a session: %v", h)
 	}
 }

@@ -58,6 +58,9 @@ func sessionsHistory(ctx context.Context, d *Deps, r *requester, p rules.Params)
 		return nil, err
 	}
 	res, f := d.resolveVisible(ctx, r, ref, rules.ActionHistory)
+	if f == nil {
+		f = d.archivedHistory(ctx, res)
+	}
 	if f != nil {
 		return d.redactResult(f) // it quotes the caller's key
 	}
