@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules/sanitize"
@@ -70,6 +71,10 @@ type Options struct {
 	// config ("provider/model"; nil or "": unknown), for the sessions'
 	// model column and card.
 	AgentModel func(agentID string) string
+	// Price is a model's catalog price in USD per million tokens (nil, or
+	// a model it does not price: the board shows no cost), as the status
+	// card prices a session's counters.
+	Price func(model string) config.ModelCost
 	Log        *slog.Logger
 	// Now is the clock of the login back-off (nil: time.Now).
 	Now func() time.Time

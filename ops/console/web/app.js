@@ -13,7 +13,7 @@ function el(tag, props, ...children) {
     else if (k === 'onclick') e.addEventListener('click', v);
     else if (k === 'onsubmit') e.addEventListener('submit', v);
     else if (k === 'onchange') e.addEventListener('change', v);
-    else if (k.startsWith('data-')) e.setAttribute(k, String(v));
+    else if (k.startsWith('data-') || k.startsWith('aria-') || k === 'role') e.setAttribute(k, String(v));
     else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan'].includes(k)) e[k] = v;
   }
   for (const c of children.flat()) {
@@ -548,14 +548,16 @@ function showBoard(key) {
   const toggle = el('input', { type: 'checkbox', id: 'history', onchange: () => { history = toggle.checked; load(); } });
   render(el('h2', {}, 'Mission board of ', sessionLink(key)), summary,
     el('p', {}, ...controls, ' ', el('label', {}, toggle, ' show children that ended over an hour ago')), msg,
-    el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body)));
+    el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'cost', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body)));
   const load = debounce(async () => {
     let b;
     try {
       b = await api('/api/board?key=' + encodeURIComponent(key) + (history ? '&history=1' : ''));
     } catch (e) { summary.textContent = e.message; summary.className = 'error'; return; }
     if (state.view !== 'board:' + key) return;
-    summary.textContent = b.rows.length + ' sub-agents, ' + b.active + ' active' + (b.truncated ? ' (truncated)' : '');
+    const tokens = b.rows.reduce((n, r) => n + (r.totalTokens || 0), 0), cost = b.rows.reduce((n, r) => n + (r.costUsd || 0), 0);
+    summary.textContent = b.rows.length + ' sub-agents, ' + b.active + ' active, depth ' + b.rows.reduce((n, r) => Math.max(n, r.depth), 0) +
+      ' · ' + tokens + ' tokens' + (cost ? ' · ' + money(cost) : '') + (b.truncated ? ' (truncated)' : '');
     reconcile(body, b.rows.map((r) => boardRow(r, act)));
     if (!b.rows.length) body.replaceChildren(el('tr', {}, el('td', { class: 'muted' }, 'no sub-agents')));
   });
@@ -567,21 +569,32 @@ function confirmed(q) {
   return window.sessionbusNoConfirm || window.confirm(q);
 }
 
+// money is a cost in dollars, with cents or, below a cent, four places.
+function money(usd) {
+  return '$' + (usd >= 0.01 ? usd.toFixed(2) : usd.toFixed(4));
+}
+
+// boardRow is one node of the tree: the rows come in depth-first order,
+// so a child sits under its parent, indented one step per level, with its
+// depth and parent on the row.
 function boardRow(r, act) {
-  const name = el('td', {}, sessionLink(r.key), el('div', { class: 'muted' }, r.label || ''));
+  const name = el('td', { class: 'tree-node' }, r.depth > 1 ? el('span', { class: 'tree-branch', 'aria-hidden': 'true' }, '└ ') : null,
+    sessionLink(r.key), r.live ? el('span', { class: 'badge live-mark', title: 'a turn of this sub-agent runs now' }, 'live') : null,
+    el('div', { class: 'muted' }, r.label || ''));
   name.style.paddingLeft = (r.depth - 1) * 1.5 + 0.5 + 'em';
   const buttons = el('td', {});
   if (state.me.canAct && (r.status === 'running' || r.status === 'queued')) {
     buttons.append(
-      el('button', { class: 'kill', onclick: () => { if (confirmed('Kill ' + r.key + ' and what runs below it?')) act('/api/kill', { target: r.key }, 'kill'); } }, 'Kill'), ' ',
-      el('button', { class: 'steer', onclick: () => {
+      el('button', { class: 'kill', title: 'kill ' + r.key, onclick: () => { if (confirmed('Kill ' + r.key + ' and what runs below it?')) act('/api/kill', { target: r.key }, 'kill'); } }, 'Kill'), ' ',
+      el('button', { class: 'steer', title: 'steer ' + r.key, onclick: () => {
         const m = window.prompt('Steer ' + (r.label || r.key) + ' with:');
         if (m) act('/api/steer', { target: r.key, message: m }, 'steer');
       } }, 'Steer'));
   }
-  return el('tr', { class: 'board-row' + ((r.status === 'running' || r.status === 'queued') ? ' active' : ''), 'data-key': r.key, 'data-status': r.status },
+  return el('tr', { class: 'board-row' + ((r.status === 'running' || r.status === 'queued') ? ' active' : ''), 'data-key': r.key, 'data-status': r.status,
+    'data-depth': r.depth, 'data-parent': r.parent, 'data-live': r.live ? '1' : '0' },
     name, el('td', {}, r.agentId), el('td', {}, r.model || ''), el('td', {}, badge(r.status)),
-    el('td', {}, dur(r.elapsedMs)), el('td', {}, String(r.totalTokens || 0)), el('td', {}, r.announce || ''),
+    el('td', {}, dur(r.elapsedMs)), el('td', {}, String(r.totalTokens || 0)), el('td', {}, r.costUsd ? money(r.costUsd) : ''), el('td', {}, r.announce || ''),
     el('td', {}, r.pendingDescendants ? String(r.pendingDescendants) : ''), buttons);
 }
 
