@@ -57,10 +57,10 @@ type BoardRow struct {
 	Cost float64 `json:"costUsd,omitempty"`
 	// Live says a turn of the child runs now: a child whose status is
 	// running may be idle, waiting on its own children.
-	Live bool `json:"live,omitempty"`
-	Announce   string `json:"announce,omitempty"`
-	Pending    int    `json:"pendingDescendants"`
-	Error      string `json:"error,omitempty"`
+	Live     bool   `json:"live,omitempty"`
+	Announce string `json:"announce,omitempty"`
+	Pending  int    `json:"pendingDescendants"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Board is a session's tree.

@@ -75,7 +75,7 @@ type Options struct {
 	// a model it does not price: the board shows no cost), as the status
 	// card prices a session's counters.
 	Price func(model string) config.ModelCost
-	Log        *slog.Logger
+	Log   *slog.Logger
 	// Now is the clock of the login back-off (nil: time.Now).
 	Now func() time.Time
 }
