@@ -234,6 +234,7 @@ func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deploy
 	if w != nil {
 		o.Redactor = w.Deps.Redactor // previews masked as this deployment's history is
 		o.AgentModel = w.Deps.Config.AgentModel
+		o.Price = func(m string) config.ModelCost { return w.Deps.Config.ModelLimits(m).Cost }
 	}
 	if pm != nil && pm.srv != nil {
 		o.MetricsFrom = []string{pm.srv.Addr()} // this process's worker and gateway

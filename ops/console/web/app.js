@@ -14,7 +14,7 @@ function el(tag, props, ...children) {
     else if (k === 'onsubmit') e.addEventListener('submit', v);
     else if (k === 'onchange') e.addEventListener('change', v);
     else if (k.startsWith('data-') || k.startsWith('aria-') || k === 'role') e.setAttribute(k, String(v));
-    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan'].includes(k)) e[k] = v;
+    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan', 'hidden'].includes(k)) e[k] = v;
   }
   for (const c of children.flat()) {
     if (c === undefined || c === null || c === false) continue;
@@ -425,9 +425,20 @@ function showSession(key) {
       } catch (e) { errors.textContent = e.message; }
     } }, text, el('button', { id: 'chat-send', type: 'submit', disabled: true }, 'Send'));
   }
+  // Stop aborts the running turn (the run record becomes aborted, the
+  // gateway cancels it, the partial reply is kept): shown while one runs
+  const stop = state.me.canAct ? el('button', { id: 'stop', type: 'button', hidden: true, onclick: async () => {
+    stop.disabled = true;
+    try {
+      const r = await api('/api/stop', { body: { key } });
+      $('session-errors').textContent = '';
+      live.setAttribute('data-stop', r.status || '');
+    } catch (e) { errors.textContent = 'stop: ' + e.message; }
+    stop.disabled = false;
+  } }, 'Stop') : null;
   render(el('h2', { class: 'title' }, 'Session ', el('code', { title: key }, shortKey(key)), copyButton(key)), head, notes, errors,
     el('div', { class: 'cards session-cards' },
-      el('div', { class: 'card transcript-card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, chat),
+      el('div', { class: 'card transcript-card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, stop ? el('p', {}, stop) : null, chat),
       el('div', { class: 'card' }, el('h3', {}, 'Status'), statusCard,
         el('h3', {}, 'Signal log'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody)),
         el('h3', {}, 'Runs'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody)))));
@@ -443,6 +454,7 @@ function showSession(key) {
     }
     if (state.view !== 'session:' + key) return;
     const r = d.row;
+    if (stop) stop.hidden = !r.active;
     head.replaceChildren(el('p', {}, badge(r.active ? 'running' : (r.status || 'idle')), ' agent ', r.agentId, ' · ', r.kind,
       r.model ? ' · model ' + r.model : '', ' · tokens ', String(r.totalTokens || 0),
       r.spawnedBy ? el('span', {}, ' · spawned by ', sessionLink(r.spawnedBy)) : '',
