@@ -96,6 +96,7 @@ type Server struct {
 	redactor *sanitize.Redactor
 	charts   *charts
 	hub      *hub
+	live     *liveBuffer
 	logins   *logins
 	throttle *loginThrottle
 	verifier *bus.Verifier
@@ -189,6 +190,10 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	if err := s.startWatches(ctx, wctx); err != nil {
 		return err
+	}
+	s.live = newLiveBuffer(s.now)
+	if err := s.followLive(wctx); err != nil {
+		return fmt.Errorf("console: follow the live output: %w", err)
 	}
 	if err := s.followTranscripts(ctx, wctx); err != nil {
 		// the page still works; rows just show no preview or mark

@@ -120,7 +120,10 @@ function follow(session, onChange, onLive) {
   });
   es.addEventListener('bus', (e) => setBus(JSON.parse(e.data).connected));
   es.addEventListener('change', (e) => onChange(JSON.parse(e.data)));
-  if (onLive) es.addEventListener('live', (e) => onLive(JSON.parse(e.data)));
+  if (onLive) {
+    es.addEventListener('live', (e) => onLive(JSON.parse(e.data)));
+    es.addEventListener('live-cut', () => onLive({ type: 'cut' }));
+  }
   es.onerror = () => { banner('Lost the console\'s event stream; reconnecting…'); };
 }
 
@@ -485,15 +488,23 @@ function showSession(key) {
       el('td', {}, x.error || ''))));
   });
   follow(key, (c) => { if (c.many || (c.keys || []).includes(key)) load(); }, (ev) => {
+    if (ev.type === 'cut') { state.liveText += '\n[… the console kept only the start of this turn …]\n'; live.textContent = state.liveText; return; }
     if (ev.seq === 1 || ev.runId !== state.liveRun) { state.liveRun = ev.runId; state.liveText = ''; }
     if (ev.type === 'text') state.liveText += ev.delta || '';
     if (ev.type === 'tool_call') state.liveText += '\n[tool call ' + (ev.tool || '') + ']\n';
-    if (ev.type === 'done' && ev.reply !== undefined && ev.reply !== null && !state.liveText) state.liveText = ev.reply;
-    if (ev.type === 'error') state.liveText += '\n[error: ' + (ev.error || '') + ']';
-    live.textContent = state.liveText;
+    if (ev.type === 'tool_result') state.liveText += '[' + (ev.tool || 'tool') + (ev.ok ? ' done' : ' failed') + ']\n';
     live.setAttribute('data-run', ev.runId);
-    live.setAttribute('data-state', ev.type === 'done' || ev.type === 'error' ? ev.type : 'running');
-    if (ev.type === 'done' || ev.type === 'error') load();
+    if (ev.type === 'done' || ev.type === 'error') {
+      // the turn is in the transcript now (an error in the run list): the
+      // box is for the turn that runs, so it empties
+      state.liveText = '';
+      live.textContent = '';
+      live.setAttribute('data-state', ev.type);
+      load();
+      return;
+    }
+    live.textContent = state.liveText;
+    live.setAttribute('data-state', 'running');
   });
   load();
 }
