@@ -251,6 +251,15 @@ func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deploy
 	if !f.auth {
 		how = "no login: the bus runs without auth, so the console is loopback only"
 	}
+	if f.demo && f.auth {
+		// the demo signs its user in: a one-time link instead of a paste
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		link, err := c.SignInLink(ctx, console.RoleAdmin, console.DefaultLinkTTL)
+		cancel()
+		if err == nil {
+			how = "sign in as admin with " + link + " (once, within " + console.DefaultLinkTTL.String() + "; `sessionbus console --open` makes more), or " + how
+		}
+	}
 	fmt.Fprintf(stderr, "console: %s (%s)\n", c.URL(), how)
 	return c, nil
 }

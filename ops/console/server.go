@@ -105,9 +105,10 @@ type Server struct {
 	http *http.Server
 	// done ends the event streams on Close, which would otherwise keep
 	// the HTTP server's shutdown waiting for open pages
-	done   chan struct{}
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	done      chan struct{}
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // ErrNotLoopback is returned for a non-loopback address on a bus without auth.
@@ -135,7 +136,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{o: o, log: o.Log, js: js, hub: newHub(), logins: newLogins(), throttle: newLoginThrottle(), verifier: bus.NewVerifier(o.Operator.PublicKey()), done: make(chan struct{})}
+	s := &Server{o: o, log: o.Log, js: js, hub: newHub(), throttle: newLoginThrottle(), verifier: bus.NewVerifier(o.Operator.PublicKey()), done: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
 		s.stopStores()
 		return nil, err
@@ -166,6 +167,9 @@ func (s *Server) open(ctx context.Context) error {
 		return fmt.Errorf("console: open the sessions bucket: %w (the console needs the admin role's credentials)", err)
 	}
 	s.store = store
+	if s.logins, err = openLogins(ctx, s.js, names, s.now, s.log); err != nil {
+		return fmt.Errorf("console: open the logins bucket: %w", err)
+	}
 	if s.index, err = sessions.StartIndex(ctx, s.js, store, s.log, nil); err != nil {
 		return fmt.Errorf("console: index sessions: %w", err)
 	}
@@ -206,8 +210,12 @@ func (s *Server) open(ctx context.Context) error {
 // URL is the console's address, for people to open.
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() + "/" }
 
-// Close stops serving and the watches.
+// Close stops serving and the watches. It may be called more than once.
 func (s *Server) Close() {
+	s.closeOnce.Do(s.close)
+}
+
+func (s *Server) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.hub.close()
@@ -255,6 +263,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/login", s.handleLogin)
 	mux.HandleFunc("POST /api/logout", s.handleLogout)
 	mux.HandleFunc("GET /api/me", s.handleMe)
+	mux.HandleFunc("GET /signin", s.handleSignIn)
 	mux.Handle("GET /api/sessions", s.viewer(s.handleSessions))
 	mux.Handle("GET /api/session", s.viewer(s.handleSession))
 	mux.Handle("GET /api/board", s.viewer(s.handleBoard))
