@@ -25,6 +25,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules/sanitize"
@@ -38,8 +39,9 @@ var webFS embed.FS
 // DefaultListen is where `serve --demo` puts the console.
 const DefaultListen = "127.0.0.1:4280"
 
-// Channel is the channel the console's chat speaks on.
-const Channel = "webchat"
+// Channel is the channel the console's chat speaks on: OpenClaw's
+// internal one, which does not move a session's delivery route.
+const Channel = handlers.InternalChannel
 
 // Options configure a console.
 type Options struct {
