@@ -236,3 +236,64 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+// handleModel sets or clears a session's model override and thinking
+// level with session_status, the tool an agent (or /model) sets them
+// with, so its checks (allowed models, supported levels) apply. A
+// sub-agent may not call session_status itself: the console calls it as
+// the child's controller, naming the child.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	u := userOf(r)
+	var req struct {
+		Key           string  `json:"key"`
+		Model         *string `json:"model"`
+		ThinkingLevel *string `json:"thinkingLevel"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil || req.Key == "" || (req.Model == nil && req.ThinkingLevel == nil) {
+		writeError(w, http.StatusBadRequest, "send a JSON body: {\"key\": SESSION KEY, \"model\": \"provider/model\" (\"\" resets it), \"thinkingLevel\": LEVEL}")
+		return
+	}
+	e := s.index.Get(req.Key)
+	if e == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %q", req.Key))
+		return
+	}
+	as := req.Key
+	if e.Parent() != "" {
+		if c, ok := s.controllerOf(req.Key); ok {
+			as = c
+		}
+	}
+	params := map[string]any{"sessionKey": req.Key}
+	payload := map[string]any{"action": "model"}
+	if req.Model != nil {
+		params["model"], payload["model"] = *req.Model, *req.Model
+	}
+	if req.ThinkingLevel != nil {
+		params["thinkingLevel"], payload["thinkingLevel"] = *req.ThinkingLevel, *req.ThinkingLevel
+	}
+	tok, err := s.o.Operator.Mint(bus.Caller{SessionKey: as}, 2*time.Minute)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	var res map[string]any
+	err = s.call(r.Context(), tok, "session_status", params, &res)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error: " + err.Error()
+	}
+	var set []string
+	if req.Model != nil {
+		set = append(set, "model "+strconv.Quote(*req.Model))
+	}
+	if req.ThinkingLevel != nil {
+		set = append(set, "thinking "+strconv.Quote(*req.ThinkingLevel))
+	}
+	s.record(r, u, req.Key, fmt.Sprintf("console %s: session %s: %s", u.Name, strings.Join(set, ", "), outcome), payload)
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "modelOverride": res["modelOverride"], "thinkingLevel": res["thinkingLevel"]})
+}

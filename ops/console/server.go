@@ -277,6 +277,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /api/archive/restore", s.actor(s.handleRestore))
 	mux.Handle("POST /api/session/{op}", s.actor(s.handleSessionOp))
 	mux.Handle("POST /api/stop", s.actor(s.handleStop))
+	mux.Handle("POST /api/model", s.actor(s.handleModel))
 	mux.Handle("POST /api/kill", s.actor(s.handleKill))
 	mux.Handle("POST /api/steer", s.actor(s.handleSteer))
 	mux.Handle("POST /api/chat", s.actor(s.handleChat))

@@ -442,7 +442,7 @@ function showSession(key) {
   render(el('h2', { class: 'title' }, 'Session ', el('code', { title: key }, shortKey(key)), copyButton(key)), head, notes, errors,
     el('div', { class: 'cards session-cards' },
       el('div', { class: 'card transcript-card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, stop ? el('p', {}, stop) : null, chat),
-      el('div', { class: 'card' }, el('h3', {}, 'Status'), statusCard,
+      el('div', { class: 'card' }, el('h3', {}, 'Status'), statusCard, state.me.canAct ? settingsForm(key) : null,
         el('h3', {}, 'Signal log'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody)),
         el('h3', {}, 'Runs'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody)))));
   let first = true;
@@ -507,6 +507,38 @@ function showSession(key) {
     live.setAttribute('data-state', 'running');
   });
   load();
+}
+
+// settingsForm is an admin's settings of a session: model and thinking
+// level (session_status, as /model sets them), send policy, goal, queue
+// mode and pin (the workers' session operations). Each change is one
+// request, recorded in the session's signal log.
+function settingsForm(key) {
+  const msg = el('p', { id: 'settings-message', role: 'status' });
+  const apply = async (what, path, body) => {
+    try {
+      const r = await api(path, { body: Object.assign({ key }, body) });
+      msg.textContent = what + ': ' + (r.text || r.status || 'done');
+      msg.className = 'success';
+    } catch (e) { msg.textContent = what + ': ' + e.message; msg.className = 'error'; }
+  };
+  const field = (label, input, button) => el('div', { class: 'setting' }, el('label', {}, label, ' ', input), ' ', button);
+  const model = el('input', { id: 'set-model', name: 'model', placeholder: 'provider/model (empty: the agent\'s)' });
+  const thinking = el('select', { id: 'set-thinking', name: 'thinking' }, ['off', 'minimal', 'low', 'medium', 'high', 'xhigh'].map((l) => el('option', { value: l }, l)));
+  const policy = el('select', { id: 'set-send-policy', name: 'sendPolicy' }, ['inherit', 'on', 'off'].map((l) => el('option', { value: l }, l)));
+  const goal = el('input', { id: 'set-goal', name: 'goal', placeholder: 'what the session works toward' });
+  const queue = el('select', { id: 'set-queue', name: 'queue' }, ['steer', 'followup', 'collect', 'steer-backlog', 'interrupt'].map((l) => el('option', { value: l }, l)));
+  const pinned = el('input', { type: 'checkbox', id: 'set-pin', name: 'pinned' });
+  const button = (id, text, fn) => el('button', { id, type: 'button', onclick: fn }, text);
+  return el('details', { class: 'settings', id: 'settings' }, el('summary', {}, 'Settings'),
+    field('model', model, button('apply-model', 'Set', () => apply('model', '/api/model', { model: model.value.trim() }))),
+    field('thinking', thinking, button('apply-thinking', 'Set', () => apply('thinking', '/api/model', { thinkingLevel: thinking.value }))),
+    field('send policy', policy, button('apply-send-policy', 'Set', () => apply('send policy', '/api/session/send-policy', { sendPolicy: policy.value }))),
+    field('goal', goal, el('span', {}, button('apply-goal', 'Set', () => apply('goal', '/api/session/goal', { goal: goal.value })), ' ',
+      button('clear-goal', 'Clear', () => apply('goal', '/api/session/goal', { clear: true })))),
+    field('queue mode', queue, button('apply-queue', 'Set', () => apply('queue mode', '/api/session/queue', { mode: queue.value }))),
+    field('pinned', pinned, button('apply-pin', 'Set', () => apply('pin', '/api/session/pin', { pinned: pinned.checked }))),
+    msg);
 }
 
 // sessionOp is a Reset or Delete button: the transcript is archived first.
