@@ -14,7 +14,7 @@ function el(tag, props, ...children) {
     else if (k === 'onsubmit') e.addEventListener('submit', v);
     else if (k === 'onchange') e.addEventListener('change', v);
     else if (k.startsWith('data-') || k.startsWith('aria-') || k === 'role') e.setAttribute(k, String(v));
-    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan', 'hidden'].includes(k)) e[k] = v;
+    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan', 'hidden', 'tabIndex'].includes(k)) e[k] = v;
   }
   for (const c of children.flat()) {
     if (c === undefined || c === null || c === false) continue;
@@ -169,8 +169,8 @@ function loggedIn() {
 }
 
 function showLogin(msg) {
-  const creds = el('textarea', { id: 'login-creds', rows: 8, placeholder: 'paste a credentials file: sessionbus creds admin (to act) or sessionbus creds ops (to look)' });
-  const token = el('input', { id: 'login-token', placeholder: 'or a caller token: sessionbus token --as KEY' });
+  const creds = el('textarea', { id: 'login-creds', rows: 8, 'aria-label': 'credentials file', placeholder: 'paste a credentials file: sessionbus creds admin (to act) or sessionbus creds ops (to look)' });
+  const token = el('input', { id: 'login-token', 'aria-label': 'caller token', placeholder: 'or a caller token: sessionbus token --as KEY' });
   const err = el('p', { class: 'error', id: 'login-error' }, msg || '');
   const form = el('form', { class: 'login', onsubmit: async (ev) => {
     ev.preventDefault();
@@ -206,8 +206,8 @@ const listState = { offset: 0, limit: 50, filters: {} };
 function showSessions() {
   state.view = 'sessions';
   const f = listState.filters;
-  const input = (name, ph) => el('input', { name, placeholder: ph, value: f[name] || '' });
-  const archived = el('select', { name: 'archived' },
+  const input = (name, ph) => el('input', { name, placeholder: ph, 'aria-label': ph, value: f[name] || '' });
+  const archived = el('select', { name: 'archived', 'aria-label': 'live or archived sessions' },
     el('option', { value: 'false' }, 'live'), el('option', { value: 'true' }, 'archived'), el('option', { value: 'all' }, 'all'));
   archived.value = f.archived || 'false';
   const form = el('form', { class: 'filters', id: 'filters', onsubmit: (ev) => {
@@ -226,7 +226,7 @@ function showSessions() {
   const prev = el('button', { id: 'prev', onclick: () => { listState.offset = Math.max(0, listState.offset - listState.limit); load(); } }, '‹ newer');
   const next = el('button', { id: 'next', onclick: () => { listState.offset += listState.limit; load(); } }, 'older ›');
   render(el('h2', {}, 'Sessions'), form,
-    el('div', { class: 'scroll-x' }, el('table', { class: 'sessions' }, el('thead', {}, el('tr', {}, ['session', 'last message', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body)),
+    el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', { class: 'sessions' }, el('thead', {}, el('tr', {}, ['session', 'last message', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body)),
     el('div', { class: 'pager' }, prev, info, next));
   const load = debounce(async () => {
     const q = new URLSearchParams(Object.assign({ offset: listState.offset, limit: listState.limit }, listState.filters));
@@ -416,7 +416,7 @@ function showSession(key) {
   const errors = el('div', { class: 'error', id: 'session-errors' });
   let chat = null;
   if (state.me.canAct) {
-    const text = el('textarea', { id: 'chat-text', rows: 2, placeholder: 'write into this session as the webchat channel' });
+    const text = el('textarea', { id: 'chat-text', rows: 2, 'aria-label': 'message to the session', placeholder: 'write into this session as the webchat channel' });
     chat = el('form', { id: 'chat', onsubmit: async (ev) => {
       ev.preventDefault();
       // the turn may stream (even end) before this request returns: clear
@@ -443,8 +443,8 @@ function showSession(key) {
     el('div', { class: 'cards session-cards' },
       el('div', { class: 'card transcript-card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, stop ? el('p', {}, stop) : null, chat),
       el('div', { class: 'card' }, el('h3', {}, 'Status'), statusCard, state.me.canAct ? settingsForm(key) : null,
-        el('h3', {}, 'Signal log'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody)),
-        el('h3', {}, 'Runs'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody)))));
+        el('h3', {}, 'Signal log'), el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody)),
+        el('h3', {}, 'Runs'), el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody)))));
   let first = true;
   const load = debounce(async () => {
     let d;
@@ -561,7 +561,7 @@ function showTimeline(key, run) {
   render(el('h2', { class: 'title' }, 'Timeline of ', sessionLink(key), run ? el('span', {}, ' · run ', el('code', { title: run }, run.slice(0, 8))) : null),
     el('p', {}, run ? el('a', { href: '#/timeline/' + encodeURIComponent(key) }, 'all runs') : 'every run, transcript entry and signal event, oldest first · ', ' ', el('a', { href: '#/session/' + encodeURIComponent(key) }, 'session')),
     info,
-    el('div', { class: 'scroll-x' }, el('table', { class: 'timeline' }, el('thead', {}, el('tr', {}, ['at', 'source', 'kind', 'run', 'what', 'usage'].map((t) => el('th', {}, t)))), body)));
+    el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', { class: 'timeline' }, el('thead', {}, el('tr', {}, ['at', 'source', 'kind', 'run', 'what', 'usage'].map((t) => el('th', {}, t)))), body)));
   const load = debounce(async () => {
     let t;
     try {
@@ -603,7 +603,7 @@ function showBoard(key) {
   const toggle = el('input', { type: 'checkbox', id: 'history', onchange: () => { history = toggle.checked; load(); } });
   render(el('h2', {}, 'Mission board of ', sessionLink(key)), summary,
     el('p', {}, ...controls, ' ', el('label', {}, toggle, ' show children that ended over an hour ago')), msg,
-    el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'cost', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body)));
+    el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'cost', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body)));
   const load = debounce(async () => {
     let b;
     try {
@@ -661,7 +661,8 @@ function showOps() {
   const chartsBox = el('div', { id: 'charts', class: 'charts' });
   const opsMsg = el('p', { id: 'ops-message' });
   render(el('h2', {}, 'Operations'), el('h3', {}, 'Workers and gateways'), chartsBox, opsMsg, box);
-  const table = (title, cols, rows, cells) => el('div', { class: 'card' }, el('h3', {}, title + ' (' + rows.length + ')'),
+  // a card scrolls its wide table: focusable, so a keyboard scrolls it too
+  const table = (title, cols, rows, cells) => el('div', { class: 'card', tabIndex: 0 }, el('h3', {}, title + ' (' + rows.length + ')'),
     el('table', { class: 'ops-table' }, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
       el('tbody', {}, rows.map((r) => el('tr', {}, cells(r).map((c) => el('td', {}, c == null ? '' : (c instanceof Node ? c : String(c)))))))));
   const wide = (card) => { card.classList.add('wide'); return card; };
