@@ -133,6 +133,14 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 	var dd demo.DataDir
 	if f.demo {
 		demo.Configure(cfg)
+		// the demo's streaming model, which its writer agent's turns call
+		model, err := demo.StartModel(0)
+		if err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
+		defer model.Close()
+		demo.AddStreamingAgent(cfg, model)
 		if dd, err = demo.PrepareDataDir(f.data, f.fresh); err != nil {
 			_ = failLine(stderr, "serve", err)
 			return 1
