@@ -207,4 +207,3 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
-

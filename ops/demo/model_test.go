@@ -71,11 +71,11 @@ func TestDemoModel(t *testing.T) {
 	}
 	defer m.Close()
 	start := time.Now()
-	text, tool, done, chunks := stream(t, m, `{"stream":true,"messages":[{"role":"user","content":"go"}],"tools":[{"type":"function","function":{"name":"sessions_list"}}]}`)
+	text, tool, done, _ := stream(t, m, `{"stream":true,"messages":[{"role":"user","content":"go"}],"tools":[{"type":"function","function":{"name":"sessions_list"}}]}`)
 	if tool != "sessions_list" || !done || text == "" {
 		t.Fatalf("first call: text %q tool %q done %t", text, tool, done)
 	}
-	text, tool, done, chunks = stream(t, m, `{"stream":true,"messages":[{"role":"user","content":"go"},{"role":"tool","content":"[]"}]}`)
+	text, tool, done, chunks := stream(t, m, `{"stream":true,"messages":[{"role":"user","content":"go"},{"role":"tool","content":"[]"}]}`)
 	if tool != "" || !done || text != answer {
 		t.Fatalf("after the tool: text %q tool %q done %t", text, tool, done)
 	}
