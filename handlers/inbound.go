@@ -242,6 +242,12 @@ func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, e
 		// unknown session is refused here, before anything is written.
 		entry, _, err = d.Store.Update(ctx, ip.sessionKey, func(e *sessions.Entry) error {
 			touched := lifecycle.Touch(e, at) // the idle reset's clock
+			if ip.channel == InternalChannel {
+				if !touched {
+					return record.ErrUnchanged
+				}
+				return nil
+			}
 			if err := setRoute(e, route); err != nil && !touched {
 				return err
 			}
@@ -314,6 +320,13 @@ func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, e
 	}
 	return out, nil
 }
+
+// InternalChannel is OpenClaw's internal WebChat UI channel, the one the
+// console's chat speaks on. It is no outbound channel: a message from it
+// does not move where the session's replies and announces go (its last
+// route), as OpenClaw's Control UI chat does not, so a person who writes
+// from the console keeps getting announces on their real channel.
+const InternalChannel = "webchat"
 
 // setRoute records where the session's last human message came from, which
 // is where its replies and announces go (gateway.ResolveAnnounceTarget);

@@ -23,7 +23,18 @@ func cmdConsole(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	stuck := fs.Duration("stuck", 0, "the ops page lists a run as stuck after this long (0: inspect's default, 15m)")
 	metricsFrom := fs.String("metrics-from", "", "comma-separated /metrics addresses (host:port, as given to --metrics) of workers and gateways whose figures the operations page charts")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	open := fs.Bool("open", false, "print a one-time sign-in link for --role (nobody pastes a credentials file): it logs one browser in, once, within --link-ttl")
+	linkRole := fs.String("role", "admin", "the role a sign-in link (--open) logs in as: admin (to act) or ops (to look)")
+	linkTTL := fs.Duration("link-ttl", console.DefaultLinkTTL, "how long a sign-in link (--open) may be used")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *linkRole != "admin" && *linkRole != "ops" {
+		fmt.Fprintf(stderr, "sessionbus console: --role %q: give admin (to act) or ops (to look)\n", *linkRole)
+		return 2
+	}
+	if *linkTTL <= 0 {
+		fmt.Fprintf(stderr, "sessionbus console: --link-ttl %v: give a positive duration such as 10m\n", *linkTTL)
 		return 2
 	}
 	if fs.NArg() != 0 {
@@ -67,6 +78,16 @@ func cmdConsole(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	fmt.Fprintln(stdout, "console", c.URL())
+	if *open {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		link, err := c.SignInLink(ctx, *linkRole, *linkTTL)
+		cancel()
+		if err != nil {
+			_ = failLine(stderr, "console", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "sign-in %s (%s, once, within %v)\n", link, *linkRole, *linkTTL)
+	}
 	<-sigs
 	return 0
 }

@@ -38,3 +38,17 @@ func TestConsoleRefusesWrongRoleAndOpenAddress(t *testing.T) {
 		t.Fatalf("serve --insecure --console 0.0.0.0: exit %d, stderr %s", code, errb.String())
 	}
 }
+
+// A sign-in link is for admin or ops, for a positive time: anything else
+// is a usage error before anything connects.
+func TestConsoleOpenFlags(t *testing.T) {
+	for _, args := range [][]string{{"--open", "--role", "root"}, {"--open", "--link-ttl", "0s"}} {
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"console", "--server", "nats://127.0.0.1:1"}, args...), nil, &out, &errb); code != 2 {
+			t.Fatalf("console %v: exit %d, stderr %s", args, code, errb.String())
+		}
+		if !strings.Contains(errb.String(), "give ") {
+			t.Fatalf("console %v: stderr %s does not say what to give", args, errb.String())
+		}
+	}
+}

@@ -104,6 +104,11 @@ type opsEnv struct {
 	opsCreds   string // what the stock nats CLI runs with: the ops role
 	queue      *runqueue.Queue
 	runs       *runs.Records
+	// for docs/inbound.md's commands: the admin role's NATS credentials,
+	// the token key, and a JetStream client
+	adminNATS string
+	op        *bus.Operator
+	js        jetstream.JetStream
 }
 
 func startOpsEnv(t *testing.T) *opsEnv {
@@ -130,7 +135,8 @@ func startOpsEnv(t *testing.T) *opsEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(gw.Stop)
-	e := &opsEnv{url: s.URL(), creds: bustest.AdminCreds(t, s.Deployment(), op), opsCreds: bustest.RoleCreds(t, s.Deployment(), auth.RoleOps), queue: gw.Queue(), runs: gw.Runs()}
+	e := &opsEnv{url: s.URL(), creds: bustest.AdminCreds(t, s.Deployment(), op), opsCreds: bustest.RoleCreds(t, s.Deployment(), auth.RoleOps), queue: gw.Queue(), runs: gw.Runs(),
+		adminNATS: bustest.RoleCreds(t, s.Deployment(), auth.RoleAdmin), op: op, js: js}
 	e.run(t, "r1", "hello ops")
 	// sessions whose keys hold "/", "+" and "=" (Google Chat, Signal)
 	e.runIn(t, "agent:main:signal:group:q1W2+/e3=", "r-signal", "hello signal")

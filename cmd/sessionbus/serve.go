@@ -133,6 +133,14 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 	var dd demo.DataDir
 	if f.demo {
 		demo.Configure(cfg)
+		// the demo's streaming model, which its writer agent's turns call
+		model, err := demo.StartModel(0)
+		if err != nil {
+			_ = failLine(stderr, "serve", err)
+			return 1
+		}
+		defer model.Close()
+		demo.AddStreamingAgent(cfg, model)
 		if dd, err = demo.PrepareDataDir(f.data, f.fresh); err != nil {
 			_ = failLine(stderr, "serve", err)
 			return 1
@@ -234,6 +242,7 @@ func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deploy
 	if w != nil {
 		o.Redactor = w.Deps.Redactor // previews masked as this deployment's history is
 		o.AgentModel = w.Deps.Config.AgentModel
+		o.Price = func(m string) config.ModelCost { return w.Deps.Config.ModelLimits(m).Cost }
 	}
 	if pm != nil && pm.srv != nil {
 		o.MetricsFrom = []string{pm.srv.Addr()} // this process's worker and gateway
@@ -249,6 +258,15 @@ func (f serveFlags) startConsole(nc *nats.Conn, op *bus.Operator, d *auth.Deploy
 	how := "log in with the admin's credentials: paste " + f.data + "/creds/admin.creds (or ops.creds to look only)"
 	if !f.auth {
 		how = "no login: the bus runs without auth, so the console is loopback only"
+	}
+	if f.demo && f.auth {
+		// the demo signs its user in: a one-time link instead of a paste
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		link, err := c.SignInLink(ctx, console.RoleAdmin, console.DefaultLinkTTL)
+		cancel()
+		if err == nil {
+			how = "sign in as admin with " + link + " (once, within " + console.DefaultLinkTTL.String() + "; `sessionbus console --open` makes more), or " + how
+		}
 	}
 	fmt.Fprintf(stderr, "console: %s (%s)\n", c.URL(), how)
 	return c, nil

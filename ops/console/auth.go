@@ -2,15 +2,12 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -52,46 +49,6 @@ type User struct {
 // CanAct reports whether the user may kill, steer and chat.
 func (u *User) CanAct() bool { return u.Role == RoleAdmin }
 
-type logins struct {
-	mu sync.Mutex
-	m  map[string]*User
-}
-
-func newLogins() *logins { return &logins{m: map[string]*User{}} }
-
-func (l *logins) add(u *User) string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	id := base64.RawURLEncoding.EncodeToString(b)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	for k, v := range l.m {
-		if now.After(v.expires) {
-			delete(l.m, k)
-		}
-	}
-	l.m[id] = u
-	return id
-}
-
-func (l *logins) get(id string) *User {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	u := l.m[id]
-	if u == nil || time.Now().After(u.expires) {
-		delete(l.m, id)
-		return nil
-	}
-	return u
-}
-
-func (l *logins) remove(id string) {
-	l.mu.Lock()
-	delete(l.m, id)
-	l.mu.Unlock()
-}
-
 // localUser is everyone's user when the bus runs without auth (the console
 // then listens on loopback only).
 var localUser = &User{Name: "local", Role: RoleAdmin}
@@ -109,7 +66,7 @@ func (s *Server) current(r *http.Request) *User {
 	if err != nil {
 		return nil
 	}
-	return s.logins.get(c.Value)
+	return s.logins.get(r.Context(), c.Value)
 }
 
 // viewer lets in any logged-in user.
@@ -190,10 +147,22 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	s.throttle.sources.succeeded(src)
 	s.throttle.users.succeeded(user)
-	u.expires = time.Now().Add(loginTTL)
-	id := s.logins.add(u)
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(loginTTL.Seconds())})
+	if !s.startLogin(w, r, u) {
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"user": u.Name, "role": u.Role, "session": u.Session, "auth": true})
+}
+
+// startLogin stores a login of u and sets its cookie.
+func (s *Server) startLogin(w http.ResponseWriter, r *http.Request, u *User) bool {
+	u.expires = s.now().Add(loginTTL)
+	id, err := s.logins.add(r.Context(), u)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return false
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: int(loginTTL.Seconds())})
+	return true
 }
 
 // tooManyLogins refuses a login during a back-off, with the wait in whole
@@ -321,7 +290,7 @@ func (s *Server) tokenUser(tok string) (*User, error) {
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(cookieName); err == nil {
-		s.logins.remove(c.Value)
+		s.logins.remove(r.Context(), c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	writeJSON(w, http.StatusOK, map[string]any{})

@@ -52,9 +52,15 @@ type BoardRow struct {
 	EndedAt    int64  `json:"endedAt,omitempty"`
 	Elapsed    int64  `json:"elapsedMs"`
 	Tokens     int64  `json:"totalTokens"`
-	Announce   string `json:"announce,omitempty"`
-	Pending    int    `json:"pendingDescendants"`
-	Error      string `json:"error,omitempty"`
+	// Cost is the session's counters at its model's catalog price (USD;
+	// absent when the catalog gives no price).
+	Cost float64 `json:"costUsd,omitempty"`
+	// Live says a turn of the child runs now: a child whose status is
+	// running may be idle, waiting on its own children.
+	Live     bool   `json:"live,omitempty"`
+	Announce string `json:"announce,omitempty"`
+	Pending  int    `json:"pendingDescendants"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Board is a session's tree.
@@ -117,8 +123,11 @@ func (s *Server) Tree(root *sessions.Entry, history bool) Board {
 
 func active(status string) bool { return status == StatusQueued || status == StatusRunning }
 
-func (s *Server) boardRow(e *sessions.Entry, parent string, depth int, now int64) BoardRow {
-	r := BoardRow{Key: e.Key, Depth: depth, Parent: parent, Label: e.Label, AgentID: agentOf(e), Model: s.modelOf(e), Tokens: e.TotalTokens}
+func (s *Server) boardRow(e *sessions.Entry, parent string, depth int, now int64) (r BoardRow) {
+	r = BoardRow{Key: e.Key, Depth: depth, Parent: parent, Label: e.Label, AgentID: agentOf(e), Model: s.modelOf(e), Tokens: e.TotalTokens,
+		Live: s.runs.active(e.Key)}
+	// priced at the model the row ends up naming (the registry's, if any)
+	defer func() { r.Cost = s.costOf(e, r.Model) }()
 	rec := s.children.Get(e.Key)
 	if rec == nil {
 		r.Status = StatusDone
@@ -173,6 +182,21 @@ func (s *Server) boardRow(e *sessions.Entry, parent string, depth int, now int64
 		r.Elapsed = now - r.StartedAt
 	}
 	return r
+}
+
+// costOf prices a session's token counters at model's catalog price, as
+// the status card does when no recorded cost is at hand.
+func (s *Server) costOf(e *sessions.Entry, model string) float64 {
+	if s.o.Price == nil || model == "" {
+		return 0
+	}
+	p := s.o.Price(model)
+	if !p.Priced() {
+		return 0
+	}
+	rares := e.Rares()
+	return (float64(e.InputTokens)*p.Input + float64(e.OutputTokens)*p.Output +
+		float64(rares.CacheRead)*p.CacheRead + float64(rares.CacheWrite)*p.CacheWrite) / 1e6
 }
 
 func (s *Server) handleBoard(w http.ResponseWriter, r *http.Request) {

@@ -242,7 +242,7 @@ func TestBrowserBoardLiveAndKill(t *testing.T) {
 }
 
 // A message from the page goes into the session as webchat, and the reply
-// shows live and then in the transcript.
+// shows in the transcript, the live box cleared once the turn ends.
 func TestBrowserChat(t *testing.T) {
 	f := newFixture(t)
 	ctx := tab(t)
@@ -252,8 +252,9 @@ func TestBrowserChat(t *testing.T) {
 		chromedp.WaitVisible("#chat-text"), waitFor(`() => !document.querySelector("#chat-send").disabled`),
 		chromedp.SetValue("#chat-text", "ping from the browser"),
 		chromedp.Click("#chat-send"),
-		waitFor(`() => document.querySelector('#live')?.textContent.includes('pong: ping from the browser')`),
-		waitFor(`() => [...document.querySelectorAll('#transcript .msg[data-role="assistant"] .text')].some(e => e.textContent.includes('pong: ping from the browser'))`))
+		waitFor(`() => [...document.querySelectorAll('#transcript .msg[data-role="assistant"] .text')].some(e => e.textContent.includes('pong: ping from the browser'))`),
+		// the turn ended: its live box is empty again
+		waitFor(`() => { const l = document.querySelector('#live'); return l.dataset.state === 'done' && l.textContent === ''; }`))
 	shot(t, ctx, "chat")
 	waitSignal(t, f, mainKey, "console:admin-test")
 }

@@ -68,9 +68,10 @@ func newFixtureWith(t *testing.T, edit func(*handlerstest.Stack, *console.Option
 	t.Cleanup(msrv.Close)
 	s := handlerstest.Start(t, func(c *config.Config) {
 		c.Agents.List = []config.Agent{
-			{ID: "main", Runtime: "script", Model: fixtureModel, Subagents: &config.Subagents{AllowAgents: []string{"slow"}},
+			{ID: "main", Runtime: "script", Model: fixtureModel, Subagents: &config.Subagents{AllowAgents: []string{"slow"}, MaxSpawnDepth: 3},
 				Script: map[string]any{"rules": []any{map[string]any{"match": "^ping", "reply": "pong: {{message}}"}}}},
-			{ID: "slow", Runtime: "exec", Exec: map[string]any{"command": []any{script}, "timeoutSeconds": 300}},
+			// slow children may spawn slow children: the board's tree
+			{ID: "slow", Runtime: "exec", Model: "openai/slow-fixture", Subagents: &config.Subagents{AllowAgents: []string{"slow"}, MaxSpawnDepth: 3}, Exec: map[string]any{"command": []any{script}, "timeoutSeconds": 300}},
 		}
 	}, handlers.WithToolObserver(m))
 	gatewaytest.Start(t, s, s.Conn, "gw-test", nil, gateway.Options{Observer: m})
@@ -124,6 +125,18 @@ func (f *fixture) spawn(label, name string) string {
 	key, _ := res["childSessionKey"].(string)
 	if key == "" {
 		f.t.Fatalf("spawn: %v", res)
+	}
+	return key
+}
+
+// spawnUnder starts a child of parent (a slow child itself) that runs
+// until finish(name).
+func (f *fixture) spawnUnder(parent, label, name string) string {
+	f.t.Helper()
+	res := f.stack.MustCall(parent, "sessions_spawn", fmt.Sprintf(`{"task":"wait:%s","label":%q,"agentId":"slow"}`, name, label))
+	key, _ := res["childSessionKey"].(string)
+	if key == "" {
+		f.t.Fatalf("spawn under %s: %v", parent, res)
 	}
 	return key
 }

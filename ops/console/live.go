@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
@@ -304,23 +303,30 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	u := userOf(r)
 	changes, unsubscribe := s.hub.subscribe()
 	defer unsubscribe()
-	live := make(chan *nats.Msg, 1024)
+	var live chan []byte
+	var kept [][]byte
+	truncated := false
 	if key := r.URL.Query().Get("session"); key != "" {
 		if u.Token != "" && key != u.Session {
 			writeError(w, http.StatusForbidden, "a token login follows its own session's turns only")
 			return
 		}
-		sub, err := s.o.Conn.ChanSubscribe(s.o.Names.Live(bus.EncodeKey(key)), live)
-		if err != nil {
-			writeError(w, http.StatusBadGateway, "the bus: "+err.Error())
-			return
-		}
-		defer func() { _ = sub.Unsubscribe() }()
+		var cancel func()
+		kept, truncated, live, cancel = s.live.subscribe(key)
+		defer cancel()
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "event: hello\ndata: {\"connected\":%t}\n\n", s.o.Conn.IsConnected())
+	// the running turn from its first message, then what follows
+	for _, line := range kept {
+		fmt.Fprintf(w, "event: live\ndata: %s\n\n", line)
+	}
+	if truncated {
+		// what the turn sent past its bound was not kept
+		fmt.Fprintf(w, "event: live-cut\ndata: {}\n\n")
+	}
 	fl.Flush()
 	// the bus connection's state is looked at every second and sent when
 	// it changes (the page then says the bus is down), and every 15 s
@@ -337,8 +343,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		case c := <-changes:
 			b, _ := json.Marshal(c)
 			fmt.Fprintf(w, "event: change\ndata: %s\n\n", b)
-		case m := <-live:
-			fmt.Fprintf(w, "event: live\ndata: %s\n\n", liveLine(m.Data))
+		case line := <-live:
+			fmt.Fprintf(w, "event: live\ndata: %s\n\n", line)
 		case <-check.C:
 			now := s.o.Conn.IsConnected()
 			if quiet++; now == connected && quiet < 15 {
@@ -349,17 +355,6 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		fl.Flush()
 	}
-}
-
-// liveLine re-encodes a live message, so whatever it holds is one line of
-// JSON in the event stream.
-func liveLine(data []byte) []byte {
-	var ev bus.LiveEvent
-	if json.Unmarshal(data, &ev) != nil {
-		return []byte("{}")
-	}
-	b, _ := json.Marshal(ev)
-	return b
 }
 
 // decodeKey is a bucket key's session key (the encoded form when it does

@@ -102,25 +102,48 @@ func safeName(s string) string {
 	}, s)
 }
 
-// handleSessionOp deletes or resets a session (its transcript archived
-// first) through the workers' session operation, as `sessionbus session
-// delete|reset` does.
+// sessionOps are the workers' session operations the page may call, each
+// with the body fields it forwards besides the key: delete and reset (the
+// transcript archived first), stop (the running turn aborted), and the
+// settings an admin edits on the session's page.
+var sessionOps = map[string][]string{
+	"delete":      nil,
+	"reset":       nil,
+	"stop":        nil,
+	"goal":        {"goal", "clear"},
+	"send-policy": {"sendPolicy"},
+	"queue":       {"mode"},
+	"pin":         {"pinned"},
+}
+
+// handleSessionOp calls a session operation through the workers, as
+// `sessionbus session OP` does, and records it in the session's signal
+// log with the user.
 func (s *Server) handleSessionOp(w http.ResponseWriter, r *http.Request) {
-	op := r.PathValue("op")
-	if op != "delete" && op != "reset" {
-		writeError(w, http.StatusNotFound, "unknown session operation "+strconv.Quote(op)+": delete or reset")
+	s.sessionOp(w, r, r.PathValue("op"))
+}
+
+// handleStop stops a session's running turn (the page's Stop button).
+func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) { s.sessionOp(w, r, "stop") }
+
+func (s *Server) sessionOp(w http.ResponseWriter, r *http.Request, op string) {
+	fields, known := sessionOps[op]
+	if !known {
+		writeError(w, http.StatusNotFound, "unknown session operation "+strconv.Quote(op)+": one of delete, reset, stop, goal, send-policy, queue, pin")
 		return
 	}
 	u := userOf(r)
-	var req struct {
-		Key string `json:"key"`
+	var req map[string]any
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+		req = nil
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil || req.Key == "" {
+	key, _ := req["key"].(string)
+	if key == "" {
 		writeError(w, http.StatusBadRequest, "send a JSON body: {\"key\": SESSION KEY}")
 		return
 	}
-	if s.index.Get(req.Key) == nil {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %q", req.Key))
+	if s.index.Get(key) == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %q", key))
 		return
 	}
 	tok, err := s.o.Operator.Mint(bus.Caller{Adapter: bus.AnyChannel}, 11*time.Minute)
@@ -128,18 +151,35 @@ func (s *Server) handleSessionOp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	body, _ := json.Marshal(map[string]any{"sessionKey": req.Key})
+	args := map[string]any{"sessionKey": key}
+	payload := map[string]any{"action": op}
+	for _, f := range fields {
+		if v, ok := req[f]; ok {
+			args[f], payload[f] = v, v
+		}
+	}
+	if op == "goal" {
+		args["actor"] = "console:" + u.Name
+	}
+	body, _ := json.Marshal(args)
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
 	defer cancel()
 	reply, err := bus.SessionOp(ctx, s.o.Conn, s.o.Names, op, tok, body)
 	outcome := "ok"
 	if err != nil {
 		outcome = "error: " + err.Error()
+	} else if op == "stop" {
+		var res struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(reply, &res) == nil && res.Status != "" {
+			outcome = res.Status
+		}
 	}
 	// after a delete this starts the key's log anew: the record of who
 	// deleted the session outlives it
-	s.record(r, u, req.Key, fmt.Sprintf("console %s: session %s: %s", u.Name, op, outcome), map[string]any{"action": op})
-	s.log.Info("console: session operation", "op", op, "sessionKey", req.Key, "user", u.Name, "outcome", outcome)
+	s.record(r, u, key, fmt.Sprintf("console %s: session %s: %s", u.Name, op, outcome), payload)
+	s.log.Info("console: session operation", "op", op, "sessionKey", key, "user", u.Name, "outcome", outcome)
 	if err != nil {
 		writeToolError(w, err)
 		return
@@ -195,4 +235,65 @@ func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// handleModel sets or clears a session's model override and thinking
+// level with session_status, the tool an agent (or /model) sets them
+// with, so its checks (allowed models, supported levels) apply. A
+// sub-agent may not call session_status itself: the console calls it as
+// the child's controller, naming the child.
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	u := userOf(r)
+	var req struct {
+		Key           string  `json:"key"`
+		Model         *string `json:"model"`
+		ThinkingLevel *string `json:"thinkingLevel"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil || req.Key == "" || (req.Model == nil && req.ThinkingLevel == nil) {
+		writeError(w, http.StatusBadRequest, "send a JSON body: {\"key\": SESSION KEY, \"model\": \"provider/model\" (\"\" resets it), \"thinkingLevel\": LEVEL}")
+		return
+	}
+	e := s.index.Get(req.Key)
+	if e == nil {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no session %q", req.Key))
+		return
+	}
+	as := req.Key
+	if e.Parent() != "" {
+		if c, ok := s.controllerOf(req.Key); ok {
+			as = c
+		}
+	}
+	params := map[string]any{"sessionKey": req.Key}
+	payload := map[string]any{"action": "model"}
+	if req.Model != nil {
+		params["model"], payload["model"] = *req.Model, *req.Model
+	}
+	if req.ThinkingLevel != nil {
+		params["thinkingLevel"], payload["thinkingLevel"] = *req.ThinkingLevel, *req.ThinkingLevel
+	}
+	tok, err := s.o.Operator.Mint(bus.Caller{SessionKey: as}, 2*time.Minute)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	var res map[string]any
+	err = s.call(r.Context(), tok, "session_status", params, &res)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error: " + err.Error()
+	}
+	var set []string
+	if req.Model != nil {
+		set = append(set, "model "+strconv.Quote(*req.Model))
+	}
+	if req.ThinkingLevel != nil {
+		set = append(set, "thinking "+strconv.Quote(*req.ThinkingLevel))
+	}
+	s.record(r, u, req.Key, fmt.Sprintf("console %s: session %s: %s", u.Name, strings.Join(set, ", "), outcome), payload)
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "modelOverride": res["modelOverride"], "thinkingLevel": res["thinkingLevel"]})
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/rules/sanitize"
@@ -37,8 +39,9 @@ var webFS embed.FS
 // DefaultListen is where `serve --demo` puts the console.
 const DefaultListen = "127.0.0.1:4280"
 
-// Channel is the channel the console's chat speaks on.
-const Channel = "webchat"
+// Channel is the channel the console's chat speaks on: OpenClaw's
+// internal one, which does not move a session's delivery route.
+const Channel = handlers.InternalChannel
 
 // Options configure a console.
 type Options struct {
@@ -70,7 +73,11 @@ type Options struct {
 	// config ("provider/model"; nil or "": unknown), for the sessions'
 	// model column and card.
 	AgentModel func(agentID string) string
-	Log        *slog.Logger
+	// Price is a model's catalog price in USD per million tokens (nil, or
+	// a model it does not price: the board shows no cost), as the status
+	// card prices a session's counters.
+	Price func(model string) config.ModelCost
+	Log   *slog.Logger
 	// Now is the clock of the login back-off (nil: time.Now).
 	Now func() time.Time
 }
@@ -91,6 +98,7 @@ type Server struct {
 	redactor *sanitize.Redactor
 	charts   *charts
 	hub      *hub
+	live     *liveBuffer
 	logins   *logins
 	throttle *loginThrottle
 	verifier *bus.Verifier
@@ -99,9 +107,10 @@ type Server struct {
 	http *http.Server
 	// done ends the event streams on Close, which would otherwise keep
 	// the HTTP server's shutdown waiting for open pages
-	done   chan struct{}
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	done      chan struct{}
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // ErrNotLoopback is returned for a non-loopback address on a bus without auth.
@@ -129,7 +138,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{o: o, log: o.Log, js: js, hub: newHub(), logins: newLogins(), throttle: newLoginThrottle(), verifier: bus.NewVerifier(o.Operator.PublicKey()), done: make(chan struct{})}
+	s := &Server{o: o, log: o.Log, js: js, hub: newHub(), throttle: newLoginThrottle(), verifier: bus.NewVerifier(o.Operator.PublicKey()), done: make(chan struct{})}
 	if err := s.open(ctx); err != nil {
 		s.stopStores()
 		return nil, err
@@ -160,6 +169,9 @@ func (s *Server) open(ctx context.Context) error {
 		return fmt.Errorf("console: open the sessions bucket: %w (the console needs the admin role's credentials)", err)
 	}
 	s.store = store
+	if s.logins, err = openLogins(ctx, s.js, names, s.now, s.log); err != nil {
+		return fmt.Errorf("console: open the logins bucket: %w", err)
+	}
 	if s.index, err = sessions.StartIndex(ctx, s.js, store, s.log, nil); err != nil {
 		return fmt.Errorf("console: index sessions: %w", err)
 	}
@@ -185,6 +197,10 @@ func (s *Server) open(ctx context.Context) error {
 	if err := s.startWatches(ctx, wctx); err != nil {
 		return err
 	}
+	s.live = newLiveBuffer(s.now)
+	if err := s.followLive(wctx); err != nil {
+		return fmt.Errorf("console: follow the live output: %w", err)
+	}
 	if err := s.followTranscripts(ctx, wctx); err != nil {
 		// the page still works; rows just show no preview or mark
 		s.log.Warn("console: cannot follow the transcripts: no previews or waiting marks", "err", err)
@@ -196,8 +212,12 @@ func (s *Server) open(ctx context.Context) error {
 // URL is the console's address, for people to open.
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() + "/" }
 
-// Close stops serving and the watches.
+// Close stops serving and the watches. It may be called more than once.
 func (s *Server) Close() {
+	s.closeOnce.Do(s.close)
+}
+
+func (s *Server) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.hub.close()
@@ -245,6 +265,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/login", s.handleLogin)
 	mux.HandleFunc("POST /api/logout", s.handleLogout)
 	mux.HandleFunc("GET /api/me", s.handleMe)
+	mux.HandleFunc("GET /signin", s.handleSignIn)
 	mux.Handle("GET /api/sessions", s.viewer(s.handleSessions))
 	mux.Handle("GET /api/session", s.viewer(s.handleSession))
 	mux.Handle("GET /api/board", s.viewer(s.handleBoard))
@@ -255,6 +276,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/charts", s.viewer(s.handleCharts))
 	mux.Handle("POST /api/archive/restore", s.actor(s.handleRestore))
 	mux.Handle("POST /api/session/{op}", s.actor(s.handleSessionOp))
+	mux.Handle("POST /api/stop", s.actor(s.handleStop))
+	mux.Handle("POST /api/model", s.actor(s.handleModel))
 	mux.Handle("POST /api/kill", s.actor(s.handleKill))
 	mux.Handle("POST /api/steer", s.actor(s.handleSteer))
 	mux.Handle("POST /api/chat", s.actor(s.handleChat))

@@ -94,7 +94,7 @@ func TestLoginThrottleAttacker(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &fakeClock{t: time.Now()}
-	s := &Server{o: Options{Auth: true, Now: clock.Now}, log: slog.New(slog.DiscardHandler), logins: newLogins(), throttle: newLoginThrottle(), verifier: bus.NewVerifier(op.PublicKey())}
+	s := &Server{o: Options{Auth: true, Now: clock.Now}, log: slog.New(slog.DiscardHandler), logins: newLogins(nil, clock.Now, slog.New(slog.DiscardHandler)), throttle: newLoginThrottle(), verifier: bus.NewVerifier(op.PublicKey())}
 	mint := func(o *bus.Operator, key string) string {
 		t.Helper()
 		tok, err := o.Mint(bus.Caller{SessionKey: key}, time.Hour)

@@ -42,8 +42,12 @@ func Configure(c *config.Config) {
 			"tool":  map[string]any{"name": "session_status", "params": map[string]any{"sessionKey": "{{1}}", "changesSince": "{{2}}"}},
 			"reply": "Reconciled {{1}} at stateVersion {{result.stateVersion}}; its changes since {{2}}:\n{{result.stateChanges}}"},
 	}
-	c.Agents.List = []config.Agent{{ID: "main", Name: "demo main agent", Runtime: "script", Script: map[string]any{"rules": rules}}}
+	c.Agents.List = []config.Agent{{ID: "main", Name: demoMainName, Runtime: "script", Script: map[string]any{"rules": rules}}}
 }
+
+// demoMainName names the demo's own main agent, which tells its config
+// from one the user wrote.
+const demoMainName = "demo main agent"
 
 func rule(match, reply string) map[string]any {
 	return map[string]any{"match": match, "reply": reply}

@@ -103,7 +103,14 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	writer, err := liveWriter(ctx, o)
+	if err != nil {
+		return err
+	}
 	printTry(w, o, child)
+	if writer != "" {
+		fmt.Fprintf(w, "\n== watch the writer in the web console: its board, #/board/%s, shows it running, with Kill and Steer;\n   its page shows the turn streaming, and Stop\n", writer)
+	}
 	return nil
 }
 

@@ -13,8 +13,8 @@ function el(tag, props, ...children) {
     else if (k === 'onclick') e.addEventListener('click', v);
     else if (k === 'onsubmit') e.addEventListener('submit', v);
     else if (k === 'onchange') e.addEventListener('change', v);
-    else if (k.startsWith('data-')) e.setAttribute(k, String(v));
-    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan'].includes(k)) e[k] = v;
+    else if (k.startsWith('data-') || k.startsWith('aria-') || k === 'role') e.setAttribute(k, String(v));
+    else if (['id', 'href', 'type', 'name', 'value', 'placeholder', 'title', 'rows', 'disabled', 'checked', 'selected', 'colSpan', 'hidden', 'tabIndex'].includes(k)) e[k] = v;
   }
   for (const c of children.flat()) {
     if (c === undefined || c === null || c === false) continue;
@@ -120,7 +120,10 @@ function follow(session, onChange, onLive) {
   });
   es.addEventListener('bus', (e) => setBus(JSON.parse(e.data).connected));
   es.addEventListener('change', (e) => onChange(JSON.parse(e.data)));
-  if (onLive) es.addEventListener('live', (e) => onLive(JSON.parse(e.data)));
+  if (onLive) {
+    es.addEventListener('live', (e) => onLive(JSON.parse(e.data)));
+    es.addEventListener('live-cut', () => onLive({ type: 'cut' }));
+  }
   es.onerror = () => { banner('Lost the console\'s event stream; reconnecting…'); };
 }
 
@@ -166,8 +169,8 @@ function loggedIn() {
 }
 
 function showLogin(msg) {
-  const creds = el('textarea', { id: 'login-creds', rows: 8, placeholder: 'paste a credentials file: sessionbus creds admin (to act) or sessionbus creds ops (to look)' });
-  const token = el('input', { id: 'login-token', placeholder: 'or a caller token: sessionbus token --as KEY' });
+  const creds = el('textarea', { id: 'login-creds', rows: 8, 'aria-label': 'credentials file', placeholder: 'paste a credentials file: sessionbus creds admin (to act) or sessionbus creds ops (to look)' });
+  const token = el('input', { id: 'login-token', 'aria-label': 'caller token', placeholder: 'or a caller token: sessionbus token --as KEY' });
   const err = el('p', { class: 'error', id: 'login-error' }, msg || '');
   const form = el('form', { class: 'login', onsubmit: async (ev) => {
     ev.preventDefault();
@@ -203,8 +206,8 @@ const listState = { offset: 0, limit: 50, filters: {} };
 function showSessions() {
   state.view = 'sessions';
   const f = listState.filters;
-  const input = (name, ph) => el('input', { name, placeholder: ph, value: f[name] || '' });
-  const archived = el('select', { name: 'archived' },
+  const input = (name, ph) => el('input', { name, placeholder: ph, 'aria-label': ph, value: f[name] || '' });
+  const archived = el('select', { name: 'archived', 'aria-label': 'live or archived sessions' },
     el('option', { value: 'false' }, 'live'), el('option', { value: 'true' }, 'archived'), el('option', { value: 'all' }, 'all'));
   archived.value = f.archived || 'false';
   const form = el('form', { class: 'filters', id: 'filters', onsubmit: (ev) => {
@@ -223,7 +226,7 @@ function showSessions() {
   const prev = el('button', { id: 'prev', onclick: () => { listState.offset = Math.max(0, listState.offset - listState.limit); load(); } }, '‹ newer');
   const next = el('button', { id: 'next', onclick: () => { listState.offset += listState.limit; load(); } }, 'older ›');
   render(el('h2', {}, 'Sessions'), form,
-    el('div', { class: 'scroll-x' }, el('table', { class: 'sessions' }, el('thead', {}, el('tr', {}, ['session', 'last message', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body)),
+    el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', { class: 'sessions' }, el('thead', {}, el('tr', {}, ['session', 'last message', 'kind', 'agent', 'label', 'model', 'tokens', 'updated', 'state', 'children'].map((t) => el('th', {}, t)))), body)),
     el('div', { class: 'pager' }, prev, info, next));
   const load = debounce(async () => {
     const q = new URLSearchParams(Object.assign({ offset: listState.offset, limit: listState.limit }, listState.filters));
@@ -413,7 +416,7 @@ function showSession(key) {
   const errors = el('div', { class: 'error', id: 'session-errors' });
   let chat = null;
   if (state.me.canAct) {
-    const text = el('textarea', { id: 'chat-text', rows: 2, placeholder: 'write into this session as the webchat channel' });
+    const text = el('textarea', { id: 'chat-text', rows: 2, 'aria-label': 'message to the session', placeholder: 'write into this session as the webchat channel' });
     chat = el('form', { id: 'chat', onsubmit: async (ev) => {
       ev.preventDefault();
       // the turn may stream (even end) before this request returns: clear
@@ -425,12 +428,23 @@ function showSession(key) {
       } catch (e) { errors.textContent = e.message; }
     } }, text, el('button', { id: 'chat-send', type: 'submit', disabled: true }, 'Send'));
   }
+  // Stop aborts the running turn (the run record becomes aborted, the
+  // gateway cancels it, the partial reply is kept): shown while one runs
+  const stop = state.me.canAct ? el('button', { id: 'stop', type: 'button', hidden: true, onclick: async () => {
+    stop.disabled = true;
+    try {
+      const r = await api('/api/stop', { body: { key } });
+      $('session-errors').textContent = '';
+      live.setAttribute('data-stop', r.status || '');
+    } catch (e) { errors.textContent = 'stop: ' + e.message; }
+    stop.disabled = false;
+  } }, 'Stop') : null;
   render(el('h2', { class: 'title' }, 'Session ', el('code', { title: key }, shortKey(key)), copyButton(key)), head, notes, errors,
     el('div', { class: 'cards session-cards' },
-      el('div', { class: 'card transcript-card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, chat),
-      el('div', { class: 'card' }, el('h3', {}, 'Status'), statusCard,
-        el('h3', {}, 'Signal log'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody)),
-        el('h3', {}, 'Runs'), el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody)))));
+      el('div', { class: 'card transcript-card' }, el('h3', {}, 'Transcript'), transcript, el('h3', {}, 'Running turn'), live, stop ? el('p', {}, stop) : null, chat),
+      el('div', { class: 'card' }, el('h3', {}, 'Status'), statusCard, state.me.canAct ? settingsForm(key) : null,
+        el('h3', {}, 'Signal log'), el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', {}, el('thead', {}, el('tr', {}, ['seq', 'kind', 'actor', 'at', 'summary'].map((t) => el('th', {}, t)))), signalsBody)),
+        el('h3', {}, 'Runs'), el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', {}, el('thead', {}, el('tr', {}, ['run', 'status', 'gateway', 'started', 'took', 'error'].map((t) => el('th', {}, t)))), runsBody)))));
   let first = true;
   const load = debounce(async () => {
     let d;
@@ -443,6 +457,7 @@ function showSession(key) {
     }
     if (state.view !== 'session:' + key) return;
     const r = d.row;
+    if (stop) stop.hidden = !r.active;
     head.replaceChildren(el('p', {}, badge(r.active ? 'running' : (r.status || 'idle')), ' agent ', r.agentId, ' · ', r.kind,
       r.model ? ' · model ' + r.model : '', ' · tokens ', String(r.totalTokens || 0),
       r.spawnedBy ? el('span', {}, ' · spawned by ', sessionLink(r.spawnedBy)) : '',
@@ -473,17 +488,57 @@ function showSession(key) {
       el('td', {}, x.error || ''))));
   });
   follow(key, (c) => { if (c.many || (c.keys || []).includes(key)) load(); }, (ev) => {
+    if (ev.type === 'cut') { state.liveText += '\n[… the console kept only the start of this turn …]\n'; live.textContent = state.liveText; return; }
     if (ev.seq === 1 || ev.runId !== state.liveRun) { state.liveRun = ev.runId; state.liveText = ''; }
     if (ev.type === 'text') state.liveText += ev.delta || '';
     if (ev.type === 'tool_call') state.liveText += '\n[tool call ' + (ev.tool || '') + ']\n';
-    if (ev.type === 'done' && ev.reply !== undefined && ev.reply !== null && !state.liveText) state.liveText = ev.reply;
-    if (ev.type === 'error') state.liveText += '\n[error: ' + (ev.error || '') + ']';
-    live.textContent = state.liveText;
+    if (ev.type === 'tool_result') state.liveText += '[' + (ev.tool || 'tool') + (ev.ok ? ' done' : ' failed') + ']\n';
     live.setAttribute('data-run', ev.runId);
-    live.setAttribute('data-state', ev.type === 'done' || ev.type === 'error' ? ev.type : 'running');
-    if (ev.type === 'done' || ev.type === 'error') load();
+    if (ev.type === 'done' || ev.type === 'error') {
+      // the turn is in the transcript now (an error in the run list): the
+      // box is for the turn that runs, so it empties
+      state.liveText = '';
+      live.textContent = '';
+      live.setAttribute('data-state', ev.type);
+      load();
+      return;
+    }
+    live.textContent = state.liveText;
+    live.setAttribute('data-state', 'running');
   });
   load();
+}
+
+// settingsForm is an admin's settings of a session: model and thinking
+// level (session_status, as /model sets them), send policy, goal, queue
+// mode and pin (the workers' session operations). Each change is one
+// request, recorded in the session's signal log.
+function settingsForm(key) {
+  const msg = el('p', { id: 'settings-message', role: 'status' });
+  const apply = async (what, path, body) => {
+    try {
+      const r = await api(path, { body: Object.assign({ key }, body) });
+      msg.textContent = what + ': ' + (r.text || r.status || 'done');
+      msg.className = 'success';
+    } catch (e) { msg.textContent = what + ': ' + e.message; msg.className = 'error'; }
+  };
+  const field = (label, input, button) => el('div', { class: 'setting' }, el('label', {}, label, ' ', input), ' ', button);
+  const model = el('input', { id: 'set-model', name: 'model', placeholder: 'provider/model (empty: the agent\'s)' });
+  const thinking = el('select', { id: 'set-thinking', name: 'thinking' }, ['off', 'minimal', 'low', 'medium', 'high', 'xhigh'].map((l) => el('option', { value: l }, l)));
+  const policy = el('select', { id: 'set-send-policy', name: 'sendPolicy' }, ['inherit', 'on', 'off'].map((l) => el('option', { value: l }, l)));
+  const goal = el('input', { id: 'set-goal', name: 'goal', placeholder: 'what the session works toward' });
+  const queue = el('select', { id: 'set-queue', name: 'queue' }, ['steer', 'followup', 'collect', 'steer-backlog', 'interrupt'].map((l) => el('option', { value: l }, l)));
+  const pinned = el('input', { type: 'checkbox', id: 'set-pin', name: 'pinned' });
+  const button = (id, text, fn) => el('button', { id, type: 'button', onclick: fn }, text);
+  return el('details', { class: 'settings', id: 'settings' }, el('summary', {}, 'Settings'),
+    field('model', model, button('apply-model', 'Set', () => apply('model', '/api/model', { model: model.value.trim() }))),
+    field('thinking', thinking, button('apply-thinking', 'Set', () => apply('thinking', '/api/model', { thinkingLevel: thinking.value }))),
+    field('send policy', policy, button('apply-send-policy', 'Set', () => apply('send policy', '/api/session/send-policy', { sendPolicy: policy.value }))),
+    field('goal', goal, el('span', {}, button('apply-goal', 'Set', () => apply('goal', '/api/session/goal', { goal: goal.value })), ' ',
+      button('clear-goal', 'Clear', () => apply('goal', '/api/session/goal', { clear: true })))),
+    field('queue mode', queue, button('apply-queue', 'Set', () => apply('queue mode', '/api/session/queue', { mode: queue.value }))),
+    field('pinned', pinned, button('apply-pin', 'Set', () => apply('pin', '/api/session/pin', { pinned: pinned.checked }))),
+    msg);
 }
 
 // sessionOp is a Reset or Delete button: the transcript is archived first.
@@ -506,7 +561,7 @@ function showTimeline(key, run) {
   render(el('h2', { class: 'title' }, 'Timeline of ', sessionLink(key), run ? el('span', {}, ' · run ', el('code', { title: run }, run.slice(0, 8))) : null),
     el('p', {}, run ? el('a', { href: '#/timeline/' + encodeURIComponent(key) }, 'all runs') : 'every run, transcript entry and signal event, oldest first · ', ' ', el('a', { href: '#/session/' + encodeURIComponent(key) }, 'session')),
     info,
-    el('div', { class: 'scroll-x' }, el('table', { class: 'timeline' }, el('thead', {}, el('tr', {}, ['at', 'source', 'kind', 'run', 'what', 'usage'].map((t) => el('th', {}, t)))), body)));
+    el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', { class: 'timeline' }, el('thead', {}, el('tr', {}, ['at', 'source', 'kind', 'run', 'what', 'usage'].map((t) => el('th', {}, t)))), body)));
   const load = debounce(async () => {
     let t;
     try {
@@ -548,14 +603,16 @@ function showBoard(key) {
   const toggle = el('input', { type: 'checkbox', id: 'history', onchange: () => { history = toggle.checked; load(); } });
   render(el('h2', {}, 'Mission board of ', sessionLink(key)), summary,
     el('p', {}, ...controls, ' ', el('label', {}, toggle, ' show children that ended over an hour ago')), msg,
-    el('div', { class: 'scroll-x' }, el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body)));
+    el('div', { class: 'scroll-x', tabIndex: 0 }, el('table', {}, el('thead', {}, el('tr', {}, ['child', 'agent', 'model', 'status', 'elapsed', 'tokens', 'cost', 'announce', 'pending below', ''].map((t) => el('th', {}, t)))), body)));
   const load = debounce(async () => {
     let b;
     try {
       b = await api('/api/board?key=' + encodeURIComponent(key) + (history ? '&history=1' : ''));
     } catch (e) { summary.textContent = e.message; summary.className = 'error'; return; }
     if (state.view !== 'board:' + key) return;
-    summary.textContent = b.rows.length + ' sub-agents, ' + b.active + ' active' + (b.truncated ? ' (truncated)' : '');
+    const tokens = b.rows.reduce((n, r) => n + (r.totalTokens || 0), 0), cost = b.rows.reduce((n, r) => n + (r.costUsd || 0), 0);
+    summary.textContent = b.rows.length + ' sub-agents, ' + b.active + ' active, depth ' + b.rows.reduce((n, r) => Math.max(n, r.depth), 0) +
+      ' · ' + tokens + ' tokens' + (cost ? ' · ' + money(cost) : '') + (b.truncated ? ' (truncated)' : '');
     reconcile(body, b.rows.map((r) => boardRow(r, act)));
     if (!b.rows.length) body.replaceChildren(el('tr', {}, el('td', { class: 'muted' }, 'no sub-agents')));
   });
@@ -567,21 +624,32 @@ function confirmed(q) {
   return window.sessionbusNoConfirm || window.confirm(q);
 }
 
+// money is a cost in dollars, with cents or, below a cent, four places.
+function money(usd) {
+  return '$' + (usd >= 0.01 ? usd.toFixed(2) : usd.toFixed(4));
+}
+
+// boardRow is one node of the tree: the rows come in depth-first order,
+// so a child sits under its parent, indented one step per level, with its
+// depth and parent on the row.
 function boardRow(r, act) {
-  const name = el('td', {}, sessionLink(r.key), el('div', { class: 'muted' }, r.label || ''));
+  const name = el('td', { class: 'tree-node' }, r.depth > 1 ? el('span', { class: 'tree-branch', 'aria-hidden': 'true' }, '└ ') : null,
+    sessionLink(r.key), r.live ? el('span', { class: 'badge live-mark', title: 'a turn of this sub-agent runs now' }, 'live') : null,
+    el('div', { class: 'muted' }, r.label || ''));
   name.style.paddingLeft = (r.depth - 1) * 1.5 + 0.5 + 'em';
   const buttons = el('td', {});
   if (state.me.canAct && (r.status === 'running' || r.status === 'queued')) {
     buttons.append(
-      el('button', { class: 'kill', onclick: () => { if (confirmed('Kill ' + r.key + ' and what runs below it?')) act('/api/kill', { target: r.key }, 'kill'); } }, 'Kill'), ' ',
-      el('button', { class: 'steer', onclick: () => {
+      el('button', { class: 'kill', title: 'kill ' + r.key, onclick: () => { if (confirmed('Kill ' + r.key + ' and what runs below it?')) act('/api/kill', { target: r.key }, 'kill'); } }, 'Kill'), ' ',
+      el('button', { class: 'steer', title: 'steer ' + r.key, onclick: () => {
         const m = window.prompt('Steer ' + (r.label || r.key) + ' with:');
         if (m) act('/api/steer', { target: r.key, message: m }, 'steer');
       } }, 'Steer'));
   }
-  return el('tr', { class: 'board-row' + ((r.status === 'running' || r.status === 'queued') ? ' active' : ''), 'data-key': r.key, 'data-status': r.status },
+  return el('tr', { class: 'board-row' + ((r.status === 'running' || r.status === 'queued') ? ' active' : ''), 'data-key': r.key, 'data-status': r.status,
+    'data-depth': r.depth, 'data-parent': r.parent, 'data-live': r.live ? '1' : '0' },
     name, el('td', {}, r.agentId), el('td', {}, r.model || ''), el('td', {}, badge(r.status)),
-    el('td', {}, dur(r.elapsedMs)), el('td', {}, String(r.totalTokens || 0)), el('td', {}, r.announce || ''),
+    el('td', {}, dur(r.elapsedMs)), el('td', {}, String(r.totalTokens || 0)), el('td', {}, r.costUsd ? money(r.costUsd) : ''), el('td', {}, r.announce || ''),
     el('td', {}, r.pendingDescendants ? String(r.pendingDescendants) : ''), buttons);
 }
 
@@ -593,7 +661,8 @@ function showOps() {
   const chartsBox = el('div', { id: 'charts', class: 'charts' });
   const opsMsg = el('p', { id: 'ops-message' });
   render(el('h2', {}, 'Operations'), el('h3', {}, 'Workers and gateways'), chartsBox, opsMsg, box);
-  const table = (title, cols, rows, cells) => el('div', { class: 'card' }, el('h3', {}, title + ' (' + rows.length + ')'),
+  // a card scrolls its wide table: focusable, so a keyboard scrolls it too
+  const table = (title, cols, rows, cells) => el('div', { class: 'card', tabIndex: 0 }, el('h3', {}, title + ' (' + rows.length + ')'),
     el('table', { class: 'ops-table' }, el('thead', {}, el('tr', {}, cols.map((c) => el('th', {}, c)))),
       el('tbody', {}, rows.map((r) => el('tr', {}, cells(r).map((c) => el('td', {}, c == null ? '' : (c instanceof Node ? c : String(c)))))))));
   const wide = (card) => { card.classList.add('wide'); return card; };
