@@ -94,6 +94,9 @@ func cmdCompact(ctx context.Context, d *Deps, ip inboundParams, instructions str
 	switch {
 	case done == nil:
 		label = "Compaction started"
+	case done.Status != runs.OK && strings.HasPrefix(done.Error, "nothing to compact"):
+		// OpenClaw's run that found nothing to do
+		label = "Compaction skipped: " + done.Error
 	case done.Status != runs.OK:
 		label = "Compaction failed"
 		if reason := strings.TrimSpace(done.Error); reason != "" {
