@@ -58,7 +58,9 @@ func TestChatCommands(t *testing.T) {
 	s, worker, scribe := commandsStack(t)
 	ctx := bustest.Context(t)
 	exact := func(want string) func(string) bool { return func(got string) bool { return got == want } }
-	prefix := func(want string) func(string) bool { return func(got string) bool { return strings.HasPrefix(got, want) } }
+	prefix := func(want string) func(string) bool {
+		return func(got string) bool { return strings.HasPrefix(got, want) }
+	}
 	contains := func(parts ...string) func(string) bool {
 		return func(got string) bool {
 			for _, p := range parts {
@@ -83,7 +85,7 @@ func TestChatCommands(t *testing.T) {
 			"- /focus <subagent-label|session-key|session-id|session-label>", "- /unfocus", "- /session idle <duration|off>",
 			"- /session max-age <duration|off>", "", "Ids: use the list index (#), runId/session prefix, label, or full session key."}, "\n")), true},
 		{"/subagents info worker", prefix("ℹ️ Subagent info\nStatus: running\nLabel: worker\nTask: dig the hole\nRun: "), true},
-		{"/subagents info 2", contains("\nSession: " + worker + "\n", "\nTranscript: SB_TRANSCRIPTS/sb.tr."), true},
+		{"/subagents info 2", contains("\nSession: "+worker+"\n", "\nTranscript: SB_TRANSCRIPTS/sb.tr."), true},
 		{"/subagents info", exact("ℹ️ Usage: /subagents info <id|#>"), true},
 		{"/subagents info nosuch", exact("⚠️ Unknown subagent id: nosuch"), true},
 		{"/subagents info 9", exact("⚠️ Invalid subagent index: 9"), true},
