@@ -24,6 +24,9 @@ func commandsStack(t *testing.T) (*handlerstest.Stack, string, string) {
 	s := subagentsStack(t, func(c *config.Config) {
 		c.Agents.List[0].Model = "openai/gpt-4.1"
 		c.Agents.List[0].Script["summary"] = "## Goal\nthe summary"
+		// a turn that reports usage, so its announce has a cost
+		c.Agents.List[0].Script["rules"] = append([]any{map[string]any{"match": "priced job", "reply": "priced done",
+			"usage": map[string]any{"input": 12000, "output": 3000}}}, c.Agents.List[0].Script["rules"].([]any)...)
 		c.Commands.OwnerAllowFrom = []string{"telegram:42"}
 		c.Agents.Defaults.Compaction.KeepRecentTokens = 20 // so a short transcript compacts
 		c.Models.Providers = map[string]config.ModelProvider{"openai": {Models: []config.CatalogModel{
@@ -202,6 +205,36 @@ func TestChatCommandsRun(t *testing.T) {
 	if got := say(t, s, "/subagents send "+key+" quick follow-up")["reply"]; got != "done: quick follow-up" {
 		t.Fatalf("/subagents send: %q", got)
 	}
+	// the announce of a child on a priced model: its stats line shows the
+	// estimate at the catalog's prices (12k in at $2/M, 3k out at $8/M)
+	// and where its transcript is
+	got = say(t, s, "/subagents spawn main priced job --model openai/gpt-4.1")["reply"].(string)
+	if !strings.HasPrefix(got, "Spawned subagent main (session ") {
+		t.Fatalf("/subagents spawn: %q", got)
+	}
+	priced := strings.TrimSuffix(strings.Fields(got)[4], ",")
+	want := "• est $0.05 • transcript SB_TRANSCRIPTS/sb.tr." + bus.EncodeKey(priced)
+	defer func() {
+		if t.Failed() {
+			r, _, err := s.Worker.Deps.Subagents.Get(ctx, priced)
+			t.Logf("priced child %s: model %q in %d out %d %v", priced, r.Model, r.InputTokens, r.OutputTokens, err)
+			for _, m := range transcript(t, s, humanKey) {
+				if i := strings.Index(m[1], "session_key:"); i >= 0 {
+					t.Logf("%s: %.80s", m[0], m[1][i:])
+				} else {
+					t.Logf("%s: %.80s", m[0], m[1])
+				}
+			}
+		}
+	}()
+	bustest.WaitFor(t, 30*time.Second, "the priced child's announce in the requester", func() bool {
+		for _, m := range transcript(t, s, humanKey) {
+			if strings.Contains(m[1], "session_key: "+priced) && strings.Contains(m[1], want) {
+				return true
+			}
+		}
+		return false
+	})
 	got = say(t, s, "/compact keep the names")["reply"].(string)
 	if !strings.HasPrefix(got, "⚙️ Compacted • Context ") || !strings.HasSuffix(got, "/128k") && !strings.Contains(got, "/128k (") {
 		t.Fatalf("/compact: %q", got)
