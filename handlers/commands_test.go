@@ -240,3 +240,28 @@ func TestChatCommandsRun(t *testing.T) {
 		t.Fatalf("/compact: %q", got)
 	}
 }
+
+// TestSpawnModelCatalog: sessions_spawn checks its model against the
+// provider catalog as OpenClaw's gateway does: an unknown provider or an
+// unknown model of a known provider is refused with OpenClaw's text before
+// anything is written; a cataloged one spawns.
+func TestSpawnModelCatalog(t *testing.T) {
+	s, _, _ := commandsStack(t)
+	for _, tc := range []struct{ model, ref string }{
+		{"bogus/model", "bogus/model"},         // a provider the catalog does not know
+		{"openai/gpt-typo", "openai/gpt-typo"}, // a model it does not list
+		{"gpt-typo", "openai/gpt-typo"},        // a bare id takes the agent's provider
+	} {
+		before := writesOf(t, s)
+		res := s.MustCall(humanKey, "sessions_spawn", fmt.Sprintf(`{"task":"dig","model":%q}`, tc.model))
+		if want := fmt.Sprintf("Model %q is not allowed.", tc.ref); res["status"] != "error" || res["error"] != want {
+			t.Fatalf("spawn with %s: %v, want error %q", tc.model, res, want)
+		}
+		if after := writesOf(t, s); fmt.Sprint(before) != fmt.Sprint(after) {
+			t.Fatalf("a refused spawn (%s) wrote: before %v after %v", tc.model, before, after)
+		}
+	}
+	if res := s.MustCall(humanKey, "sessions_spawn", `{"task":"dig","model":"openai/gpt-4.1-mini"}`); res["status"] != "accepted" {
+		t.Fatalf("spawn with a cataloged model: %v", res)
+	}
+}
