@@ -25,8 +25,11 @@ func commandsStack(t *testing.T) (*handlerstest.Stack, string, string) {
 		c.Agents.List[0].Model = "openai/gpt-4.1"
 		c.Agents.List[0].Script["summary"] = "## Goal\nthe summary"
 		// a turn that reports usage, so its announce has a cost
-		c.Agents.List[0].Script["rules"] = append([]any{map[string]any{"match": "priced job", "reply": "priced done",
-			"usage": map[string]any{"input": 12000, "output": 3000}}}, c.Agents.List[0].Script["rules"].([]any)...)
+		c.Agents.List[0].Script["rules"] = append([]any{
+			map[string]any{"match": "priced job", "reply": "priced done", "usage": map[string]any{"input": 12000, "output": 3000}},
+			map[string]any{"match": `\[Subagent Task\]: slow work`, "delayMs": 120_000, "reply": "too late"}, // not its announce
+			map[string]any{"match": "change of plan", "reply": "steered: {{message}}"},
+		}, c.Agents.List[0].Script["rules"].([]any)...)
 		c.Commands.OwnerAllowFrom = []string{"telegram:42"}
 		c.Agents.Defaults.Compaction.KeepRecentTokens = 20 // so a short transcript compacts
 		c.Models.Providers = map[string]config.ModelProvider{"openai": {Models: []config.CatalogModel{
@@ -204,6 +207,21 @@ func TestChatCommandsRun(t *testing.T) {
 	waitRun(t, s, rec.RunID)
 	if got := say(t, s, "/subagents send "+key+" quick follow-up")["reply"]; got != "done: quick follow-up" {
 		t.Fatalf("/subagents send: %q", got)
+	}
+	// a running child is steered: its run restarts on the message
+	got = say(t, s, "/subagents spawn main slow work")["reply"].(string)
+	slow := strings.TrimSuffix(strings.Fields(got)[4], ",")
+	bustest.WaitFor(t, 30*time.Second, "the slow child's run to start", func() bool {
+		r, _, err := s.Worker.Deps.Subagents.Get(ctx, slow)
+		return err == nil && r.StartedAt > 0
+	})
+	got = say(t, s, "/subagents steer "+slow+" quick change of plan")["reply"].(string)
+	after, _, err := s.Worker.Deps.Subagents.Get(ctx, slow)
+	if err != nil || got != "steered slow work (run "+after.RunID[:8]+")." {
+		t.Fatalf("/subagents steer: %q (%v)", got, err)
+	}
+	if r := waitRun(t, s, after.RunID); !strings.HasPrefix(r.Reply, "steered: ") || !strings.Contains(r.Reply, "quick change of plan") {
+		t.Fatalf("the steered run: %+v", r)
 	}
 	// the announce of a child on a priced model: its stats line shows the
 	// estimate at the catalog's prices (12k in at $2/M, 3k out at $8/M)
