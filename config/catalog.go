@@ -109,6 +109,27 @@ func (c *Config) ModelLimits(ref string) ModelLimits {
 	return out
 }
 
+// ModelCataloged reports whether agentID's session may run ref as far as
+// the provider catalog knows it: any model when the catalog lists none;
+// else a model listed under ref's provider, or the agent's configured
+// default (which the operator chose, catalog or not).
+func (c *Config) ModelCataloged(agentID string, ref ModelRef) bool {
+	listed := false
+	for p, prov := range c.Models.Providers {
+		for _, m := range prov.Models {
+			listed = true
+			if strings.EqualFold(p, ref.Provider) && strings.EqualFold(m.ID, ref.Model) {
+				return true
+			}
+		}
+	}
+	if !listed {
+		return true
+	}
+	def, ok := ParseModelRef(c.AgentModel(agentID), DefaultModelProvider)
+	return ok && def.key() == ref.key()
+}
+
 // Reserve is the reply reserve compaction keeps free in a window:
 // max(reserveTokens, reserveTokensFloor), but at most half the window, so a
 // small window still holds a context.

@@ -3,7 +3,10 @@
 // keep OpenClaw's names, so an OpenClaw config section carries over as is.
 package config
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Config is the whole configuration. Every key is documented in docs/config.md.
 type Config struct {
@@ -13,6 +16,9 @@ type Config struct {
 	Agents  Agents  `mapstructure:"agents"`
 	Logging Logging `mapstructure:"logging"`
 	Quotas  Quotas  `mapstructure:"quotas"`
+	// Commands is OpenClaw's `commands` section, of which sessionbus reads
+	// who owns the chat commands (the ingress's owner-only commands).
+	Commands Commands `mapstructure:"commands"`
 	// Models is OpenClaw's provider catalog: context windows, reply
 	// sizes and prices of the models turns run with.
 	Models Models `mapstructure:"models"`
@@ -322,6 +328,36 @@ type Agent struct {
 	Sandbox *Sandbox `mapstructure:"sandbox"`
 	// Tools is agents.list[].tools, the agent's tool policy.
 	Tools *AgentTools `mapstructure:"tools"`
+}
+
+// Commands is OpenClaw's `commands` section.
+type Commands struct {
+	// OwnerAllowFrom lists the senders who may run the owner-only chat
+	// commands (/send): "<channel>:<id>", a bare "<id>" (any channel), or
+	// "*" (anyone). Empty: nobody, as OpenClaw treats no sender as an owner
+	// without it.
+	OwnerAllowFrom []string `mapstructure:"ownerAllowFrom"`
+}
+
+// CommandOwner reports whether sender from on channel is listed in
+// commands.ownerAllowFrom. The channel compares without case, the id as
+// sent (ids such as Signal's are case-sensitive).
+func (c *Config) CommandOwner(channel, from string) bool {
+	channel = strings.ToLower(strings.TrimSpace(channel))
+	from = strings.TrimSpace(from)
+	if from == "" {
+		return false
+	}
+	for _, raw := range c.Commands.OwnerAllowFrom {
+		entry := strings.TrimSpace(raw)
+		if entry == "*" || entry == from {
+			return true
+		}
+		if ch, id, ok := strings.Cut(entry, ":"); ok && strings.EqualFold(ch, channel) && (id == from || id == "*") {
+			return true
+		}
+	}
+	return false
 }
 
 // Logging is OpenClaw's `logging` section.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/flows/submit"
 	"github.com/sessionbus/sessionbus/gateway/completion"
 	"github.com/sessionbus/sessionbus/kv/claims"
@@ -216,21 +217,33 @@ func (g *Gateway) announceRun(ctx context.Context, c *subagents.Record) (string,
 	if err := errors.Join(targetErr, resErr); err != nil {
 		return "", nil, err
 	}
-	sid := c.ChildSessionID
-	if sid == "" {
+	sid, model := c.ChildSessionID, c.Model
+	if sid == "" || model == "" {
 		if ce, _, err := g.store.Get(ctx, c.ChildSessionKey); err == nil {
-			sid = ce.SessionID
+			sid = rules.FirstNonEmpty(sid, ce.SessionID)
+			if model == "" && ce.Model != "" {
+				model = ce.Model
+				if ce.ModelProvider != "" {
+					model = ce.ModelProvider + "/" + ce.Model
+				}
+			}
 		}
 	}
 	nested := rules.IsSubagentKey(target)
-	text := completion.Text(&completion.Event{
+	ev := &completion.Event{
 		Source: "subagent", Type: completion.TypeSubagent,
 		ChildSessionKey: c.ChildSessionKey, ChildSessionID: sid, Label: c.Label, Task: c.Task,
 		Outcome: c.Outcome, Error: c.Error, Result: result,
 		StartedAt: c.StartedAt, EndedAt: c.EndedAt,
 		InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, TotalTokens: c.TotalTokens,
+		TranscriptPath:      g.names.TranscriptsStream() + "/" + g.names.Transcript(bus.EncodeKey(c.ChildSessionKey)),
 		RequesterIsSubagent: nested, ExpectsCompletion: c.ExpectsCompletion,
-	})
+	}
+	// the stats line's estimate, at the catalog's prices of the child's model
+	if price := g.cfg.ModelLimits(model).Cost; model != "" && price.Priced() {
+		ev.Priced, ev.CostUSD = true, completion.EstimateCost(c.InputTokens, c.OutputTokens, price.Input, price.Output)
+	}
+	text := completion.Text(ev)
 	carrier := 0
 	if c.Announce != nil {
 		carrier = c.Announce.Carrier

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/flows/spawns"
 	"github.com/sessionbus/sessionbus/gateway/completion"
@@ -83,6 +84,7 @@ func TestChildAnnounceDelivered(t *testing.T) {
 	want := completion.Text(&completion.Event{
 		ChildSessionKey: c.ChildSessionKey, ChildSessionID: c.ChildSessionID, Label: "counter", Task: "count the files",
 		Outcome: "ok", Result: "kid did: [Subagent Task]: count the files", StartedAt: r.StartedAt, EndedAt: r.EndedAt,
+		TranscriptPath:    "SB_TRANSCRIPTS/sb.tr." + bus.EncodeKey(c.ChildSessionKey),
 		ExpectsCompletion: true,
 	})
 	bustest.WaitFor(t, 20*time.Second, "the requester's reply", func() bool { return len(e.transcript("agent:req:main")) == 2 })

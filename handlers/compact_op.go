@@ -43,20 +43,8 @@ func (d *Deps) compactOp(ctx context.Context, key string, p rules.Params) (any, 
 	if err != nil {
 		return nil, err
 	}
-	agentID := rules.FirstNonEmpty(e.AgentID, rules.AgentIDFromKey(key))
-	runID, now := sessions.NewID(), d.Now().UnixMilli()
-	req := &runqueue.Request{
-		RunID: runID, SessionKey: key, AgentID: agentID, ChainID: runID, CreatedAt: now,
-		Compact: &runreq.CompactRef{Instructions: instructions},
-	}
-	rec := &runs.Record{RunID: runID, SessionKey: key, AgentID: agentID, Status: runs.Pending, CreatedAt: now, ChainID: runID}
-	q, err := d.starter().Start(ctx, "compact", req, rec, true)
-	if err != nil {
-		return nil, err
-	}
-	defer q.Stop()
-	out := compactResult{Status: "accepted", SessionKey: key, RunID: runID}
-	done, err := q.Wait(ctx, compactWait)
+	out := compactResult{Status: "accepted", SessionKey: key}
+	done, err := d.compact(ctx, key, e, instructions, compactWait, &out.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -71,4 +59,25 @@ func (d *Deps) compactOp(ctx context.Context, key string, p rules.Params) (any, 
 		out.CompactionCount = e.Rares().CompactionCount
 	}
 	return out, nil
+}
+
+// compact queues a compaction run of session key (entry e) and waits up to
+// wait for its record: nil when it is still running then. The run's id is
+// stored in *runID as soon as it is chosen. The compact op and /compact
+// both run it.
+func (d *Deps) compact(ctx context.Context, key string, e *sessions.Entry, instructions string, wait time.Duration, runID *string) (*runs.Record, error) {
+	agentID := rules.FirstNonEmpty(e.AgentID, rules.AgentIDFromKey(key))
+	id, now := sessions.NewID(), d.Now().UnixMilli()
+	*runID = id
+	req := &runqueue.Request{
+		RunID: id, SessionKey: key, AgentID: agentID, ChainID: id, CreatedAt: now,
+		Compact: &runreq.CompactRef{Instructions: instructions},
+	}
+	rec := &runs.Record{RunID: id, SessionKey: key, AgentID: agentID, Status: runs.Pending, CreatedAt: now, ChainID: id}
+	q, err := d.starter().Start(ctx, "compact", req, rec, true)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Stop()
+	return q.Wait(ctx, wait)
 }

@@ -108,30 +108,14 @@ func (d *Deps) Inbound() bus.Handler {
 		if err := d.routeInbound(ctx, &ip); err != nil {
 			return nil, bus.Thrown(err)
 		}
-		// `/stop` aborts the session's running turn (stop.go)
-		if isStopCommand(ip.text) {
-			res, err := d.inboundStop(ctx, ip)
+		// a chat command is answered here and queues no turn (commands.go)
+		if res, handled, err := d.runCommand(ctx, ip); handled {
 			return res, bus.Thrown(err)
 		}
-		// `/goal ...` changes the session's goal and queues no run
-		if cmd, ok := parseGoalCommand(ip.text); ok {
-			res, err := d.inboundGoal(ctx, ip, cmd)
-			return res, bus.Thrown(err)
-		}
-		// `/tools` lists the session's effective tools and queues no run
-		if isToolsCommand(ip.text) {
-			res, err := d.inboundTools(ctx, ip)
-			return res, bus.Thrown(err)
-		}
-		// `/send on|off|inherit` sets the session's send-policy override
-		if word, ok := parseSendCommand(ip.text); ok {
-			res, err := d.inboundSend(ctx, ip, word)
-			return res, bus.Thrown(err)
-		}
-		// `/new`, `/reset` start the session over (reset_inbound.go)
-		if cmd, ok := parseResetCommand(ip.text, d.Config.Session.ResetTriggers); ok {
-			res, err := d.inboundReset(ctx, ip, cmd)
-			return res, bus.Thrown(err)
+		// a session whose send policy denies takes no human turn, as
+		// OpenClaw's dispatch drops it: nothing is written or run
+		if err := d.checkTurnSendPolicy(ctx, ip); err != nil {
+			return nil, bus.Thrown(err)
 		}
 		// a human turn counts against the session it is for (the adapter
 		// speaks for no session), before its first write

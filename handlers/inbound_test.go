@@ -104,12 +104,18 @@ func (is *inboundStack) transcript(key string) []map[string]any {
 // request that leaves it unchanged wrote nothing anywhere.
 func (is *inboundStack) writes() map[string]uint64 {
 	is.T.Helper()
-	js, err := jetstream.New(is.Conn)
+	return writesOf(is.T, is.Stack)
+}
+
+// writesOf is writes of any stack.
+func writesOf(t testing.TB, s *handlerstest.Stack) map[string]uint64 {
+	t.Helper()
+	js, err := jetstream.New(s.Conn)
 	if err != nil {
-		is.T.Fatal(err)
+		t.Fatal(err)
 	}
 	out := map[string]uint64{}
-	l := js.ListStreams(bustest.Context(is.T))
+	l := js.ListStreams(bustest.Context(t))
 	for info := range l.Info() {
 		// the gateways' maintenance lease is taken and renewed there on the
 		// sweep's own clock, whatever messages arrive
@@ -118,7 +124,7 @@ func (is *inboundStack) writes() map[string]uint64 {
 		}
 	}
 	if err := l.Err(); err != nil {
-		is.T.Fatal(err)
+		t.Fatal(err)
 	}
 	return out
 }

@@ -104,3 +104,26 @@ func (d *Deps) inboundSend(ctx context.Context, ip inboundParams, word string) (
 	}
 	return &inboundResult{Status: "ok", RunID: opID, SessionKey: ip.sessionKey, Reply: res.Text}, nil
 }
+
+// checkTurnSendPolicy refuses a human turn into a session whose send
+// policy (its sendPolicy override, else session.sendPolicy) denies, with
+// OpenClaw's error: OpenClaw's dispatch does not run such a message, so no
+// reply reaches the channel nor a waiting adapter. Commands are answered
+// before this check, so `/send on` still lifts it. A session not created
+// yet (a routed first message) is judged by its key and channel.
+func (d *Deps) checkTurnSendPolicy(ctx context.Context, ip inboundParams) error {
+	var override, chatType string
+	e, _, err := d.Store.Get(ctx, ip.sessionKey)
+	switch {
+	case err == nil:
+		override, chatType = e.SendPolicy, e.ChatType
+	case errors.Is(err, sessions.ErrNotFound):
+		chatType = ip.chatType
+	default:
+		return fmt.Errorf("read the send policy of session %s: %w", ip.sessionKey, err)
+	}
+	if rules.ResolveSendPolicy(rules.ConfigSendPolicy(d.Config.Session.SendPolicy), override, ip.sessionKey, ip.channel, chatType) == rules.SendDeny {
+		return bus.Errorf(bus.CodeForbidden, "%s", rules.SendBlockedError)
+	}
+	return nil
+}

@@ -92,15 +92,17 @@ func (o *runsDone) RunDone(string)          { o.n.Add(1) }
 func (o *runsDone) Redelivered()            {}
 func (o *runsDone) Delivered(string, error) {}
 
-// TestInboundSendCommand: /send off stops the turn replies of the session
-// from being delivered to its channel (the run still runs and answers the
-// waiting adapter); /send inherit brings them back; /send shows the
-// setting and its answers are always delivered.
+// TestInboundSendCommand: /send off (from an owner) stops the session's
+// human turns, as OpenClaw's send policy does: a message is refused with
+// OpenClaw's error, queues no run and gets no reply, inline or delivered;
+// /send inherit brings them back; /send shows the setting and its answers
+// are always delivered.
 func TestInboundSendCommand(t *testing.T) {
 	s := handlerstest.Start(t, func(c *config.Config) {
 		c.Agents.List = []config.Agent{{ID: "main", Runtime: "script", Script: map[string]any{"rules": []any{
 			map[string]any{"match": "^hello (.*)", "reply": "hi {{1}}"},
 		}}}}
+		c.Commands.OwnerAllowFrom = []string{"telegram:42"}
 	})
 	done := &runsDone{}
 	gatewaytest.Start(t, s, s.Conn, "gw-send", nil, gateway.Options{Observer: done})
@@ -130,12 +132,19 @@ func TestInboundSendCommand(t *testing.T) {
 	if got := next(); got != "Send policy: off (this session's override)." {
 		t.Fatalf("delivered %q", got)
 	}
-	if res := must("hello first"); res["status"] != "ok" || res["reply"] != "hi first" {
-		t.Fatalf("turn with sends off: %v", res)
+	before := writesOf(t, s)
+	delete(before, s.Worker.Deps.Names.DeliverStream())
+	if res, err := inboundRaw(t, s, tg, msg("hello first")); code(err) != bus.CodeForbidden || !strings.Contains(err.Error(), rules.SendBlockedError) {
+		t.Fatalf("a turn with sends off: %v %v (want 403 %q)", res, err, rules.SendBlockedError)
 	}
-	// the reply is delivered (or not) after the run's record: wait for
-	// the gateway to be done with the run before the policy changes
-	bustest.WaitFor(t, 30*time.Second, "the first run handled", func() bool { return done.n.Load() >= 1 })
+	after := writesOf(t, s)
+	delete(after, s.Worker.Deps.Names.DeliverStream())
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("a refused turn wrote: before %v after %v", before, after)
+	}
+	if done.n.Load() != 0 {
+		t.Fatalf("a refused turn ran: %d runs", done.n.Load())
+	}
 	if res := must("/send"); res["reply"] != "Send policy: off (this session's override)." {
 		t.Fatalf("/send: %v", res)
 	}
@@ -149,12 +158,51 @@ func TestInboundSendCommand(t *testing.T) {
 	}
 	want := []string{"Send policy: off (this session's override).", "Send policy: inherit (session.sendPolicy: on).", "hi second"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("deliveries %q, want %q (the reply of the turn under /send off must not be delivered)", got, want)
+		t.Fatalf("deliveries %q, want %q", got, want)
 	}
 	if _, err := inboundRaw(t, s, tg, msg("/send maybe")); code(err) != bus.CodeBadRequest {
 		t.Fatalf("/send maybe: %v", err)
 	}
 	if res := must("/send it now please"); res["reply"] != nil && strings.HasPrefix(res["reply"].(string), "Send policy") {
 		t.Fatalf("an ordinary message read as /send: %v", res)
+	}
+}
+
+// TestInboundSendNotOwner: /send is owner-only (commands.ownerAllowFrom):
+// a sender not listed, on the right channel or with the right id on
+// another channel, is answered OpenClaw's refusal and nothing is written;
+// with no owner configured nobody may use it.
+func TestInboundSendNotOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		owners []string
+		from   string
+	}{
+		{"another sender", []string{"telegram:42"}, "666"},
+		{"the owner's id on another channel", []string{"slack:666"}, "666"},
+		{"no owner configured", nil, "666"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := handlerstest.Start(t, func(c *config.Config) { c.Commands.OwnerAllowFrom = tc.owners })
+			now := time.Now().UnixMilli()
+			s.Put(&sessions.Entry{Key: humanKey, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})
+			before := writesOf(t, s)
+			delete(before, s.Worker.Deps.Names.DeliverStream())
+			res, err := inboundRaw(t, s, s.Token(bus.Caller{Adapter: "telegram"}),
+				map[string]any{"sessionKey": humanKey, "channel": "telegram", "from": tc.from, "text": "/send off", "wait": true})
+			want := "You are not authorized to use this owner-only command. Ask the operator to add `telegram:666` to `commands.ownerAllowFrom`."
+			if err != nil || res["reply"] != want {
+				t.Fatalf("/send off from a non-owner: %v %v, want %q", res, err, want)
+			}
+			after := writesOf(t, s)
+			delete(after, s.Worker.Deps.Names.DeliverStream())
+			if fmt.Sprint(before) != fmt.Sprint(after) {
+				t.Fatalf("a refused /send wrote: before %v after %v", before, after)
+			}
+			e, _, err := s.Worker.Deps.Store.Get(bustest.Context(t), humanKey)
+			if err != nil || e.SendPolicy != "" {
+				t.Fatalf("send policy after a refused /send: %q %v", e.SendPolicy, err)
+			}
+		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 // or reset a session, {"sessionKey": KEY}, the transcript archived first
 // (package lifecycle), set or clear its goal, compact it (a gateway runs
 // the compaction), read its effective tool list (tools), and set its
-// send-policy override (send-policy), and stop its running turn (stop). They are no agent
+// send-policy override (send-policy), pin or unpin it (pin), and stop its running turn (stop). They are no agent
 // tools. An adapter token for one channel may act only on that channel's
 // sessions; ops mint one for '*'.
 func (d *Deps) SessionOps() map[string]bus.Handler {
@@ -69,6 +69,10 @@ func (d *Deps) SessionOps() map[string]bus.Handler {
 	})
 	ops["compact"] = op(func(ctx context.Context, _ *bus.Request, key string, p rules.Params) (any, error) {
 		return d.compactOp(ctx, key, p)
+	})
+	ops["pin"] = op(func(ctx context.Context, _ *bus.Request, key string, p rules.Params) (any, error) {
+		res, err := d.pinOp(ctx, key, p)
+		return res, bus.Thrown(err)
 	})
 	if d.Lifecycle != nil {
 		ops["delete"] = op(func(ctx context.Context, _ *bus.Request, key string, _ rules.Params) (any, error) {

@@ -334,17 +334,43 @@ func (d *Deps) resolveModelParam(agentID string, e *sessions.Entry, raw string) 
 // it cannot: unrecognized, or outside the allowed model set. session_status
 // and sessions_spawn both take a model through it.
 func (d *Deps) modelRef(agentID, defProvider, raw string) (config.ModelRef, string) {
+	ref, problem := d.checkModel(agentID, defProvider, raw)
+	switch problem {
+	case modelUnrecognized:
+		return ref, fmt.Sprintf("Unrecognized model %q.", raw)
+	case modelNotAllowed:
+		return ref, fmt.Sprintf("Model %q is not allowed.", ref.String())
+	}
+	return ref, ""
+}
+
+// modelProblem is why a model argument cannot be used.
+type modelProblem int
+
+const (
+	modelOK modelProblem = iota
+	modelUnrecognized
+	modelNotAllowed
+)
+
+// checkModel resolves a model argument and checks it as OpenClaw's
+// gateway does before it patches a session's model: a ref must parse, be
+// in the allowed set (agents.defaults.models, when set), and, when the
+// provider catalog (models.providers) lists any model, be one of them
+// (or the agent's configured default): a provider or a model the catalog
+// does not know is not allowed, so a typo never reaches a runtime.
+func (d *Deps) checkModel(agentID, defProvider, raw string) (config.ModelRef, modelProblem) {
 	ref, ok := d.Config.ModelAlias(raw)
 	if !ok {
 		ref, ok = config.ParseModelRef(raw, defProvider)
 	}
 	if !ok {
-		return ref, fmt.Sprintf("Unrecognized model %q.", raw)
+		return ref, modelUnrecognized
 	}
-	if !d.Config.ModelAllowed(agentID, ref) {
-		return ref, fmt.Sprintf("Model %q is not allowed.", ref.String())
+	if !d.Config.ModelAllowed(agentID, ref) || !d.Config.ModelCataloged(agentID, ref) {
+		return ref, modelNotAllowed
 	}
-	return ref, ""
+	return ref, modelOK
 }
 
 func (d *Deps) defaultProvider(agentID string, e *sessions.Entry) string {

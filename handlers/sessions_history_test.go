@@ -9,6 +9,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/flows/importer"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 )
@@ -127,6 +128,23 @@ func TestHistorySanitizesAndRedacts(t *testing.T) {
 	}
 	if _, ok := res["offset"]; ok {
 		t.Fatal("pagination fields without offset")
+	}
+}
+
+// TestHistoryUserPatternMaskedOnce: sessions_history redacts as OpenClaw's
+// tool-payload variant does: a logging.redactPatterns entry masks first,
+// and the defaults (their ENV-style pattern case-sensitive) do not mask
+// its first6…last4 a second time, as a case-insensitive pass would
+// (token=***).
+func TestHistoryUserPatternMaskedOnce(t *testing.T) {
+	s := handlerstest.Start(t, func(c *config.Config) { c.Logging.RedactPatterns = []string{`/token=(\S+)/i`} })
+	s.Import(importer.ImportOptions{SessionKey: mainKey},
+		`{"role":"user","content":"deploy with token=abcdefghijklmnopqrstuvwxyz now"}`,
+		`{"role":"user","content":"and OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx too"}`,
+	)
+	ms := msgs(t, s.MustCall(mainKey, "sessions_history", `{"sessionKey":"main"}`))
+	if len(ms) != 2 || ms[0]["content"] != "deploy with token=abcdef…wxyz now" || ms[1]["content"] != "and OPENAI_API_KEY=sk-abc…uvwx too" {
+		t.Fatalf("redacted history: %v", ms)
 	}
 }
 

@@ -198,7 +198,7 @@ func (sc *listScratch) release() {
 }
 
 // listCandidates is the small set tree/self visibility (or a spawned-only
-// sandbox) can see, newest first; wider visibility walks the whole index.
+// sandbox) can see, pinned first, then newest; wider visibility walks the whole index.
 func (d *Deps) listCandidates(r *requester) []*sessions.Entry {
 	if (r.visibility == rules.VisibilityAgent || r.visibility == rules.VisibilityAll) && !r.restrictToSpawned {
 		return nil
@@ -209,7 +209,11 @@ func (d *Deps) listCandidates(r *requester) []*sessions.Entry {
 			out = append(out, self)
 		}
 	}
+	// the index's order: pinned first, then newest, then key
 	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pinned != out[j].Pinned {
+			return out[i].Pinned
+		}
 		if out[i].UpdatedAt != out[j].UpdatedAt {
 			return out[i].UpdatedAt > out[j].UpdatedAt
 		}

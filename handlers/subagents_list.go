@@ -19,19 +19,37 @@ type subagentItem = schema.SubagentItem
 type subagentsListResult = schema.SubagentsListResult
 
 func (c *subagentsCall) list() *subagentsListResult {
+	res, activeLines, recentLines := c.rows()
+	var text strings.Builder
+	section := func(lines []string) {
+		if len(lines) == 0 {
+			text.WriteString("(none)\n")
+		}
+		for _, l := range lines {
+			text.WriteString(l + "\n")
+		}
+	}
+	text.WriteString("active subagents:\n")
+	section(activeLines)
+	fmt.Fprintf(&text, "\nrecent (last %dm):\n", c.recentMinutes)
+	section(recentLines)
+	res.Text = strings.TrimSuffix(text.String(), "\n")
+	return res
+}
+
+// rows is the list's items, active first then recent, numbered on across
+// both, with each one's text line; the tool and /subagents list frame the
+// lines each in its own words.
+func (c *subagentsCall) rows() (res *subagentsListResult, activeLines, recentLines []string) {
 	active, recent := c.ordered()
-	res := &subagentsListResult{
+	res = &subagentsListResult{
 		Status: "ok", Action: "list",
 		RequesterSessionKey: c.ctl.key, CallerSessionKey: c.ctl.callerKey, CallerIsSubagent: c.ctl.callerIsSubagent,
 		Total: len(c.children), Active: []*subagentItem{}, Recent: []*subagentItem{},
 	}
-	var text strings.Builder
-	text.WriteString("active subagents:\n")
 	index := 1
-	add := func(chs []*child, to *[]*subagentItem, isActive bool) {
-		if len(chs) == 0 {
-			text.WriteString("(none)\n")
-		}
+	add := func(chs []*child, to *[]*subagentItem, isActive bool) []string {
+		var lines []string
 		for _, ch := range chs {
 			start := firstNonZero(ch.rec.StartedAt, ch.rec.CreatedAt)
 			end := c.now
@@ -40,15 +58,14 @@ func (c *subagentsCall) list() *subagentsListResult {
 			}
 			item, line := c.item(index, ch, end-start)
 			*to = append(*to, item)
-			text.WriteString(line + "\n")
+			lines = append(lines, line)
 			index++
 		}
+		return lines
 	}
-	add(active, &res.Active, true)
-	fmt.Fprintf(&text, "\nrecent (last %dm):\n", c.recentMinutes)
-	add(recent, &res.Recent, false)
-	res.Text = strings.TrimSuffix(text.String(), "\n")
-	return res
+	activeLines = add(active, &res.Active, true)
+	recentLines = add(recent, &res.Recent, false)
+	return res, activeLines, recentLines
 }
 
 // item builds one list row and its text line:

@@ -12,20 +12,21 @@ import (
 	"github.com/sessionbus/sessionbus/flows/lifecycle"
 )
 
-// cmdSession is `sessionbus session delete|reset|goal|compact|tools|send-policy|stop
+// cmdSession is `sessionbus session delete|reset|goal|compact|tools|send-policy|pin|unpin|stop
 // ...`: the request on <prefix>.ops.session.<op>, with an ops token
 // (adapter '*') minted from the operator credentials. delete and reset
 // archive the transcript first, then remove; goal sets or clears the
 // session's goal; compact has a gateway summarize the session's context;
 // tools prints its effective tool list; send-policy sets its send-policy
-// override; stop aborts its running turn (docs/ops.md).
+// override; pin and unpin set its pinned flag (both on the op pin); stop
+// aborts its running turn (docs/ops.md).
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	op := ""
 	if len(args) > 0 {
 		op = args[0]
 	}
 	switch op {
-	case "delete", "reset", "goal", "compact", "tools", "send-policy", "stop":
+	case "delete", "reset", "goal", "compact", "tools", "send-policy", "pin", "unpin", "stop":
 	case "-h", "--help", "-help", "help":
 		// every subcommand's flags: the help lists them all
 		sessionFlags(newFlags("session", stdout), "all").fs.Usage()
@@ -65,7 +66,11 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case "compact":
 		fmt.Fprintf(stderr, "compact %s: a gateway summarizes the context with the session's model...\n", fs.Arg(0))
 	}
-	reply, err := bus.SessionOp(ctx, nc, bus.NewNames(*prefix), op, token, body)
+	subject := op
+	if op == "unpin" {
+		subject = "pin" // {"pinned": false}
+	}
+	reply, err := bus.SessionOp(ctx, nc, bus.NewNames(*prefix), subject, token, body)
 	if err != nil {
 		return fail(stderr, bus.CodeUnavailable, err)
 	}
@@ -83,6 +88,9 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if op == "stop" {
 		return printStopResult(reply, stdout, stderr)
+	}
+	if op == "pin" || op == "unpin" {
+		return printPinResult(reply, stdout, stderr)
 	}
 	var res lifecycle.Result
 	if err := json.Unmarshal(reply, &res); err != nil {
@@ -103,6 +111,8 @@ func sessionOpBody(op string, args []string, clear *bool, actor, instructions *s
 		m["sendPolicy"] = args[1] // a bad word is the worker's to refuse, with its message
 	case op == "send-policy":
 		return nil, false
+	case (op == "pin" || op == "unpin") && len(args) == 1:
+		m["pinned"] = op == "pin"
 	case op == "compact" && len(args) == 1:
 		if *instructions != "" {
 			m["instructions"] = *instructions
@@ -189,6 +199,28 @@ func printStopResult(reply []byte, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stderr, "stop %s: no turn was running; nothing changed\n", res.SessionKey)
 	}
+	var v any
+	_ = json.Unmarshal(reply, &v)
+	printJSON(stdout, v)
+	return 0
+}
+
+// printPinResult says what the pin did (stderr) and prints the reply
+// (stdout).
+func printPinResult(reply []byte, stdout, stderr io.Writer) int {
+	var res struct {
+		Status     string `json:"status"`
+		SessionKey string `json:"sessionKey"`
+		Pinned     bool   `json:"pinned"`
+	}
+	if err := json.Unmarshal(reply, &res); err != nil {
+		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
+	}
+	state := "unpinned"
+	if res.Pinned {
+		state = "pinned"
+	}
+	fmt.Fprintf(stderr, "%s: %s (%s)\n", res.SessionKey, state, res.Status)
 	var v any
 	_ = json.Unmarshal(reply, &v)
 	printJSON(stdout, v)

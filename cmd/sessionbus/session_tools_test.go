@@ -88,3 +88,29 @@ func TestSessionStopCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionPinCommand: `sessionbus session pin KEY` and `unpin KEY` set
+// and clear the entry's pinned flag (a repeat is unchanged); an unknown
+// key exits 1 with the worker's message, a missing key or an extra word is
+// a usage error.
+func TestSessionPinCommand(t *testing.T) {
+	const key = "agent:main:main"
+	st := startSessionCmd(t, nil, key)
+	for _, step := range []struct {
+		op, status string
+		pinned     bool
+	}{{"pin", "set", true}, {"pin", "unchanged", true}, {"unpin", "set", false}} {
+		code, out, errs := st.session(step.op, key)
+		if code != 0 || !strings.Contains(out, `"status": "`+step.status+`"`) || st.stored(t, key).Pinned != step.pinned {
+			t.Fatalf("%s: exit %d %s %s (pinned %v)", step.op, code, out, errs, st.stored(t, key).Pinned)
+		}
+	}
+	if code, _, errs := st.session("pin", "agent:main:nobody"); code != 1 || !strings.Contains(errs, `"code":404,"error":"unknown session agent:main:nobody`) {
+		t.Fatalf("unknown key: exit %d %s", code, errs)
+	}
+	for _, args := range [][]string{nil, {key, "now"}} {
+		if code, _, errs := st.session("unpin", args...); code != 2 || !strings.Contains(errs, "usage: sessionbus session") {
+			t.Fatalf("%q: exit %d %s", args, code, errs)
+		}
+	}
+}

@@ -60,6 +60,13 @@ type Event struct {
 	InputTokens        int64
 	OutputTokens       int64
 	TotalTokens        int64 // prompt/cache, shown when above in+out
+	// CostUSD is the run's estimated cost from the model catalog's prices,
+	// shown as `est $…` when Priced (the model has a price).
+	CostUSD float64
+	Priced  bool
+	// TranscriptPath is where the child's transcript is, shown last when
+	// set.
+	TranscriptPath string
 
 	RequesterIsSubagent bool
 	// ExpectsCompletion selects the top-level instruction of a spawn that
@@ -127,7 +134,9 @@ func FormatTokens(n int64) string {
 }
 
 // StatsLine is `Stats: runtime <d> • tokens <io> (in <in> / out <out>)`,
-// plus ` • prompt/cache <total>` when the total exceeds in+out.
+// plus ` • prompt/cache <total>` when the total exceeds in+out, then, as
+// the reference's stats line places them, ` • est <cost>` for a priced
+// model and ` • transcript <path>`.
 func StatsLine(e *Event) string {
 	known := e.StartedAt > 0 && e.EndedAt > 0
 	io := e.InputTokens + e.OutputTokens
@@ -138,7 +147,27 @@ func StatsLine(e *Event) string {
 	if e.TotalTokens > io {
 		parts = append(parts, "prompt/cache "+FormatTokens(e.TotalTokens))
 	}
+	if e.Priced {
+		parts = append(parts, "est "+FormatUSD(e.CostUSD))
+	}
+	if p := strings.TrimSpace(e.TranscriptPath); p != "" {
+		parts = append(parts, "transcript "+p)
+	}
 	return "Stats: " + strings.Join(parts, " • ")
+}
+
+// FormatUSD is the reference's cost: two decimals from a cent, else four.
+func FormatUSD(v float64) string {
+	if v >= 0.01 {
+		return "$" + strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return "$" + strconv.FormatFloat(v, 'f', 4, 64)
+}
+
+// EstimateCost is the reference's estimate of a run's cost: input and
+// output tokens at the catalog's prices in USD per million tokens.
+func EstimateCost(inputTokens, outputTokens int64, inputPrice, outputPrice float64) float64 {
+	return (float64(inputTokens)*inputPrice + float64(outputTokens)*outputPrice) / 1_000_000
 }
 
 // ReplyInstruction is the Action line by requester kind.

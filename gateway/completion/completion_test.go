@@ -62,6 +62,13 @@ func TestStatsLine(t *testing.T) {
 			"Stats: runtime 39s • tokens 3.6k (in 24 / out 3.6k) • prompt/cache 33.8k"},
 		{Event{StartedAt: 1, EndedAt: 2_001, InputTokens: 10, OutputTokens: 5, TotalTokens: 15},
 			"Stats: runtime 2s • tokens 15 (in 10 / out 5)"},
+		// a priced model's estimate, then where the transcript is
+		{Event{StartedAt: 1, EndedAt: 2_001, InputTokens: 12_000, OutputTokens: 3_000, Priced: true,
+			CostUSD: EstimateCost(12_000, 3_000, 2, 8), TranscriptPath: "SB_TRANSCRIPTS/sb.tr.x"},
+			"Stats: runtime 2s • tokens 15.0k (in 12.0k / out 3.0k) • est $0.05 • transcript SB_TRANSCRIPTS/sb.tr.x"},
+		{Event{InputTokens: 100, OutputTokens: 10, TotalTokens: 500, Priced: true, CostUSD: EstimateCost(100, 10, 2, 8)},
+			"Stats: runtime n/a • tokens 110 (in 100 / out 10) • prompt/cache 500 • est $0.0003"},
+		{Event{Priced: true, CostUSD: 1.234}, "Stats: runtime n/a • tokens 0 (in 0 / out 0) • est $1.23"},
 	} {
 		if got := StatsLine(&c.e); got != c.want {
 			t.Errorf("StatsLine(%+v) =\n%q\nwant\n%q", c.e, got, c.want)

@@ -30,7 +30,7 @@ type Index struct {
 	slots []*Entry // by slot; nil: free
 	free  []uint32
 	byKey keyTable
-	order *btree.BTreeG[uint32] // newest first, then key
+	order *btree.BTreeG[uint32] // pinned first, then newest, then key
 	// loading: the initial load is filing entries, and order is built
 	// once at its end (from a sort, cheaper than a million inserts).
 	loading bool
@@ -67,8 +67,12 @@ type Index struct {
 	recovering sync.Mutex
 }
 
-// newer first, then key, so pages are stable.
+// pinned first (OpenClaw lists pinned sessions first), then newer, then
+// key, so pages are stable.
 func newer(a, b *Entry) bool {
+	if a.Pinned != b.Pinned {
+		return a.Pinned
+	}
 	if a.UpdatedAt != b.UpdatedAt {
 		return a.UpdatedAt > b.UpdatedAt
 	}

@@ -102,17 +102,24 @@ func (ix *Index) load(ctx context.Context, updates <-chan jetstream.KeyValueEntr
 // insert finding its place in the nodes the last one touched.
 func (ix *Index) buildOrder() {
 	type item struct {
-		at   int64
-		key  string
-		slot uint32
+		pinned bool
+		at     int64
+		key    string
+		slot   uint32
 	}
 	items := make([]item, 0, len(ix.slots)-len(ix.free))
 	for slot, e := range ix.slots {
 		if e != nil {
-			items = append(items, item{e.UpdatedAt, e.Key, uint32(slot)})
+			items = append(items, item{e.Pinned, e.UpdatedAt, e.Key, uint32(slot)})
 		}
 	}
 	slices.SortFunc(items, func(a, b item) int {
+		if a.pinned != b.pinned {
+			if a.pinned {
+				return -1 // pinned first
+			}
+			return 1
+		}
 		if a.at != b.at {
 			return cmp.Compare(b.at, a.at) // newer first
 		}

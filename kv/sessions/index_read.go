@@ -111,7 +111,7 @@ func (ix *Index) appendEntries(dst []*Entry, slots []uint32) []*Entry {
 	return dst
 }
 
-// Each calls fn for entries newest first until fn returns false. fn runs
+// Each calls fn for entries pinned first, then newest, until fn returns false. fn runs
 // under the index read lock and must not call back into the index.
 func (ix *Index) Each(fn func(*Entry) bool) {
 	ix.mu.RLock()

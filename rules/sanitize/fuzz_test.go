@@ -101,8 +101,8 @@ func FuzzRedact(f *testing.F) {
 		if utf8.ValidString(s) && !utf8.ValidString(out) {
 			t.Fatalf("invalid UTF-8 from %q: %q", s, out)
 		}
-		if got := r.Log(s); got != out {
-			t.Fatalf("Log and ToolPayload differ without user patterns: %q vs %q", got, out)
+		if got := r.ErrorText(s); got != out {
+			t.Fatalf("ErrorText and ToolPayload differ: %q vs %q", got, out)
 		}
 		if off.Log(s) != s {
 			t.Fatal("off must not redact logs")

@@ -80,13 +80,15 @@ func NewRedactor(mode string, custom []string) (*Redactor, error) {
 		}
 	}
 	r := &Redactor{logOff: mode == "off", fingerprint: strings.Join(fp, ",")}
-	d := defaults()
-	if len(user) == 0 {
-		r.logPatterns, r.toolPatterns = d, d
-		return r, nil
+	// tool payloads take OpenClaw's tool-payload defaults, whose ENV-style
+	// pattern (1) is case-sensitive: a lower-case `token=` a user pattern
+	// already masked is not read as an ENV assignment and masked again
+	d, td := defaults(), toolDefaults()
+	r.logPatterns, r.toolPatterns = d, td
+	if len(user) > 0 {
+		r.logPatterns = user
+		r.toolPatterns = append(append([]*redactPattern{}, user...), td...)
 	}
-	r.logPatterns = user
-	r.toolPatterns = append(append([]*redactPattern{}, user...), d...)
 	return r, nil
 }
 
@@ -139,9 +141,11 @@ func (r *Redactor) Fingerprint() string {
 	return r.fingerprint
 }
 
-// ToolPayload redacts text that a tool returns to a model. It is always on,
-// whatever logging.redactSensitive says, and applies the user patterns first,
-// then the defaults. changed reports whether anything was masked.
+// ToolPayload redacts text that a tool returns to a model, as OpenClaw's
+// tool-payload redaction does. It is always on, whatever
+// logging.redactSensitive says, and applies the user patterns first, then
+// the defaults with the ENV-style assignment matched in upper case only
+// (toolDefaults). changed reports whether anything was masked.
 func (r *Redactor) ToolPayload(s string) (out string, changed bool) {
 	if r == nil {
 		r = DefaultRedactor()
@@ -151,18 +155,14 @@ func (r *Redactor) ToolPayload(s string) (out string, changed bool) {
 }
 
 // ErrorText redacts a thrown error's message (it quotes the caller's
-// arguments): the user patterns, then the defaults with the ENV-style
-// assignment matched in upper case only (see errorDefaults). Always on,
-// like ToolPayload.
+// arguments) as ToolPayload does: the user patterns, then the defaults with
+// the ENV-style assignment matched in upper case only (see toolDefaults).
+// Always on.
 func (r *Redactor) ErrorText(s string) string {
 	if r == nil {
 		r = DefaultRedactor()
 	}
-	ps := errorDefaults()
-	if n := len(r.toolPatterns) - len(defaults()); n > 0 {
-		ps = append(append([]*redactPattern{}, r.toolPatterns[:n]...), ps...)
-	}
-	return redactText(s, ps)
+	return redactText(s, r.toolPatterns)
 }
 
 // Log redacts text bound for logs: a no-op when logging.redactSensitive is

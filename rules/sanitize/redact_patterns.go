@@ -205,10 +205,10 @@ type redactPattern struct {
 }
 
 var (
-	compiledDefaultsOnce      sync.Once
-	compiledDefaults          []*redactPattern
-	compiledErrorDefaultsOnce sync.Once
-	compiledErrorDefaults     []*redactPattern
+	compiledDefaultsOnce     sync.Once
+	compiledDefaults         []*redactPattern
+	compiledToolDefaultsOnce sync.Once
+	compiledToolDefaults     []*redactPattern
 )
 
 func defaults() []*redactPattern {
@@ -216,14 +216,16 @@ func defaults() []*redactPattern {
 	return compiledDefaults
 }
 
-// errorDefaults are the defaults for error messages: the same, except that
-// the ENV-style assignment (pattern 1) must be spelt in upper case, as ENV names
-// are. Error texts quote arguments after their parameter's name
-// ("Unknown sessionKey: agent:main:main", the reference's literal), which
-// the case-insensitive pattern 1 reads as a KEY: value assignment and masks.
-func errorDefaults() []*redactPattern {
-	compiledErrorDefaultsOnce.Do(func() { compiledErrorDefaults = compileDefaults("g") })
-	return compiledErrorDefaults
+// toolDefaults are the defaults of tool payloads (and error messages):
+// the same, except that the ENV-style assignment (pattern 1) must be spelt
+// in upper case, as ENV names are, as in OpenClaw's tool-payload variant,
+// which writes it /…/g. Error texts quote arguments after their
+// parameter's name ("Unknown sessionKey: agent:main:main", the reference's
+// literal), which the case-insensitive pattern 1 would read as a KEY: value
+// assignment and mask.
+func toolDefaults() []*redactPattern {
+	compiledToolDefaultsOnce.Do(func() { compiledToolDefaults = compileDefaults("g") })
+	return compiledToolDefaults
 }
 
 // compileDefaults compiles defaultPatterns; firstFlags are the flags of

@@ -166,7 +166,14 @@ func redactMatch(s string, m []int) string {
 	return maskToken(match)
 }
 
+// maskToken masks a token: `***` when short, else its first 6 and last 4
+// characters around an ellipsis. A token that already has a mask's shape
+// (a user pattern masked it, and a default matches it again) is kept, so
+// masking twice leaves what masking once did.
 func maskToken(token string) string {
+	if isMask(token) {
+		return token
+	}
 	if utf16Len(token) < redactMinLength {
 		return "***"
 	}
@@ -190,4 +197,13 @@ func redactPEMBlock(block string) string {
 		return "***"
 	}
 	return lines[0] + "\n…redacted…\n" + lines[len(lines)-1]
+}
+
+// isMask reports a token that is the output of maskToken.
+func isMask(token string) bool {
+	if token == "***" {
+		return true
+	}
+	head, tail, ok := strings.Cut(token, "…")
+	return ok && utf16Len(head) == redactKeepStart && utf16Len(tail) == redactKeepEnd && !strings.Contains(tail, "…")
 }

@@ -32,7 +32,10 @@ func TestDefaultPatterns(t *testing.T) {
 	runRedact(t, DefaultRedactor(), []redactCase{
 		// 1. ENV-style assignments (the \1 back-reference, emulated).
 		{"1 env unquoted", "OPENAI_API_KEY=" + alpha26, "OPENAI_API_KEY=abcdef…wxyz"},
-		{"1 env colon lower-case", "token: abc", "token: ***"},
+		// tool payloads match pattern 1 in upper case only (OpenClaw's
+		// tool-payload variant); logs in any case (TestLogPatternOneAnyCase)
+		{"1 env colon upper-case", "TOKEN: abc", "TOKEN: ***"},
+		{"1 env colon lower-case", "token: abc", "token: abc"},
 		{"1 env double quoted", `MY_API_KEY="abc"`, `MY_API_KEY="***"`},
 		{"1 env single quoted", "DB_SECRET='" + alpha26 + "'", "DB_SECRET='abcdef…wxyz'"},
 		// The [B] standalone-assignment pattern runs later and re-masks the
@@ -290,5 +293,36 @@ func TestPrefilterIsSound(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLogPatternOneAnyCase: log redaction keeps OpenClaw's log defaults,
+// whose ENV-style pattern matches any case.
+func TestLogPatternOneAnyCase(t *testing.T) {
+	if got := DefaultRedactor().Log("token: abc"); got != "token: ***" {
+		t.Fatalf("Log = %q", got)
+	}
+}
+
+// TestUserMaskNotMaskedTwice: a token a logging.redactPatterns entry
+// already masked (first 6 … last 4) is not masked a second time by the
+// defaults: neither the ENV-style pattern (case-sensitive in tool
+// payloads) nor the standalone-assignment one (which finds a mask there).
+func TestUserMaskNotMaskedTwice(t *testing.T) {
+	r, err := NewRedactor("", []string{`/token=(\S+)/i`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRedact(t, r, []redactCase{
+		{"user mask kept", "deploy with token=" + alpha26 + " now", "deploy with token=abcdef…wxyz now"},
+		{"at the start", "token=" + alpha26, "token=abcdef…wxyz"},
+		{"upper case", "TOKEN=" + alpha26, "TOKEN=abcdef…wxyz"},
+		// a short token masks to *** once, and stays ***
+		{"short", "token=abc", "token=***"},
+	})
+	// a default's own mask is stable too: redacting twice changes nothing
+	once, _ := DefaultRedactor().ToolPayload("key ghp_" + strings.Repeat("Q", 36) + " and api_key=" + alpha26)
+	if twice, changed := DefaultRedactor().ToolPayload(once); changed || twice != once {
+		t.Fatalf("redacting %q again gave %q", once, twice)
 	}
 }
