@@ -13,6 +13,8 @@ type Config struct {
 	Agents  Agents  `mapstructure:"agents"`
 	Logging Logging `mapstructure:"logging"`
 	Quotas  Quotas  `mapstructure:"quotas"`
+	// Cron is OpenClaw's cron section (scheduled turns).
+	Cron Cron `mapstructure:"cron"`
 	// Models is OpenClaw's provider catalog: context windows, reply
 	// sizes and prices of the models turns run with.
 	Models Models `mapstructure:"models"`

@@ -30,6 +30,9 @@ func (c *Config) Validate(log *slog.Logger) error {
 	default:
 		return fmt.Errorf("bus.replicas %d must be 1, 3 or 5 (the replica count of new streams and buckets)", c.Bus.Replicas)
 	}
+	if _, err := c.Cron.MinIntervalDuration(); err != nil {
+		return err
+	}
 	if c.Bus.MaxRunHops < 1 {
 		return fmt.Errorf("bus.maxRunHops %d must be 1 or more", c.Bus.MaxRunHops)
 	}
