@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,8 +33,6 @@ type worker struct {
 	svc  *Service
 	st   *stores.Stores
 	cons jetstream.ConsumeContext
-	// started counts the runs this worker started (not repeats).
-	started atomic.Int64
 }
 
 func newWorker(t *testing.T, s *embedded.Server, cfg *config.Config) *worker {
