@@ -115,12 +115,9 @@ func (d *Deps) CronOps() map[string]bus.Handler {
 			if err != nil {
 				return nil, err
 			}
-			limit := 0
-			if v, ok := p["limit"].(float64); ok {
-				limit = int(v)
-			}
-			if limit < 0 {
-				return nil, bus.Errorf(bus.CodeBadRequest, "limit %d must be 0 (all) or more", limit)
+			limit, _, err := p.NonNegativeInt("limit")
+			if err != nil {
+				return nil, bus.Thrown(err)
 			}
 			runs, err := d.Cron.RunsOf(ctx, id, limit)
 			return map[string]any{"jobId": id, "runs": runs}, err
