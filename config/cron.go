@@ -29,3 +29,8 @@ func (c Cron) MinIntervalDuration() (time.Duration, error) {
 	}
 	return d, nil
 }
+
+func (c Cron) validate() error {
+	_, err := c.MinIntervalDuration()
+	return err
+}

@@ -30,9 +30,6 @@ func (c *Config) Validate(log *slog.Logger) error {
 	default:
 		return fmt.Errorf("bus.replicas %d must be 1, 3 or 5 (the replica count of new streams and buckets)", c.Bus.Replicas)
 	}
-	if _, err := c.Cron.MinIntervalDuration(); err != nil {
-		return err
-	}
 	if c.Bus.MaxRunHops < 1 {
 		return fmt.Errorf("bus.maxRunHops %d must be 1 or more", c.Bus.MaxRunHops)
 	}
@@ -123,7 +120,7 @@ func (c *Config) Validate(log *slog.Logger) error {
 			return err
 		}
 	}
-	if err := cmp.Or(c.validateThreadBindings(), c.Session.validateLifecycle()); err != nil {
+	if err := cmp.Or(c.validateThreadBindings(), c.Session.validateLifecycle(), c.Cron.validate()); err != nil {
 		return err
 	}
 	if _, ok := c.DiskBudget(); !ok {
