@@ -27,7 +27,7 @@ func (w *Worker) startCron(ctx context.Context, s *stores.Stores) error {
 	}
 	d.Cron = &cron.Service{
 		Jobs: jobs, Ticks: ticks, Starter: d.starter(), Runs: d.Runs, Store: d.Store,
-		JS: s.JS, Names: d.Names, Config: d.Config, Log: d.Log, Now: d.Now,
+		JS: s.JS, Names: d.Names, Config: d.Config, Signals: s.Signals, Log: d.Log, Now: d.Now,
 	}
 	if !d.Config.Cron.Enabled {
 		return nil
@@ -41,6 +41,9 @@ func (w *Worker) startCron(ctx context.Context, s *stores.Stores) error {
 func (w *Worker) stopCron() {
 	if w.cronTicks != nil {
 		w.cronTicks.Stop()
+	}
+	if w.Deps.Cron != nil {
+		w.Deps.Cron.Close()
 	}
 }
 

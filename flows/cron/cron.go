@@ -25,6 +25,7 @@ import (
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/rules/cronspec"
 	"github.com/sessionbus/sessionbus/streams/crontick"
+	"github.com/sessionbus/sessionbus/streams/signals"
 )
 
 // Session targets, payload kinds, wake modes and delivery modes: OpenClaw's
@@ -55,8 +56,13 @@ type Service struct {
 	JS     jetstream.JetStream
 	Names  bus.Names
 	Config *config.Config
-	Log    *slog.Logger
-	Now    func() time.Time
+	// Signals, when set, gets a run_completed or run_failed event for each
+	// run's end, on the job's session (isolated) or the main session.
+	Signals *signals.Log
+	Log     *slog.Logger
+	Now     func() time.Time
+
+	bg background // following started runs to their end
 }
 
 func (s *Service) now() time.Time {
@@ -160,20 +166,21 @@ func (s *Service) HandleTick(ctx context.Context, tk *crontick.Tick) error {
 	if q.Repeat {
 		return nil // its first taker did the rest
 	}
+	report := req.mainKey // where the run's outcome is logged
 	if j.SessionTarget == TargetIsolated {
 		s.touchJobSession(ctx, j, now)
+		report = JobSessionKey(j)
 	}
-	return s.afterStart(ctx, j, id, key, now)
+	return s.afterStart(ctx, j, id, key, report, now)
 }
 
-// afterStart records the run on the job; a one-shot is disabled, or
-// deleted once its run ended well when it asks (deleteAfterRun).
-func (s *Service) afterStart(ctx context.Context, j *cronjobs.Job, id, key string, now time.Time) error {
-	oneShot := j.Schedule.Kind == cronspec.KindAt
+// afterStart records the run on the job (a one-shot that keeps itself
+// is disabled: it ran) and follows the run to its end.
+func (s *Service) afterStart(ctx context.Context, j *cronjobs.Job, id, key, sessionKey string, now time.Time) error {
 	_, err := s.Jobs.Update(ctx, j.ID, func(cur *cronjobs.Job) error {
 		cur.State.LastRunAtMs, cur.State.LastRunID, cur.State.LastTick = now.UnixMilli(), id, key
 		cur.State.LastStatus, cur.State.LastError = "queued", ""
-		if oneShot && !cur.DeleteAfterRun {
+		if j.Schedule.Kind == cronspec.KindAt && !cur.DeleteAfterRun {
 			cur.Enabled = false
 		}
 		return nil
@@ -181,34 +188,11 @@ func (s *Service) afterStart(ctx context.Context, j *cronjobs.Job, id, key strin
 	if errors.Is(err, cronjobs.ErrNotFound) {
 		return nil
 	}
-	if err != nil || !oneShot || !j.DeleteAfterRun {
+	if err != nil {
 		return err
 	}
-	go s.deleteWhenDone(context.WithoutCancel(ctx), j.ID, id)
+	s.follow(j, id, sessionKey)
 	return nil
-}
-
-// deleteWhenDone removes a one-shot job after its run succeeded
-// (OpenClaw: delete after success; a failed one stays, disabled).
-func (s *Service) deleteWhenDone(ctx context.Context, jobID, id string) {
-	wctx, cancel := context.WithTimeout(ctx, 6*time.Hour)
-	defer cancel()
-	rec, err := s.Runs.Wait(wctx, id)
-	if err != nil || rec == nil {
-		return
-	}
-	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer dcancel()
-	if rec.Status == runs.OK {
-		if err := s.remove(dctx, jobID); err != nil && !errors.Is(err, cronjobs.ErrNotFound) {
-			s.log().Warn("cron: delete after run", "job", jobID, "err", err)
-		}
-		return
-	}
-	_, _ = s.Jobs.Update(dctx, jobID, func(cur *cronjobs.Job) error {
-		cur.Enabled, cur.State.LastStatus, cur.State.LastError = false, rec.Status, rec.Error
-		return nil
-	})
 }
 
 // lastRoute is where an announce without a channel goes: the main

@@ -55,8 +55,9 @@ func newWorker(t *testing.T, s *embedded.Server, cfg *config.Config) *worker {
 	}
 	w := &worker{st: st, svc: &Service{
 		Jobs: jobs, Ticks: ticks, Starter: &submit.Starter{Queue: st.Queue, Runs: st.Runs}, Runs: st.Runs,
-		Store: st.Sessions, JS: st.JS, Names: names, Config: cfg,
+		Store: st.Sessions, JS: st.JS, Names: names, Config: cfg, Signals: st.Signals,
 	}}
+	t.Cleanup(w.svc.Close)
 	return w
 }
 
@@ -232,6 +233,13 @@ func TestAtRunsOnceAndDeletes(t *testing.T) {
 		_, _, err := a.svc.Jobs.Get(bustest.Context(t), j.ID)
 		return errors.Is(err, cronjobs.ErrNotFound)
 	})
+	ch, err := a.st.Signals.Since(bustest.Context(t), "agent:main:main", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.Events) != 1 || ch.Events[0].Kind != "run_completed" || ch.Events[0].RunID != r.RunID || ch.Events[0].ActorID != "cron:"+j.ID {
+		t.Fatalf("the signal log of the main session: %+v", ch.Events)
+	}
 }
 
 // TestBadInputWritesNothing: each refusal names what was wrong, and
