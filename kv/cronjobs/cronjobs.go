@@ -240,9 +240,6 @@ func (j *Jobs) keys(ctx context.Context, filter string) ([]string, error) {
 	for k := range lister.Keys() {
 		keys = append(keys, k)
 	}
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
 	return keys, nil
 }
 

@@ -158,7 +158,11 @@ func (t *Ticks) Consume(ctx context.Context, fn func(context.Context, *Tick) err
 			_ = m.Term()
 			return
 		}
-		if err := fn(ctx, tk); err != nil {
+		// bounded by the ack wait: past it the tick is another worker's
+		tctx, cancel := context.WithTimeout(ctx, AckWait)
+		err := fn(tctx, tk)
+		cancel()
+		if err != nil {
 			log("cron: tick not handled, will retry", "job", tk.JobID, "tick", tk.Key, "err", err)
 			_ = m.NakWithDelay(time.Second)
 			return
