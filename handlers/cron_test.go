@@ -6,9 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/gateway"
+	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 )
 
@@ -94,5 +98,41 @@ func TestCronJobSessionListed(t *testing.T) {
 	b, _ := json.Marshal(all)
 	if strings.Contains(string(b), ":run:") {
 		t.Fatalf("a cron run session is listed: %s", b)
+	}
+}
+
+// TestCronAnnounceDelivers: an isolated job announcing to a channel that
+// has an adapter delivers its run's reply there, to the job's target.
+func TestCronAnnounceDelivers(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	gatewaytest.Start(t, s, s.Conn, "gw-cron", nil, gateway.Options{})
+	ctx := bustest.Context(t)
+	js, err := jetstream.New(s.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := bus.NewNames("")
+	// the durable consumer a slack adapter creates when it starts
+	if _, err := js.CreateOrUpdateConsumer(ctx, names.DeliverStream(), jetstream.ConsumerConfig{
+		Durable: "slack", FilterSubject: names.Deliver("slack"), AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sub := deliverySub(t, s.Conn)
+	ops := s.Token(bus.Caller{Adapter: bus.AnyChannel})
+	reply, err := bus.CronOp(ctx, s.Conn, names, "add", ops, []byte(`{"name":"brief","schedule":{"kind":"cron","expr":"0 7 * * *","tz":"America/Los_Angeles"},`+
+		`"payload":{"kind":"agentTurn","message":"Summarize overnight updates."},"delivery":{"mode":"announce","channel":"slack","to":"channel:C1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job struct{ ID string }
+	_ = json.Unmarshal(reply, &job)
+	if _, err := bus.CronOp(ctx, s.Conn, names, "run", ops, []byte(`{"jobId":"`+job.ID+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	subj, d := nextDelivery(t, sub)
+	b, _ := json.Marshal(d)
+	if subj != "sb.deliver.slack" || d["to"] != "channel:C1" || !strings.Contains(string(b), "Summarize overnight updates.") {
+		t.Fatalf("delivery on %s: %s", subj, b)
 	}
 }
