@@ -25,9 +25,9 @@ agents:
 `
 
 // TestCronOncePerTickThroughFaults: a job ticking every second for 30 s,
-// over two worker processes and two gateways on a 3-node cluster, runs
+// over two worker and two gateway processes on a 3-node cluster, runs
 // once a second (give or take the faults' edges) and never twice for one
-// tick, while one worker is SIGKILLed, one gateway stopped, and the node
+// tick, while one worker and one gateway are SIGKILLed and the node
 // leading SB_CRON is stopped and started again; every run it started
 // ends ok on the surviving gateway.
 func TestCronOncePerTickThroughFaults(t *testing.T) {
@@ -44,11 +44,10 @@ func TestCronOncePerTickThroughFaults(t *testing.T) {
 	w1, w2 := proc("worker"), proc("worker")
 	w1.waitLine(t, "ready ")
 	w2.waitLine(t, "ready ")
-	// gateways in this process: starting them as processes too outlasts
-	// a loaded two-core machine's patience; the worker is the one that
-	// takes ticks, and it is killed as a process
-	g1 := d.startGateway(t, d.connect(t, "gw-1", -1), "gw-1", 2*time.Second)
-	d.startGateway(t, d.connect(t, "gw-2", -1), "gw-2", 2*time.Second)
+	g1 := proc("gateway", "--id", "gw-1", "--ack-wait", "2s")
+	g1.waitLine(t, "ready gw-1")
+	g2 := proc("gateway", "--id", "gw-2", "--ack-wait", "2s")
+	g2.waitLine(t, "ready gw-2")
 
 	tok, err := d.op.Mint(bus.Caller{Adapter: bus.AnyChannel}, time.Hour)
 	if err != nil {
@@ -90,7 +89,7 @@ func TestCronOncePerTickThroughFaults(t *testing.T) {
 	}
 	atLeast(6, "six runs")
 	sigkill(t, w1)
-	g1.Stop()
+	sigkill(t, g1)
 	n := len(history())
 	atLeast(n+6, "six runs after the kills")
 	victim := d.killStreamLeader(t, d.names.CronStream())
