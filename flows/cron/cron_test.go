@@ -283,3 +283,26 @@ func TestBadInputWritesNothing(t *testing.T) {
 		t.Fatalf("%d schedule messages from bad input", n)
 	}
 }
+
+// TestEditRefusedScheduleKeepsJob: when the server takes no schedule (its
+// stream is gone), an edit changes nothing: the job reads as before.
+func TestEditRefusedScheduleKeepsJob(t *testing.T) {
+	s := bustest.Server(t)
+	cfg, _ := configtest.Load(t, "", "sessionbus.yaml", testConfig)
+	a := newWorker(t, s, cfg)
+	j := addJob(t, a.svc, every("steady", 3600))
+	ctx := bustest.Context(t)
+	if err := a.st.JS.DeleteStream(ctx, bus.NewNames("").CronStream()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.svc.Edit(ctx, j.ID, []byte(`{"schedule":{"kind":"every","everyMs":7200000},"name":"changed"}`)); err == nil {
+		t.Fatal("an edit whose schedule the server did not take succeeded")
+	}
+	got, _, err := a.svc.Jobs.Get(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Schedule.EveryMs != 3_600_000 || got.Name != "steady" {
+		t.Fatalf("job after a refused edit: %+v", got)
+	}
+}

@@ -94,18 +94,34 @@ func (s *Service) SetEnabled(ctx context.Context, id string, on bool) (*cronjobs
 	return s.store(ctx, id, &next)
 }
 
+// store writes next over the job (its run state kept) and replaces its
+// schedule; should the server refuse the schedule, the job is written
+// back as it was, so job and schedule never disagree.
 func (s *Service) store(ctx context.Context, id string, next *cronjobs.Job) (*cronjobs.Job, error) {
 	next.UpdatedAtMs = s.now().UnixMilli()
-	j, err := s.Jobs.Update(ctx, id, func(cur *cronjobs.Job) error {
-		state := cur.State
-		*cur = *next
-		cur.State = state
-		return nil
-	})
+	var prev cronjobs.Job
+	put := func(v *cronjobs.Job) (*cronjobs.Job, error) {
+		return s.Jobs.Update(ctx, id, func(cur *cronjobs.Job) error {
+			state := cur.State
+			if v == next {
+				prev = *cur
+			}
+			*cur = *v
+			cur.State = state
+			return nil
+		})
+	}
+	j, err := put(next)
 	if err != nil {
 		return nil, notFound(err, id)
 	}
-	return j, s.schedule(ctx, j)
+	if err := s.schedule(ctx, j); err != nil {
+		if _, rerr := put(&prev); rerr != nil {
+			s.log().Warn("cron: restoring the job after its schedule failed", "job", id, "err", rerr)
+		}
+		return nil, err
+	}
+	return j, nil
 }
 
 // Remove deletes a job: its schedule first, so it never fires again.
