@@ -29,6 +29,12 @@ func SessionOp(ctx context.Context, nc *nats.Conn, names Names, op, token string
 	return request(ctx, nc, names.SessionOp(op), token, body)
 }
 
+// CronOp sends a cron operation (<prefix>.ops.cron.<op>) with an ops
+// (adapter '*') token and returns the reply body.
+func CronOp(ctx context.Context, nc *nats.Conn, names Names, op, token string, body []byte) ([]byte, error) {
+	return request(ctx, nc, names.CronOp(op), token, body)
+}
+
 // Schema asks names.Schema() for the tools the caller may call, in OpenAI
 // function-calling format (docs/clients.md).
 func Schema(ctx context.Context, nc *nats.Conn, names Names, token string) ([]byte, error) {

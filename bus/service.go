@@ -94,6 +94,9 @@ type ServiceOptions struct {
 	// adapter tokens (ops mint one for '*'); the handler checks the
 	// channel.
 	Ops map[string]Handler
+	// CronOps, when set, answers Names.CronOp(name) for each name (the
+	// cron job operations), under the same rules as Ops.
+	CronOps map[string]Handler
 	// Observer, when set, is told of every answered request as the micro
 	// stats count it (metrics); nil observes nothing.
 	Observer ToolObserver
@@ -228,6 +231,13 @@ func Serve(nc *nats.Conn, tools map[string]Handler, o ServiceOptions) (*Service,
 	}
 	for name, h := range o.Ops {
 		ep := &endpoint{name: "session." + name, subject: o.Names.SessionOp(name), h: h}
+		if err := s.subscribe(ep.subject, func(m *nats.Msg) { s.dispatch(ep, m, time.Now(), true) }); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	for name, h := range o.CronOps {
+		ep := &endpoint{name: "cron." + name, subject: o.Names.CronOp(name), h: h}
 		if err := s.subscribe(ep.subject, func(m *nats.Msg) { s.dispatch(ep, m, time.Now(), true) }); err != nil {
 			s.Stop()
 			return nil, err

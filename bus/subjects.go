@@ -138,6 +138,22 @@ func (n Names) Bucket(name string) string {
 	return n.p() + "_" + name
 }
 
+// CronJobsBucket holds the cron jobs and their run history (kv/cronjobs).
+func (n Names) CronJobsBucket() string { return n.Bucket("cronjobs") }
+
+// CronStream holds each cron job's schedule (one scheduled message) and
+// the ticks the server publishes from it (streams/crontick).
+func (n Names) CronStream() string { return n.stream("CRON") }
+
+// CronSchedule is the subject of job's scheduled message.
+func (n Names) CronSchedule(jobID string) string { return n.p() + ".cron.sched." + jobID }
+
+// CronTick is the subject the server publishes job's ticks to.
+func (n Names) CronTick(jobID string) string { return n.p() + ".cron.tick." + jobID }
+
+// CronOp is the ops subject of a cron operation (add, list, ...).
+func (n Names) CronOp(op string) string { return n.p() + ".ops.cron." + op }
+
 // KVStream is the stream that backs a KV bucket (JetStream's own naming).
 func KVStream(bucket string) string { return "KV_" + bucket }
 

@@ -19,6 +19,8 @@ type Config struct {
 	// Commands is OpenClaw's `commands` section, of which sessionbus reads
 	// who owns the chat commands (the ingress's owner-only commands).
 	Commands Commands `mapstructure:"commands"`
+	// Cron is OpenClaw's cron section (scheduled turns).
+	Cron Cron `mapstructure:"cron"`
 	// Models is OpenClaw's provider catalog: context windows, reply
 	// sizes and prices of the models turns run with.
 	Models Models `mapstructure:"models"`

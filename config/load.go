@@ -47,6 +47,8 @@ var defaults = map[string]any{
 	"session.dmScope":                                "main",
 	"session.agentToAgent.maxPingPongTurns":          DefaultMaxPingPongTurns,
 	"session.maintenance.mode":                       DefaultMaintenanceMode,
+	"cron.enabled":                                   true,
+	"cron.minInterval":                               "",
 	"session.maintenance.pruneAfter":                 DefaultPruneAfter,
 	"session.maintenance.maxEntries":                 DefaultMaxEntries,
 	"session.maintenance.resetArchiveRetention":      "false",

@@ -120,7 +120,7 @@ func (c *Config) Validate(log *slog.Logger) error {
 			return err
 		}
 	}
-	if err := cmp.Or(c.validateThreadBindings(), c.Session.validateLifecycle()); err != nil {
+	if err := cmp.Or(c.validateThreadBindings(), c.Session.validateLifecycle(), c.Cron.validate()); err != nil {
 		return err
 	}
 	if _, ok := c.DiskBudget(); !ok {

@@ -46,6 +46,7 @@ func (g *Gateway) lifecycleSweep() {
 	if _, _, err := g.life.MaintainLeased(ctx, g.id, LifecycleSweepInterval, p); err != nil && g.ctx.Err() == nil {
 		g.log.Warn("gateway: session maintenance", "err", err)
 	}
+	g.cronReap(ctx)
 	if limit, ok := g.cfg.DiskBudget(); ok {
 		target := g.cfg.Session.Maintenance.HighWater(limit)
 		if _, err := g.life.Enforce(ctx, limit, target); err != nil && g.ctx.Err() == nil {

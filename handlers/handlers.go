@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
+	"github.com/sessionbus/sessionbus/flows/cron"
 	"github.com/sessionbus/sessionbus/flows/facts"
 	"github.com/sessionbus/sessionbus/flows/lifecycle"
 	"github.com/sessionbus/sessionbus/flows/notices"
@@ -37,6 +38,9 @@ import (
 
 // Deps is what the tools read and write.
 type Deps struct {
+	// Cron is the cron job service (flows/cron): its operations and the
+	// tick runner.
+	Cron        *cron.Service
 	Config      *config.Config
 	Names       bus.Names
 	Store       *sessions.Store

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/opsapi"
@@ -30,6 +31,8 @@ type Worker struct {
 	guard  *bus.Guard
 	stores *stores.Stores
 	once   sync.Once
+	// cronTicks is this worker's share of the cron tick consumer.
+	cronTicks jetstream.ConsumeContext
 }
 
 // WorkerOption adjusts a worker's Deps before it starts serving.
@@ -103,6 +106,9 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	for _, o := range opts {
 		o(d)
 	}
+	if err := w.startCron(ctx, s); err != nil {
+		return fail(err)
+	}
 	qopts := d.quotaOpts
 	if o, ok := d.ToolObserver.(quota.Observer); ok {
 		qopts = append([]quota.Option{quota.OnRefused(o.QuotaRefused)}, qopts...)
@@ -112,7 +118,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if w.ops, err = opsapi.Start(nc, d.Names, d.Log, d.ToolObserver); err != nil {
 		return fail(err)
 	}
-	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: d.Names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(),
+	if w.svc, err = bus.Serve(nc, Tools(d), bus.ServiceOptions{Names: d.Names, Verifier: v, Logger: d.Log, Inbound: d.Inbound(), Ops: d.SessionOps(), CronOps: d.CronOps(),
 		Observer: d.ToolObserver, Schema: d.Schema(), Quota: d.Quotas.ToolCallBy}); err != nil {
 		return fail(err)
 	}
@@ -141,6 +147,7 @@ func (w *Worker) Shutdown(grace time.Duration) {
 // close releases everything the worker opened: the watches (indexes,
 // revocations, heads) and the stores' run watch and transcript pipes.
 func (w *Worker) close() {
+	w.stopCron()
 	w.ops.Stop()
 	if w.guard != nil {
 		w.guard.Stop()

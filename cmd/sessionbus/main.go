@@ -21,6 +21,7 @@ commands:
   import    load a JSONL transcript (stdin) into a session
   bench     run the benchmark suite
   session   delete|reset a session (its transcript archived first)
+  cron      schedule agent turns: add|list|edit|enable|disable|rm|run|runs (OpenClaw's cron jobs)
   archive   ls|get|restore|budget: archived transcripts and the disk budget
   creds     mint a role's NATS credentials file, or print the server config that trusts them
   inspect   streams, buckets, consumer lag, stuck runs, pending announces and notices
@@ -58,6 +59,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"chat":       cmdChat,
 		"adapter":    cmdAdapter,
 		"session":    cmdSession,
+		"cron":       cmdCron,
 		"archive":    cmdArchive,
 		"creds":      cmdCreds,
 		"inspect":    cmdInspect,

@@ -101,6 +101,10 @@ type Result struct {
 	RestartP99Ratio *float64 `json:"restart_p99_ratio,omitempty"`
 	Restarts        *int     `json:"restarts,omitempty"`
 	FailedCalls     *int     `json:"failed_calls,omitempty"`
+	// cron_idle_10k: the process's heap per idle cron job, and its CPU per
+	// minute (ms) while they sit idle.
+	BytesPerJob   *float64 `json:"bytes_per_job,omitempty"`
+	IdleCPUPerMin *float64 `json:"idle_cpu_ms_per_min,omitempty"`
 }
 
 // Load is one shared data load, timed.
@@ -205,6 +209,9 @@ var registry = []spec{
 	// queued, and no later gateway must pick them up
 	{name: "inbound_routed", baseline: "raw_js_publish", run: runInboundRouted},
 	{name: "compaction", baseline: "raw_js_publish", run: runCompaction},
+	// cron last: its runs queue in SB_RUNS for no gateway
+	{name: "cron_tick_to_run", baseline: "raw_js_publish", run: runCronTickToRun},
+	{name: "cron_idle_10k", baseline: "raw_js_publish", run: runCronIdle10k},
 	{name: "sanitize_80k", run: runSanitize80k},
 }
 
@@ -431,6 +438,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		var extra []string
 		if res.BytesPerSession != nil {
 			extra = append(extra, fmt.Sprintf("%.0f B/session", *res.BytesPerSession))
+		}
+		if res.BytesPerJob != nil && res.IdleCPUPerMin != nil {
+			extra = append(extra, fmt.Sprintf("%.0f B/job, idle %.0f ms cpu/min", *res.BytesPerJob, *res.IdleCPUPerMin))
 		}
 		if res.GCCycles != nil && res.BytesPerSession != nil {
 			extra = append(extra, fmt.Sprintf("gc %d cycles, pause p99 %s, %.1f%% cpu", *res.GCCycles, fmtDur(*res.GCPauseP99), 100**res.GCCPUShare))

@@ -37,6 +37,8 @@ func Configure(c *config.Config) {
 		// A child: its task, and a human who writes to it directly.
 		rule(`\[Subagent Task\]: (.*)`, "Done: {{1}}."),
 		rule(`^Please also (.*)`, "Will do: {{1}}."),
+		// the demo's cron job (a turn of its own every 30 s)
+		rule(`^Anything need me\?$`, "All quiet: nothing needs you."),
 		// A parent woken by a notice reconciles with session_status.
 		map[string]any{"match": `^Session "(.*)" changed .*changesSince (\d+)\.`,
 			"tool":  map[string]any{"name": "session_status", "params": map[string]any{"sessionKey": "{{1}}", "changesSince": "{{2}}"}},

@@ -103,6 +103,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := cronScenario(ctx, o); err != nil {
+		return err
+	}
 	writer, err := liveWriter(ctx, o)
 	if err != nil {
 		return err

@@ -196,6 +196,7 @@ function route() {
   if (view === 'board' && arg) return showBoard(arg);
   if (view === 'timeline' && rest.length) return showTimeline(decodeURIComponent(rest[0]), rest[1] ? decodeURIComponent(rest[1]) : '');
   if (view === 'ops') return showOps();
+  if (view === 'cron') return showCron(); // web/cron.js
   return showSessions();
 }
 
