@@ -73,6 +73,10 @@ type run struct {
 
 	hbStop context.CancelFunc
 	hbWG   sync.WaitGroup
+
+	// gone are ended runs the claim passed over in the session's waiting
+	// line (line.go), dropped from it by the run's last write
+	gone []string
 }
 
 // execute runs req to a recorded outcome. It returns nil when the message
@@ -83,6 +87,9 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	}
 	r := &run{g: g, req: req, msg: msg, enc: bus.EncodeKey(req.SessionKey)}
 	if err := r.claim(ctx); err != nil {
+		if errors.Is(err, errBusy) {
+			r.joinLine(ctx)
+		}
 		return err
 	}
 	if r.rec.Terminal() {
@@ -116,6 +123,9 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	rec, err := r.turn(ctx)
 	slot.free() // the outcome is recorded: the next child may start
 	if err != nil {
+		if errors.Is(err, errBusy) {
+			r.joinLine(ctx) // another run's prompt won the session
+		}
 		return err
 	}
 	return g.afterRun(ctx, req, rec)
@@ -153,7 +163,15 @@ func (r *run) claim(ctx context.Context) error {
 	if recErr == nil && r.rec.Terminal() {
 		return nil
 	}
-	return errors.Join(recErr, endErr, sessErr)
+	if err := errors.Join(recErr, endErr, sessErr); err != nil {
+		return err
+	}
+	if r.rec.Status == runs.Pending {
+		// free, but runs queued before this one may still wait for it (a
+		// redelivered running attempt holds its place already)
+		return r.aheadInLine(octx)
+	}
+	return nil
 }
 
 // openEnd reads the transcript's end, the index head and the newest entry

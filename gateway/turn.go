@@ -358,7 +358,7 @@ func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, 
 	if req.Compact != nil {
 		turnStatus = "" // a compaction is no turn: abortedLastRun stays
 	}
-	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu, turnStatus) })
+	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu, turnStatus, r.gone) })
 	rec, _, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
 		if rr.Terminal() {
 			return record.ErrUnchanged // killed or stopped meanwhile: keep that
@@ -402,10 +402,11 @@ func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request, chil
 // status (status "": no turn) sets abortedLastRun, as OpenClaw's session
 // entry has it: true after an aborted turn, cleared by the next turn. A
 // failure only leaves them older; the turn is recorded regardless.
-func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64, tu *turnUsage, status string) {
+func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64, tu *turnUsage, status string, gone []string) {
 	now := time.Now().UnixMilli()
 	_, _, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
 		e.UpdatedAt = max(e.UpdatedAt, now)
+		leaveLine(e, req.RunID, gone) // the run waits no more (line.go)
 		if status != "" {
 			e.AbortedLastRun = status == runs.Aborted
 		}
