@@ -106,6 +106,9 @@ func (c *Config) Validate(log *slog.Logger) error {
 	if err := c.validateRouting(); err != nil {
 		return err
 	}
+	if err := c.validateQueue(); err != nil {
+		return err
+	}
 	if err := c.validateCatalog(); err != nil {
 		return err
 	}
