@@ -212,3 +212,16 @@ func (c *Config) validateQueue() error {
 	}
 	return nil
 }
+
+// Steerable reports whether a running turn of agentID can take messages
+// steered into it: the openai runtime asks the model again after each
+// round of tool calls, where they go in. A script or exec turn cannot
+// (OpenClaw's fallback then: the message waits for a turn of its own).
+func (c *Config) Steerable(agentID string) bool {
+	for _, a := range c.Agents.List {
+		if a.ID == agentID {
+			return strings.EqualFold(strings.TrimSpace(a.Runtime), "openai")
+		}
+	}
+	return false
+}
