@@ -77,6 +77,9 @@ type run struct {
 	// gone are ended runs the claim passed over in the session's waiting
 	// line (line.go), dropped from it by the run's last write
 	gone []string
+	// steer brings messages steered into the turn (steer.go); nil: its
+	// agent's turns cannot be steered
+	steer *steering
 }
 
 // execute runs req to a recorded outcome. It returns nil when the message
@@ -167,6 +170,9 @@ func (r *run) claim(ctx context.Context) error {
 		return err
 	}
 	if r.rec.Status == runs.Pending {
+		if d := quietLeft(r.rec, time.Now()); d > 0 {
+			return errQuiet{d} // a collect batch still gathering (collect.go)
+		}
 		// free, but runs queued before this one may still wait for it (a
 		// redelivered running attempt holds its place already)
 		return r.aheadInLine(octx)

@@ -82,6 +82,9 @@ type Record struct {
 	Collect      bool     `json:"collect,omitempty"`
 	InboxDropped int      `json:"inboxDropped,omitempty"`
 	InboxSummary []string `json:"inboxSummary,omitempty"`
+	// QuietMs is a collect run's quiet window (messages.queue.debounceMs):
+	// it starts no sooner than this long after its newest message.
+	QuietMs int64 `json:"quietMs,omitempty"`
 }
 
 // InboxMessage is one message of a Record's Inbox.
