@@ -69,7 +69,7 @@ type HumanTurnHook func(ctx context.Context, t HumanTurn) error
 // inboundResult is the ingress's reply: accepted at once, or, when the
 // adapter waits, the run's outcome as sessions_send reports it.
 type inboundResult struct {
-	Status     string `json:"status"` // accepted | ok | error | timeout
+	Status     string `json:"status"` // accepted | ok | error | timeout, or a queue's steered | collected | dropped (queue.go)
 	RunID      string `json:"runId"`
 	SessionKey string `json:"sessionKey"`
 	Reply      string `json:"reply,omitempty"`
