@@ -97,7 +97,9 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	}
 	if r.rec.Terminal() {
 		// Redelivered after its outcome was recorded: never run twice; make
-		// sure the flow it starts moved on (idempotent).
+		// sure the flow it starts moved on (idempotent), and that what was
+		// steered in too late runs (steer.go).
+		r.leftoversOfEnded(ctx)
 		return g.afterRun(ctx, req, r.rec)
 	}
 	child := r.childRecord(ctx)

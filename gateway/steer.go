@@ -3,8 +3,11 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
@@ -199,17 +202,54 @@ func (r *run) queueLeftovers(ctx context.Context, inbox []runs.InboxMessage) {
 		if req == nil {
 			continue
 		}
-		rec := &runs.Record{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID,
-			Status: runs.Pending, CreatedAt: req.CreatedAt, ChainID: req.ChainID}
-		req.Recorded = true
-		err := r.g.runs.RecordPending(ctx, rec)
-		if err == nil {
-			err = r.g.queue.Publish(ctx, req)
-		}
-		if err != nil {
+		if err := r.g.queueFollowup(ctx, req); err != nil {
 			r.g.log.Error("gateway: queueing a steered message as its own turn failed", "run", r.req.RunID, "followup", req.RunID, "err", err)
 		}
 	}
+}
+
+// queueFollowup queues req once: a record that exists already was queued
+// by an earlier attempt, and is published again only while SB_RUNS would
+// still drop the repeat (its attempt may have died between the two).
+func (g *Gateway) queueFollowup(ctx context.Context, req *runqueue.Request) error {
+	req.Recorded = true
+	rec := &runs.Record{RunID: req.RunID, SessionKey: req.SessionKey, AgentID: req.AgentID,
+		Status: runs.Pending, CreatedAt: req.CreatedAt, ChainID: req.ChainID}
+	err := g.runs.Create(ctx, rec)
+	if errors.Is(err, runs.ErrExists) {
+		first, _, gerr := g.runs.Get(ctx, req.RunID)
+		if gerr != nil || first.Status != runs.Pending ||
+			time.Since(time.UnixMilli(first.CreatedAt)) > runqueue.DedupeWindow-time.Minute {
+			return gerr
+		}
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	return g.queue.Publish(ctx, req)
+}
+
+// leftoversOfEnded queues what a run whose outcome an earlier attempt
+// recorded ended without, in case that attempt died before it did: the
+// messages its transcript holds were taken.
+func (r *run) leftoversOfEnded(ctx context.Context) {
+	if !slices.ContainsFunc(r.rec.Inbox, steered) || r.rec.TranscriptAt == nil {
+		return
+	}
+	at := *r.rec.TranscriptAt
+	mine, err := r.g.tr.Read(ctx, r.enc, at, at+3+uint64(len(r.rec.Inbox)))
+	if err != nil {
+		r.g.log.Warn("gateway: reading an ended run's steered messages", "run", r.req.RunID, "err", err)
+		return
+	}
+	r.steer = &steering{r: r, delivered: map[string]bool{}}
+	for _, m := range r.rec.Inbox {
+		if hasPart(mine, r.req.RunID, steerPart(m.ID)) {
+			r.steer.delivered[m.ID] = true
+		}
+	}
+	r.queueLeftovers(ctx, r.rec.Inbox)
 }
 
 // taken reports a message this attempt gave the model.
