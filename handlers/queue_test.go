@@ -549,3 +549,46 @@ func transcriptOf(t *testing.T, s *handlerstest.Stack, key string) []map[string]
 	is := &inboundStack{Stack: s}
 	return is.transcript(key)
 }
+
+// TestSteerBacklogAlsoRunsTheMessageLater: in steer-backlog mode the
+// message goes into the running turn and, once that turn ends, runs as a
+// turn of its own as well.
+func TestSteerBacklogAlsoRunsTheMessageLater(t *testing.T) {
+	release := make(chan struct{})
+	model := newQueueModel(t, func(n int, _ []stubMsg, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			sse(w, textDelta("working"))
+			<-release
+			streamToolCalls(w, 1)
+			return
+		}
+		streamText(w, fmt.Sprintf("answer %d", n))
+	})
+	qs := startQueueStack(t, model)
+	if out := qs.mustSend(queueKey, "/queue steer+backlog"); out["reply"] != config.QueueModeSetText("steer-backlog") {
+		t.Fatalf("/queue steer+backlog: %v", out)
+	}
+	first := qs.mustSend(queueKey, "start")
+	model.awaitRequest(t, 1)
+	if out := qs.mustSend(queueKey, "mind the budget"); out["status"] != "steered" {
+		t.Fatalf("steer: %v", out)
+	}
+	close(release)
+	if rec := qs.wait(first["runId"].(string)); rec.Status != runs.OK || rec.Reply != "answer 2" {
+		t.Fatalf("steered run %+v", rec)
+	}
+	if got := users(model.request(2)); fmt.Sprint(got) != "[start mind the budget]" {
+		t.Fatalf("the steered turn's request %q", got)
+	}
+	model.awaitRequest(t, 3)
+	if got := users(model.request(3)); got[len(got)-1] != "mind the budget" {
+		t.Fatalf("the backlog turn's prompt %q", got)
+	}
+	bustest.WaitFor(t, 30*time.Second, "the backlog turn's reply", func() bool {
+		es := transcriptOf(t, qs.Stack, queueKey)
+		return len(es) == 5 && es[4]["content"] == "answer 3" // start, steer, answer 2, the backlog turn, answer 3
+	})
+	if n := model.count(); n != 3 {
+		t.Fatalf("%d model requests, want 3", n)
+	}
+}
