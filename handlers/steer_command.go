@@ -52,12 +52,13 @@ func (d *Deps) inboundSteer(ctx context.Context, breq *bus.Request, ip inboundPa
 	if msg == "" {
 		return answer(opID, config.SteerUsage)
 	}
-	if err := d.admitRun(ip.sessionKey); err != nil {
-		return nil, true, err
-	}
 	active, part, err := d.activeTurn(ctx, ip.sessionKey)
 	if err != nil || !d.steerable(active, part) {
-		return nil, err != nil, err
+		return nil, err != nil, err // a normal message: admitted as one
+	}
+	// a steered message counts against the session's runs as a turn does
+	if err := d.admitRun(ip.sessionKey); err != nil {
+		return nil, true, err
 	}
 	ip.text = msg
 	agentID := rules.FirstNonEmpty(e.AgentID, rules.AgentIDFromKey(ip.sessionKey))
