@@ -592,3 +592,40 @@ func TestSteerBacklogAlsoRunsTheMessageLater(t *testing.T) {
 		t.Fatalf("%d model requests, want 3", n)
 	}
 }
+
+// TestQueueModeSteersOneMessagePerBoundary: OpenClaw's legacy queue mode
+// steers the waiting messages one per boundary, oldest first.
+func TestQueueModeSteersOneMessagePerBoundary(t *testing.T) {
+	release := make(chan struct{})
+	model := newQueueModel(t, func(n int, _ []stubMsg, w http.ResponseWriter, r *http.Request) {
+		switch n {
+		case 1:
+			sse(w, textDelta("working"))
+			<-release
+			streamToolCalls(w, 1)
+		case 2:
+			streamToolCalls(w, 1)
+		default:
+			streamText(w, "done")
+		}
+	})
+	qs := startQueueStack(t, model)
+	qs.mustSend(queueKey, "/queue queue")
+	first := qs.mustSend(queueKey, "start")
+	model.awaitRequest(t, 1)
+	for _, text := range []string{"first note", "second note"} {
+		if out := qs.mustSend(queueKey, text); out["status"] != "steered" {
+			t.Fatalf("%s: %v", text, out)
+		}
+	}
+	close(release)
+	if rec := qs.wait(first["runId"].(string)); rec.Status != runs.OK {
+		t.Fatalf("run %+v", rec)
+	}
+	if got := users(model.request(2)); fmt.Sprint(got) != "[start first note]" {
+		t.Fatalf("second request %q", got)
+	}
+	if got := users(model.request(3)); fmt.Sprint(got) != "[start first note second note]" {
+		t.Fatalf("third request %q", got)
+	}
+}
