@@ -24,6 +24,8 @@ type Config struct {
 	// Models is OpenClaw's provider catalog: context windows, reply
 	// sizes and prices of the models turns run with.
 	Models Models `mapstructure:"models"`
+	// Messages is OpenClaw's `messages` section: its queue modes.
+	Messages Messages `mapstructure:"messages"`
 	// Channels is OpenClaw's `channels` section, of which sessionbus reads
 	// the group tool policies. Filled by the loader from the raw map, like
 	// agents.defaults.models: a group id may hold a dot.

@@ -29,6 +29,10 @@ const (
 
 var defaults = map[string]any{
 	"bus.prefix":                                     "sb",
+	"messages.queue.mode":                            DefaultQueueMode,
+	"messages.queue.debounceMs":                      DefaultQueueDebounceMs,
+	"messages.queue.cap":                             DefaultQueueCap,
+	"messages.queue.drop":                            DefaultQueueDrop,
 	"bus.replicas":                                   1,
 	"bus.maxRunHops":                                 16,
 	"bus.runRecordMaxAge":                            "168h",

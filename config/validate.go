@@ -103,7 +103,7 @@ func (c *Config) Validate(log *slog.Logger) error {
 			}
 		}
 	}
-	if err := c.validateRouting(); err != nil {
+	if err := cmp.Or(c.validateRouting(), c.validateQueue()); err != nil {
 		return err
 	}
 	if err := c.validateCatalog(); err != nil {

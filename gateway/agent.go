@@ -52,8 +52,8 @@ func thinkingOf(sess *sessions.Entry, child *subagents.Record) string {
 // decides which tools its turn is offered; model is the one the turn
 // uses; child is the sub-agent's registry record (nil for other
 // sessions), whose deadline bounds the turn; emit receives the turn's
-// live output.
-func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, sess *sessions.Entry, model string, child *subagents.Record, emit func(runtime.Event)) (*runtime.Result, error) {
+// live output; steer brings messages steered into it (nil: none).
+func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history []json.RawMessage, sess *sessions.Entry, model string, child *subagents.Record, emit func(runtime.Event), steer runtime.Steering) (*runtime.Result, error) {
 	timeout := g.turnTimeout(req)
 	secs := int(timeout / time.Second)
 	if d := deadline(child); !d.IsZero() {
@@ -112,6 +112,7 @@ func (g *Gateway) runAgent(ctx context.Context, req *runqueue.Request, history [
 		ToolsSubject: g.names.ToolsGroup(),
 		AllowedTools: sessionTools(g.cfg, req.SessionKey, sess, replySender(req)),
 		Emit:         emit,
+		Steering:     steer,
 	}
 	var endUser func()
 	turn.NATSUser, endUser = g.runUserFor(req.AgentID, req.RunID)

@@ -83,7 +83,7 @@ func (r *run) compactRun(ctx context.Context) (*runs.Record, error) {
 		if r.tc != nil {
 			tu.window, tu.contextUsed = r.tc.limits.ContextWindow, r.tc.used
 		}
-		r.g.touchSession(octx, r.req, r.sess, r.sessRev, tu, "")
+		r.g.touchSession(octx, r.req, r.sess, r.sessRev, tu, "", r.gone)
 	}
 	return r.recordOutcome(octx, status, errText, reply, nil, time.Now().UnixMilli())
 }

@@ -42,7 +42,7 @@ func (g *Gateway) handle(msg jetstream.Msg) {
 	if err := g.execute(ctx, msg, &req); err != nil {
 		if errors.Is(err, errBusy) {
 			outcome = "busy"
-			_ = msg.NakWithDelay(laneRetryDelay(msg))
+			_ = msg.NakWithDelay(busyDelay(err, laneRetryDelay(msg)))
 			return
 		}
 		if ctx.Err() != nil {

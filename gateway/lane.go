@@ -169,7 +169,9 @@ func (r *run) backOff(ctx context.Context) error {
 }
 
 // laneRetryDelay backs off with the number of deliveries: a queued request
-// polls its busy session quickly at first, then at most every 500 ms.
+// polls its busy session quickly at first, then at most every 500 ms. Which
+// waiting run goes first is not left to these delays: the session's
+// waiting line keeps them in queue order (line.go).
 func laneRetryDelay(msg jetstream.Msg) time.Duration {
 	n := uint64(1)
 	if md, err := msg.Metadata(); err == nil {

@@ -75,6 +75,13 @@ type run struct {
 
 	hbStop context.CancelFunc
 	hbWG   sync.WaitGroup
+
+	// gone are ended runs the claim passed over in the session's waiting
+	// line (line.go), dropped from it by the run's last write
+	gone []string
+	// steer brings messages steered into the turn (steer.go); nil: its
+	// agent's turns cannot be steered
+	steer *steering
 }
 
 // execute runs req to a recorded outcome. It returns nil when the message
@@ -86,11 +93,16 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	}
 	r := &run{g: g, req: req, key: key, msg: msg, enc: bus.EncodeKey(req.SessionKey)}
 	if err := r.claim(ctx); err != nil {
+		if errors.Is(err, errBusy) {
+			r.joinLine(ctx)
+		}
 		return err
 	}
 	if r.rec.Terminal() {
 		// Redelivered after its outcome was recorded: never run twice; make
-		// sure the flow it starts moved on (idempotent).
+		// sure the flow it starts moved on (idempotent), and that what was
+		// steered in too late runs (steer.go).
+		r.leftoversOfEnded(ctx)
 		return g.afterRun(ctx, req, r.rec)
 	}
 	child := r.childRecord(ctx)
@@ -119,6 +131,9 @@ func (g *Gateway) execute(ctx context.Context, msg jetstream.Msg, req *runqueue.
 	rec, err := r.turn(ctx)
 	slot.free() // the outcome is recorded: the next child may start
 	if err != nil {
+		if errors.Is(err, errBusy) {
+			r.joinLine(ctx) // another run's prompt won the session
+		}
 		return err
 	}
 	return g.afterRun(ctx, req, rec)
@@ -156,7 +171,18 @@ func (r *run) claim(ctx context.Context) error {
 	if recErr == nil && r.rec.Terminal() {
 		return nil
 	}
-	return errors.Join(recErr, endErr, sessErr)
+	if err := errors.Join(recErr, endErr, sessErr); err != nil {
+		return err
+	}
+	if r.rec.Status == runs.Pending {
+		if d := quietLeft(r.rec, time.Now()); d > 0 {
+			return errQuiet{d} // a collect batch still gathering (collect.go)
+		}
+		// free, but runs queued before this one may still wait for it (a
+		// redelivered running attempt holds its place already)
+		return r.aheadInLine(octx)
+	}
+	return nil
 }
 
 // openEnd reads the transcript's end, the index head and the newest entry

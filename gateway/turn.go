@@ -38,6 +38,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.steer = r.newSteering(mine)
 	already, err := r.start(octx, mine)
 	if err != nil || already != nil {
 		return already, err
@@ -59,7 +60,7 @@ func (r *run) turn(ctx context.Context) (*runs.Record, error) {
 		if err := r.fitContext(ctx); err != nil {
 			return nil, err
 		}
-		if res, runErr = r.invoke(ctx, r.tc.history()); ctx.Err() != nil {
+		if res, runErr = r.invoke(ctx, r.ownHistory(r.tc.history())); ctx.Err() != nil {
 			return nil, ctx.Err() // stopping: leave it to another replica
 		}
 		if e := r.ended.Load(); e != nil && e.Status == runs.Aborted {
@@ -79,7 +80,8 @@ func (r *run) readTranscript(ctx context.Context) (mine []transcripts.Entry, err
 		wg.Go(func() { r.tc, ctxErr = r.loadContext(ctx) })
 	}
 	if at := r.rec.TranscriptAt; at != nil {
-		if mine, err = r.g.tr.Read(ctx, r.enc, *at, *at+3); err != nil {
+		// its prompt, the messages steered into it, its reply
+		if mine, err = r.g.tr.Read(ctx, r.enc, *at, *at+3+uint64(len(r.rec.Inbox))); err != nil {
 			err = fmt.Errorf("read transcript: %w", err)
 		}
 	}
@@ -111,17 +113,33 @@ func (r *run) start(ctx context.Context, mine []transcripts.Entry) (*runs.Record
 	var prompt []byte
 	var told []notices.Body // notices this turn delivers to a sub-agent watcher
 	at := r.cur.Len()
-	if wantPrompt {
-		prompt, told = r.promptEntry(ctx)
-		r.tc.add(transcripts.Entry{N: at, Data: prompt})
-	}
 	if !wantPrompt {
 		at = *r.rec.TranscriptAt
+		if r.rec.Collect {
+			req.Prompt, _ = findPart(mine, req.RunID, "prompt")
+			req.Message = req.Prompt
+		}
+	}
+	if wantPrompt && !r.rec.Collect {
+		prompt, told = r.promptEntry(ctx)
+		r.tc.add(transcripts.Entry{N: at, Data: prompt})
 	}
 	awaitRec, err := r.recordRunning(ctx, at)
 	if err != nil {
 		sessWG.Wait()
 		return nil, err
+	}
+	if wantPrompt && r.rec.Collect {
+		// the batch is the record's as it turns running: no worker adds
+		// to it after that write (a wave more, for collect runs only)
+		if already, err := awaitRec(); err != nil || already != nil {
+			sessWG.Wait()
+			return already, err
+		}
+		req.Prompt = collectPrompt(r.rec)
+		req.Message = req.Prompt
+		prompt, told = r.promptEntry(ctx)
+		r.tc.add(transcripts.Entry{N: at, Data: prompt})
 	}
 	landed := at // where the prompt goes
 	if wantPrompt {
@@ -286,7 +304,11 @@ func (r *run) invoke(ctx context.Context, history []json.RawMessage) (*runtime.R
 			}
 		}()
 	}
-	return r.g.runAgent(actx, r.req, history, r.sess, r.model(), r.child, r.live.Emit)
+	var steer runtime.Steering
+	if r.steer != nil {
+		steer = r.steer
+	}
+	return r.g.runAgent(actx, r.req, history, r.sess, r.model(), r.child, r.live.Emit, steer)
 }
 
 // finish records how the turn ended: its reply is appended (wave 3) unless
@@ -380,8 +402,10 @@ func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, 
 	if req.Compact != nil {
 		turnStatus = "" // a compaction is no turn: abortedLastRun stays
 	}
-	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu, turnStatus) })
+	wg.Go(func() { g.touchSession(ctx, req, r.sess, r.sessRev, tu, turnStatus, r.gone) })
+	var inbox []runs.InboxMessage
 	rec, _, err := g.runs.UpdateFrom(ctx, req.RunID, r.rec, r.rev, func(rr *runs.Record) error {
+		inbox = rr.Inbox // as the run ends: what came for it (steer.go)
 		if rr.Terminal() {
 			return record.ErrUnchanged // killed or stopped meanwhile: keep that
 		}
@@ -397,6 +421,7 @@ func (r *run) recordOutcome(ctx context.Context, status, errText, reply string, 
 	if err != nil {
 		return nil, fmt.Errorf("record outcome: %w", err)
 	}
+	r.queueLeftovers(ctx, inbox)
 	return rec, nil
 }
 
@@ -424,10 +449,11 @@ func (g *Gateway) createSession(ctx context.Context, req *runqueue.Request, chil
 // status (status "": no turn) sets abortedLastRun, as OpenClaw's session
 // entry has it: true after an aborted turn, cleared by the next turn. A
 // failure only leaves them older; the turn is recorded regardless.
-func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64, tu *turnUsage, status string) {
+func (g *Gateway) touchSession(ctx context.Context, req *runqueue.Request, cur *sessions.Entry, rev uint64, tu *turnUsage, status string, gone []string) {
 	now := time.Now().UnixMilli()
 	_, _, err := g.store.UpdateFrom(ctx, req.SessionKey, cur, rev, func(e *sessions.Entry) error {
 		e.UpdatedAt = max(e.UpdatedAt, now)
+		leaveLine(e, req.RunID, gone) // the run waits no more (line.go)
 		if status != "" {
 			e.AbortedLastRun = status == runs.Aborted
 		}

@@ -69,7 +69,7 @@ type HumanTurnHook func(ctx context.Context, t HumanTurn) error
 // inboundResult is the ingress's reply: accepted at once, or, when the
 // adapter waits, the run's outcome as sessions_send reports it.
 type inboundResult struct {
-	Status     string `json:"status"` // accepted | ok | error | timeout
+	Status     string `json:"status"` // accepted | ok | error | timeout, or a queue's steered | collected | dropped (queue.go)
 	RunID      string `json:"runId"`
 	SessionKey string `json:"sessionKey"`
 	Reply      string `json:"reply,omitempty"`
@@ -107,6 +107,21 @@ func (d *Deps) Inbound() bus.Handler {
 		}
 		if err := d.routeInbound(ctx, &ip); err != nil {
 			return nil, bus.Thrown(err)
+		}
+		// `/queue [mode] [options]` sets the session's queue (queue_command.go)
+		if args, ok := parseQueueCommand(ip.text); ok {
+			res, err := d.inboundQueue(ctx, req, ip, args)
+			return res, bus.Thrown(err)
+		}
+		// `/steer <message>`, `/tell <message>`: into the running turn, or
+		// a normal prompt when none takes it (steer_command.go); outside
+		// the command table, since a steer may go on as a turn
+		if msg, ok := parseSteerCommand(ip.text); ok {
+			res, done, err := d.inboundSteer(ctx, req, ip, msg)
+			if done || err != nil {
+				return res, bus.Thrown(err)
+			}
+			ip.text = msg
 		}
 		// a chat command is answered here and queues no turn (commands.go)
 		if res, handled, err := d.runCommand(ctx, ip); handled {
@@ -217,7 +232,7 @@ func checkInboundID(name, v string) error {
 }
 
 func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, error) {
-	route := &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID, From: ip.from}
+	route := inboundRoute(ip)
 	at := d.Now()
 	entry, err := d.createRouted(ctx, ip, true)
 	created := entry != nil
@@ -257,21 +272,19 @@ func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, e
 		runID = inboundRunID(ip.channel, ip.sessionKey, ip.idempotencyKey)
 	}
 	agentID := rules.FirstNonEmpty(entry.AgentID, rules.AgentIDFromKey(ip.sessionKey))
-	req := &runqueue.Request{
-		RunID:      runID,
-		SessionKey: ip.sessionKey,
-		AgentID:    agentID,
-		Message:    ip.text,
-		Prompt:     ip.text, // a human's words go in as they are: no inter-session marker
-		Provenance: &runqueue.Provenance{Kind: provenanceExternalUser, SourceChannel: ip.channel},
-		Lane:       inboundLane,
-		ChainID:    runID, // a human turn starts a chain of its own
-		CreatedAt:  now,
-		ReplyTo:    route,
-	}
-	rec := &runs.Record{
-		RunID: runID, SessionKey: ip.sessionKey, AgentID: agentID, Status: runs.Pending,
-		CreatedAt: now, ChainID: runID, IdempotencyKey: ip.idempotencyKey,
+	req, rec := humanRun(ip, agentID, runID, now)
+	// while a turn runs, the session's queue mode decides (queue.go)
+	if out, handled, err := d.queueInbound(ctx, ip, entry, req, rec); err != nil || handled {
+		if handled {
+			d.reportHumanTurn(ctx, HumanTurn{
+				SessionKey: ip.sessionKey, AgentID: agentID, SessionID: entry.SessionID,
+				SpawnedBy: entry.SpawnedBy, ParentSessionKey: entry.ParentSessionKey,
+				Channel: ip.channel, From: ip.from, AccountID: ip.accountID, ThreadID: ip.threadID,
+				RunID: runID, OccurredAt: now, DedupeKey: "human-message:" + runID,
+			})
+			out.Created = created
+		}
+		return out, err
 	}
 	q, err := d.starter().Start(ctx, "inbound", req, rec, ip.timeoutSeconds > 0)
 	if err != nil {
@@ -311,6 +324,32 @@ func (d *Deps) inbound(ctx context.Context, ip inboundParams) (*inboundResult, e
 // route), as OpenClaw's Control UI chat does not, so a person who writes
 // from the console keeps getting announces on their real channel.
 const InternalChannel = "webchat"
+
+// inboundRoute is where the message came from, where its reply goes.
+func inboundRoute(ip inboundParams) *runqueue.Route {
+	return &runqueue.Route{Channel: ip.channel, To: ip.to, AccountID: ip.accountID, ThreadID: ip.threadID, From: ip.from}
+}
+
+// humanRun is the run of a human message: its request and pending record.
+func humanRun(ip inboundParams, agentID, runID string, now int64) (*runqueue.Request, *runs.Record) {
+	req := &runqueue.Request{
+		RunID:      runID,
+		SessionKey: ip.sessionKey,
+		AgentID:    agentID,
+		Message:    ip.text,
+		Prompt:     ip.text, // a human's words go in as they are: no inter-session marker
+		Provenance: &runqueue.Provenance{Kind: provenanceExternalUser, SourceChannel: ip.channel},
+		Lane:       inboundLane,
+		ChainID:    runID, // a human turn starts a chain of its own
+		CreatedAt:  now,
+		ReplyTo:    inboundRoute(ip),
+	}
+	rec := &runs.Record{
+		RunID: runID, SessionKey: ip.sessionKey, AgentID: agentID, Status: runs.Pending,
+		CreatedAt: now, ChainID: runID, IdempotencyKey: ip.idempotencyKey,
+	}
+	return req, rec
+}
 
 // setRoute records where the session's last human message came from, which
 // is where its replies and announces go (gateway.ResolveAnnounceTarget);

@@ -15,7 +15,8 @@ import (
 // or reset a session, {"sessionKey": KEY}, the transcript archived first
 // (package lifecycle), set or clear its goal, compact it (a gateway runs
 // the compaction), read its effective tool list (tools), and set its
-// send-policy override (send-policy), pin or unpin it (pin), and stop its running turn (stop). They are no agent
+// send-policy override (send-policy), pin or unpin it (pin), stop its running turn (stop), and
+// set its queue mode (queue: queue_command.go). They are no agent
 // tools. An adapter token for one channel may act only on that channel's
 // sessions; ops mint one for '*'.
 func (d *Deps) SessionOps() map[string]bus.Handler {
@@ -66,6 +67,9 @@ func (d *Deps) SessionOps() map[string]bus.Handler {
 	ops["stop"] = op(func(ctx context.Context, _ *bus.Request, key string, _ rules.Params) (any, error) {
 		res, err := d.StopSession(ctx, key)
 		return res, bus.Thrown(err)
+	})
+	ops["queue"] = op(func(ctx context.Context, _ *bus.Request, key string, p rules.Params) (any, error) {
+		return d.queueOp(ctx, key, p)
 	})
 	ops["compact"] = op(func(ctx context.Context, _ *bus.Request, key string, p rules.Params) (any, error) {
 		return d.compactOp(ctx, key, p)

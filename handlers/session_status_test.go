@@ -197,14 +197,14 @@ func TestStatusCard(t *testing.T) {
 		"🤖 Subagents: 2 (1 running)",
 		"📌 Tasks: latest failed · aborted",
 		"⚙️ Runtime: script · Think: off",
-		"🪢 Queue: followup",
+		"🪢 Queue: steer",
 	}
 	if got := lines[2:]; strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("card:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// a session with nothing to report has only the lines that always apply
 	idle := cardLines(t, s.MustCall("agent:main:idle", "session_status", `{}`))
-	if got := strings.Join(idle[2:], "\n"); got != "🧠 Model: default\n🧵 Session: agent:main:idle • no activity\n⚙️ Runtime: script · Think: off\n🪢 Queue: followup" {
+	if got := strings.Join(idle[2:], "\n"); got != "🧠 Model: default\n🧵 Session: agent:main:idle • no activity\n⚙️ Runtime: script · Think: off\n🪢 Queue: steer" {
 		t.Errorf("idle card:\n%s", got)
 	}
 }

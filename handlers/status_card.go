@@ -78,9 +78,8 @@ func (d *Deps) statusCard(r *requester, e *sessions.Entry, m modelInfo, u usage)
 	}
 	lines = append(lines,
 		"⚙️ Runtime: "+d.runtimeLabel(r.derived(e).agentID())+" · Think: "+think,
-		// a message to a busy session waits for its lane and runs as its
-		// own turn after the current one: OpenClaw's followup mode
-		"🪢 Queue: followup")
+		// what a message does while a turn runs (queue.go)
+		"🪢 Queue: "+d.queueOf(e, sessionChannel(e)).Mode)
 	return strings.Join(lines, "\n")
 }
 

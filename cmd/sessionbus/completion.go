@@ -14,7 +14,7 @@ import (
 // subcommands are the words a command takes as its first argument, which
 // completion offers.
 var subcommands = map[string][]string{
-	"session":    {"delete", "reset", "goal", "compact", "tools", "send-policy", "pin", "unpin", "stop"},
+	"session":    {"delete", "reset", "goal", "compact", "tools", "send-policy", "pin", "unpin", "stop", "queue"},
 	"archive":    {"ls", "get", "restore", "budget"},
 	"creds":      {"agent", "adapter", "worker", "gateway", "ops", "admin"},
 	"completion": {"bash", "zsh", "fish"},

@@ -109,8 +109,8 @@ var helps = map[string]cmdHelp{
 		},
 	},
 	"session": {
-		usage:   "session delete|reset|compact [flags] SESSIONKEY\nsessionbus session goal [flags] SESSIONKEY \"text\"\nsessionbus session goal --clear [flags] SESSIONKEY\nsessionbus session tools [--json] [flags] SESSIONKEY\nsessionbus session send-policy [flags] SESSIONKEY on|off|inherit\nsessionbus session pin|unpin [flags] SESSIONKEY\nsessionbus session stop [flags] SESSIONKEY",
-		purpose: "Delete, reset or compact a session, set or clear its goal, list its effective tools, set its send-policy override, pin or unpin it, or stop its running turn.",
+		usage:   "session delete|reset|compact [flags] SESSIONKEY\nsessionbus session goal [flags] SESSIONKEY \"text\"\nsessionbus session goal --clear [flags] SESSIONKEY\nsessionbus session tools [--json] [flags] SESSIONKEY\nsessionbus session send-policy [flags] SESSIONKEY on|off|inherit\nsessionbus session pin|unpin [flags] SESSIONKEY\nsessionbus session stop [flags] SESSIONKEY\nsessionbus session queue [flags] SESSIONKEY MODE",
+		purpose: "Delete, reset or compact a session, set or clear its goal, list its effective tools, set its send-policy override, pin or unpin it, stop its running turn, or set its queue mode.",
 		notes: "delete and reset archive the transcript (zstd JSONL, `sessionbus archive ls`) before anything is removed.\n" +
 			"compact has a gateway summarize the session's older entries with its model (they stay in the transcript);\n" +
 			"it exits 1 when nothing was compacted, saying why.\n" +
@@ -118,11 +118,13 @@ var helps = map[string]cmdHelp{
 			"send-policy on|off overrides session.sendPolicy for the session (sends and deliveries to its channel); inherit removes the override.\n" +
 			"pin marks the session pinned (sessions_list lists pinned sessions first; maintenance never prunes them); unpin clears it.\n" +
 			"stop aborts the session's running turn on whichever gateway runs it, as /stop in the chat does (the streamed text stays in the transcript);\n" +
-			"with no turn running it writes nothing.",
+			"with no turn running it writes nothing.\n" +
+			"queue sets what a message does while the session runs a turn, as /queue in the chat does: steer, followup, collect,\n" +
+			"steer-backlog, interrupt or queue; default (or reset) clears the override (messages.queue decides again).",
 		examples: []string{
 			`sessionbus session goal agent:main:main "Ship the release notes by Friday"`,
 			`sessionbus session compact --instructions "Focus on decisions and open questions" agent:main:main`,
-			"sessionbus session tools agent:main:telegram:group:-100",
+			"sessionbus session queue agent:main:main collect",
 		},
 	},
 	"archive": {

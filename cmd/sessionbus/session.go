@@ -12,21 +12,21 @@ import (
 	"github.com/sessionbus/sessionbus/flows/lifecycle"
 )
 
-// cmdSession is `sessionbus session delete|reset|goal|compact|tools|send-policy|pin|unpin|stop
+// cmdSession is `sessionbus session delete|reset|goal|compact|tools|send-policy|pin|unpin|stop|queue
 // ...`: the request on <prefix>.ops.session.<op>, with an ops token
 // (adapter '*') minted from the operator credentials. delete and reset
 // archive the transcript first, then remove; goal sets or clears the
 // session's goal; compact has a gateway summarize the session's context;
 // tools prints its effective tool list; send-policy sets its send-policy
 // override; pin and unpin set its pinned flag (both on the op pin); stop
-// aborts its running turn (docs/ops.md).
+// aborts its running turn; queue sets its queue mode (docs/ops.md).
 func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	op := ""
 	if len(args) > 0 {
 		op = args[0]
 	}
 	switch op {
-	case "delete", "reset", "goal", "compact", "tools", "send-policy", "pin", "unpin", "stop":
+	case "delete", "reset", "goal", "compact", "tools", "send-policy", "pin", "unpin", "stop", "queue":
 	case "-h", "--help", "-help", "help":
 		// every subcommand's flags: the help lists them all
 		sessionFlags(newFlags("session", stdout), "all").fs.Usage()
@@ -92,6 +92,9 @@ func cmdSession(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if op == "pin" || op == "unpin" {
 		return printPinResult(reply, stdout, stderr)
 	}
+	if op == "queue" {
+		return printQueueResult(reply, stdout, stderr)
+	}
 	var res lifecycle.Result
 	if err := json.Unmarshal(reply, &res); err != nil {
 		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
@@ -113,6 +116,10 @@ func sessionOpBody(op string, args []string, clear *bool, actor, instructions *s
 		return nil, false
 	case (op == "pin" || op == "unpin") && len(args) == 1:
 		m["pinned"] = op == "pin"
+	case op == "queue" && len(args) == 2:
+		m["mode"] = args[1] // a word that is no mode is the worker's to refuse, in OpenClaw's words
+	case op == "queue":
+		return nil, false
 	case op == "compact" && len(args) == 1:
 		if *instructions != "" {
 			m["instructions"] = *instructions
@@ -181,6 +188,20 @@ func printSendPolicyResult(reply []byte, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
 	}
 	fmt.Fprintf(stderr, "send policy of %s: %s. %s\n", res.SessionKey, res.Status, res.Text)
+	var v any
+	_ = json.Unmarshal(reply, &v)
+	printJSON(stdout, v)
+	return 0
+}
+
+// printQueueResult says what the session's queue is now (stderr) and
+// prints the reply (stdout).
+func printQueueResult(reply []byte, stdout, stderr io.Writer) int {
+	var res struct{ SessionKey, Mode, Text string }
+	if err := json.Unmarshal(reply, &res); err != nil {
+		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
+	}
+	fmt.Fprintf(stderr, "queue of %s: %s (%s)\n", res.SessionKey, res.Mode, res.Text)
 	var v any
 	_ = json.Unmarshal(reply, &v)
 	printJSON(stdout, v)

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sessionbus/sessionbus/config"
 )
 
 const (
@@ -225,6 +227,7 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 		}
 	}
 	for round := 0; ; round++ {
+		msgs = appendSteered(ctx, t, msgs)
 		content, rawCalls, usage, err := r.complete(ctx, key, chatRequest{Model: model, Messages: msgs, Tools: offered, ReasoningEffort: ReasoningEffort(t.Thinking)}, t.emitText)
 		addUsage(&res.Usage, usage)
 		if err != nil {
@@ -258,6 +261,7 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 			am.Content = text(content)
 		}
 		msgs = append(msgs, am)
+		skip := false
 		for _, c := range calls {
 			if t.Emit != nil {
 				args, _ := toolArgs(c.Function.Arguments)
@@ -266,7 +270,16 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 				}
 				t.emitToolCall(c.Function.Name, args)
 			}
-			call, reply := r.runTool(ctx, tools, c, t.AllowedTools)
+			// a steered message waits: the calls not started yet are not
+			// run, and the model reads the message before deciding again
+			skip = skip || (t.Steering != nil && t.Steering.Pending(ctx))
+			var call ToolCall
+			var reply string
+			if skip {
+				call, reply = skippedCall(c)
+			} else {
+				call, reply = r.runTool(ctx, tools, c, t.AllowedTools)
+			}
 			res.ToolCalls = append(res.ToolCalls, call)
 			t.emitToolResult(call)
 			if ctx.Err() != nil {
@@ -281,6 +294,27 @@ func (r *openAIRuntime) Run(ctx context.Context, t Turn, tools Tools) (*Result, 
 			}
 		}
 	}
+}
+
+// appendSteered appends the messages steered into the turn since the last
+// model request, as user messages after the tool results they follow.
+func appendSteered(ctx context.Context, t Turn, msgs []chatMessage) []chatMessage {
+	if t.Steering == nil {
+		return msgs
+	}
+	for _, m := range t.Steering.Drain(ctx) {
+		msgs = append(msgs, chatMessage{Role: "user", Content: text(m)})
+	}
+	return msgs
+}
+
+// skippedCall answers a call a steered message overtook: it did not run.
+func skippedCall(c chatToolCall) (ToolCall, string) {
+	call := ToolCall{Name: c.Function.Name, Err: config.SkippedToolText}
+	if params, err := toolArgs(c.Function.Arguments); err == nil && json.Valid(params) {
+		call.Params = params
+	}
+	return call, config.SkippedToolText
 }
 
 func partial(res *Result) *Result {

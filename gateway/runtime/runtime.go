@@ -76,6 +76,21 @@ type Turn struct {
 	// once, since the turn waits on it. The turn's end (done, error) is the
 	// gateway's to tell, not the runtime's.
 	Emit func(Event)
+	// Steering, when set, brings the messages steered into the running
+	// turn (messages.queue steer modes): runtimes that ask a model again
+	// after its tool calls (openai) take them; the others ignore it.
+	Steering Steering
+}
+
+// Steering feeds a running turn the human messages steered into it.
+// Drain, before each model request, returns the messages to append as
+// user messages, in the order they came; Pending, before each tool call,
+// says a message waits, and the calls the model asked for that have not
+// started are then answered config.SkippedToolText instead of run, so the
+// model sees the message before anything else runs.
+type Steering interface {
+	Pending(ctx context.Context) bool
+	Drain(ctx context.Context) []string
 }
 
 // Event kinds a runtime emits.

@@ -5,6 +5,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -67,6 +68,35 @@ type Record struct {
 	// IdempotencyKey is the caller's key when the run came from
 	// sessions_send with one; the run id is derived from it.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Inbox holds the human messages that came for the run after it was
+	// queued (queue modes, docs/inbound.md): messages steered into its
+	// running turn, which its gateway reads at each boundary, and, for a
+	// collect run, the batch its prompt is made of. Workers append to it
+	// with a compare-and-set while the run has not ended (a collect
+	// batch: while it waits), so a message is either the run's or, once
+	// the run ended, a turn of its own.
+	Inbox []InboxMessage `json:"inbox,omitempty"`
+	// Collect marks a run whose prompt is its Inbox batch, gathered while
+	// the session was busy; InboxDropped and InboxSummary are what a full
+	// batch dropped (messages.queue.drop).
+	Collect      bool     `json:"collect,omitempty"`
+	InboxDropped int      `json:"inboxDropped,omitempty"`
+	InboxSummary []string `json:"inboxSummary,omitempty"`
+	// QuietMs is a collect run's quiet window (messages.queue.debounceMs):
+	// it starts no sooner than this long after its newest message.
+	QuietMs int64 `json:"quietMs,omitempty"`
+}
+
+// InboxMessage is one message of a Record's Inbox.
+type InboxMessage struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+	At   int64  `json:"at"`             // unix ms, when the worker took it
+	Mode string `json:"mode,omitempty"` // its queue mode (config.Queue*)
+	// Followup is the run request that runs the message as a turn of its
+	// own when the running turn ends without it (or keeps it: a
+	// steer-backlog), as the worker built it.
+	Followup json.RawMessage `json:"followup,omitempty"`
 }
 
 // Terminal reports whether the run has finished.

@@ -112,6 +112,22 @@ type RareFields struct {
 	// this session (the newest MaxImports), so a repeated or interrupted
 	// import never appends a file twice. sessionbus's own field.
 	Imports []ImportMark
+	// QueueMode, QueueDebounceMs, QueueCap and QueueDrop are the session's
+	// /queue override (OpenClaw's fields; "" / nil / 0: the config's).
+	QueueMode       string
+	QueueDebounceMs *int64
+	QueueCap        int64
+	QueueDrop       string
+	// Waiting lists the runs that found the session busy, in queue order
+	// (their SB_RUNS sequence): a run starts only when none ahead of it
+	// still waits. sessionbus's own field.
+	Waiting []WaitingRun
+}
+
+// WaitingRun is a run waiting for its session (RareFields.Waiting).
+type WaitingRun struct {
+	Run string `json:"run"`
+	Seq uint64 `json:"seq"` // its request's SB_RUNS stream sequence
 }
 
 // Rares ("rare fields") returns a copy of the entry's RareFields, the
@@ -195,6 +211,11 @@ type entryJSON struct {
 	SessionStartedAt     int64            `json:"sessionStartedAt,omitempty"`
 	LastInteractionAt    int64            `json:"lastInteractionAt,omitempty"`
 	Imports              []ImportMark     `json:"sessionbusImports,omitempty"`
+	QueueMode            string           `json:"queueMode,omitempty"`
+	QueueDebounceMs      *int64           `json:"queueDebounceMs,omitempty"`
+	QueueCap             int64            `json:"queueCap,omitempty"`
+	QueueDrop            string           `json:"queueDrop,omitempty"`
+	Waiting              []WaitingRun     `json:"sessionbusWaiting,omitempty"`
 }
 
 // MarshalJSON writes the stored form.

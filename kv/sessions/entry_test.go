@@ -39,9 +39,17 @@ func TestEntryJSONRoundTrip(t *testing.T) {
 					fv.Set(reflect.ValueOf(&Origin{Provider: "telegram", ThreadID: "t"}))
 				case *DeliveryContext:
 					fv.Set(reflect.ValueOf(&DeliveryContext{Channel: "slack", To: "u1"}))
+				case *int64:
+					n := rng.Int64N(5000)
+					fv.Set(reflect.ValueOf(&n))
 				}
 			case reflect.Slice:
-				fv.Set(reflect.ValueOf([]ImportMark{{ID: "x", At: 3, N: 2, Done: true}}))
+				switch fv.Interface().(type) {
+				case []ImportMark:
+					fv.Set(reflect.ValueOf([]ImportMark{{ID: "x", At: 3, N: 2, Done: true}}))
+				case []WaitingRun:
+					fv.Set(reflect.ValueOf([]WaitingRun{{Run: "r1", Seq: 7}}))
+				}
 			}
 		}
 		want, err := json.Marshal(&w)

@@ -60,6 +60,11 @@ func (e *Entry) wire() entryJSON {
 		SessionStartedAt:     r.SessionStartedAt,
 		LastInteractionAt:    r.LastInteractionAt,
 		Imports:              r.Imports,
+		QueueMode:            r.QueueMode,
+		QueueDebounceMs:      r.QueueDebounceMs,
+		QueueCap:             r.QueueCap,
+		QueueDrop:            r.QueueDrop,
+		Waiting:              r.Waiting,
 	}
 }
 
@@ -120,6 +125,11 @@ func (e *Entry) fromWire(w *entryJSON) {
 			SessionStartedAt:     w.SessionStartedAt,
 			LastInteractionAt:    w.LastInteractionAt,
 			Imports:              w.Imports,
+			QueueMode:            w.QueueMode,
+			QueueDebounceMs:      w.QueueDebounceMs,
+			QueueCap:             w.QueueCap,
+			QueueDrop:            w.QueueDrop,
+			Waiting:              w.Waiting,
 		}.orNil(),
 		Derived: e.Derived,
 	}
@@ -141,7 +151,12 @@ func (r RareFields) orNil() *RareFields {
 		r.StateVersion == 0 &&
 		r.SessionStartedAt == 0 &&
 		r.LastInteractionAt == 0 &&
-		r.Imports == nil {
+		r.Imports == nil &&
+		r.QueueMode == "" &&
+		r.QueueDebounceMs == nil &&
+		r.QueueCap == 0 &&
+		r.QueueDrop == "" &&
+		r.Waiting == nil {
 		return nil
 	}
 	return &r
@@ -339,6 +354,29 @@ func (e *Entry) decodePlain(data []byte, in *interner) bool {
 			var v []ImportMark
 			d.full(&v)
 			r.Imports = v
+			rare = true
+		case "queueMode":
+			d.once(seen[:], 53)
+			r.QueueMode = d.str()
+			rare = true
+		case "queueDebounceMs":
+			d.once(seen[:], 54)
+			v := d.int64()
+			r.QueueDebounceMs = &v
+			rare = true
+		case "queueCap":
+			d.once(seen[:], 55)
+			r.QueueCap = d.int64()
+			rare = true
+		case "queueDrop":
+			d.once(seen[:], 56)
+			r.QueueDrop = d.str()
+			rare = true
+		case "sessionbusWaiting":
+			d.once(seen[:], 57)
+			var v []WaitingRun
+			d.full(&v)
+			r.Waiting = v
 			rare = true
 		default:
 			d.fail()

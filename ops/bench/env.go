@@ -147,7 +147,7 @@ func newEnv(ctx context.Context, o Options) (e *env, err error) {
 	e.cfg.Tools.Sessions.Visibility = "agent"
 	// send_*: agent main runs the script runtime (no rules: echo; the
 	// gateways of the delay variants add a rule), and no ping-pong turns.
-	e.cfg.Agents.List = []config.Agent{{ID: "main", Runtime: "script"}}
+	e.cfg.Agents.List = []config.Agent{{ID: "main", Runtime: "script"}, steerBenchAgent("http://127.0.0.1:9/v1")}
 	e.cfg.Session.AgentToAgent.MaxPingPongTurns = 0
 	// the suites load far more sessions than maintenance's default
 	// maxEntries keeps; capping them mid-run would measure the cleanup

@@ -177,6 +177,7 @@ var registry = []spec{
 	{name: "raw_send_chain_2wave", baseline: "raw_js_publish", run: runRawSendChain2Wave},
 	{name: "inbound_turn", baseline: "raw_js_publish", run: runInboundTurn},
 	{name: "stop_latency", baseline: "raw_js_publish", run: runStopLatency},
+	{name: "steer_latency", baseline: "raw_js_publish", run: runSteerLatency},
 	{name: "send_throughput_1gw", baseline: "send_wait", run: runSendThroughput1gw},
 	{name: "send_throughput_2gw", baseline: "send_wait", run: runSendThroughput2gw},
 	{name: "send_throughput_1gw_delay20", baseline: "send_wait", run: runSendThroughput1gwDelay20},
