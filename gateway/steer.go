@@ -36,7 +36,9 @@ import (
 // queues the follow-up itself.
 
 // steerPart is the part name of an inbox message's transcript entry.
-func steerPart(id string) string { return "steer." + id }
+func steerPart(id string) string { return steerPartPrefix + id }
+
+const steerPartPrefix = "steer."
 
 // steering is a run's runtime.Steering.
 type steering struct {
@@ -176,12 +178,17 @@ func (r *run) ownHistory(history []json.RawMessage) []json.RawMessage {
 	return out
 }
 
-// ownPart reports an entry the run wrote other than its reply.
+// ownPart reports the run's own prompt or a message steered into it: the
+// entries the runtime is given another way. Its compaction (an entry it
+// wrote before its prompt) stays: it is where the model's context starts.
 func ownPart(data []byte, runID string) bool {
 	var m struct {
 		M *marker `json:"__sessionbus"`
 	}
-	return json.Unmarshal(data, &m) == nil && m.M != nil && m.M.Run == runID && m.M.Part != "reply"
+	if json.Unmarshal(data, &m) != nil || m.M == nil || m.M.Run != runID {
+		return false
+	}
+	return m.M.Part == "prompt" || strings.HasPrefix(m.M.Part, steerPartPrefix)
 }
 
 // queueLeftovers queues, as turns of their own, the inbox messages the

@@ -84,7 +84,7 @@ func TestLifecycleCLI(t *testing.T) {
 	}
 
 	out, errOut, code = sbRun("", "archive", "ls")
-	if code != 0 || strings.Count(out, key) != 2 || !strings.Contains(out, "reset") || !strings.Contains(out, "deleted") || !strings.Contains(errOut, "disk budget 2147483648 bytes") {
+	if code != 0 || strings.Count(out, key) != 2 || !strings.Contains(out, "reset") || !strings.Contains(out, "deleted") || !strings.Contains(errOut, "disk budget 10737418240 bytes") {
 		t.Fatalf("archive ls: %s %s", out, errOut)
 	}
 	out, _, code = sbRun("", "archive", "ls", "--agent", "main", "--json")
