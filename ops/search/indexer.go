@@ -106,6 +106,8 @@ type Indexer struct {
 	// nothingLeft tells the writer a rebuild found no entry left to
 	// apply (the rest of the stream was purged).
 	nothingLeft chan struct{}
+	watchedCh   chan struct{} // closed once watched is true
+	failed      chan struct{} // closed by fail
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
@@ -142,7 +144,7 @@ func Start(ctx context.Context, o Options) (*Indexer, error) {
 	}
 	in := &Indexer{o: o, ix: ix, stream: stream, log: o.Log.With("component", "search"),
 		msgs: make(chan jetstream.Msg, 4*o.Batch), events: make(chan jetstream.KeyValueEntry, 1024),
-		nothingLeft: make(chan struct{}, 1)}
+		nothingLeft: make(chan struct{}, 1), watchedCh: make(chan struct{}), failed: make(chan struct{})}
 	if err := in.load(info.State.LastSeq); err != nil {
 		ix.Close()
 		return nil, err
@@ -150,6 +152,19 @@ func Start(ctx context.Context, o Options) (*Indexer, error) {
 	if err := in.follow(ctx); err != nil {
 		ix.Close()
 		return nil, err
+	}
+	// A replica starting from its file answers only once what was deleted
+	// while it was down has left it, so it can join the queue group at
+	// once without serving a deleted session's text.
+	select {
+	case <-in.watchedCh:
+	case <-in.failed:
+		err := in.Err()
+		in.Close()
+		return nil, fmt.Errorf("search: %w", err)
+	case <-ctx.Done():
+		in.Close()
+		return nil, fmt.Errorf("search: load the sessions' state: %w", ctx.Err())
 	}
 	return in, nil
 }
@@ -360,6 +375,7 @@ func (in *Indexer) fail(err error) {
 	in.errMu.Lock()
 	if in.err == nil {
 		in.err = err
+		close(in.failed)
 		in.log.Error("search: indexer stopped", "err", err)
 	}
 	in.errMu.Unlock()

@@ -49,10 +49,9 @@ func (in *Indexer) Search(ctx context.Context, q *Query) (*Result, error) {
 
 // Service answers Names.Search for one indexer.
 type Service struct {
-	svc  micro.Service
-	in   *Indexer
-	sem  chan struct{}
-	wait chan struct{}
+	svc micro.Service
+	in  *Indexer
+	sem chan struct{}
 }
 
 // Serve adds the indexer's endpoint to nc.
@@ -139,8 +138,11 @@ func Ask(ctx context.Context, nc *nats.Conn, names bus.Names, q *Query) (*Result
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, bus.Errorf(bus.CodeUnavailable, "no search indexer answers on %s: start `sessionbus indexer` (or `serve`, which runs one)", names.Search())
-	case errors.Is(err, nats.ErrPermissionViolation):
-		return nil, bus.Errorf(bus.CodeForbidden, "these credentials may not search (%v): use the ops or admin credentials", err)
+	case errors.Is(err, nats.ErrPermissionViolation), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		// The server drops a publish the credentials may not make and says
+		// so only asynchronously: a search that gets no answer at all is
+		// most often one.
+		return nil, bus.Errorf(bus.CodeUnavailable, "no answer from %s (%v): only the ops or admin credentials may search; with those, an indexer may be overloaded", names.Search(), err)
 	case err != nil:
 		return nil, fmt.Errorf("search %s: %w", names.Search(), err)
 	}

@@ -84,8 +84,9 @@ func (in *Indexer) committed(b *Batch) {
 		in.applied.Store(b.Applied)
 	}
 	in.entries.Add(int64(len(b.Rows)))
-	if b.watched {
+	if b.watched && !in.watched.Load() {
 		in.watched.Store(true)
+		close(in.watchedCh)
 	}
 	if b.Complete && !in.complete.Load() {
 		in.complete.Store(true)
