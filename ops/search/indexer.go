@@ -264,13 +264,15 @@ func (in *Indexer) follow(ctx context.Context) error {
 		it.Stop()
 		return fmt.Errorf("search: sessions bucket: %w", err)
 	}
-	w, err := kv.WatchAll(ctx)
+	// the watch lives as long as the indexer, not the start's context
+	run, cancel := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(run)
 	if err != nil {
+		cancel()
 		it.Stop()
 		return fmt.Errorf("search: watch sessions: %w", err)
 	}
 	in.iter, in.watch = it, w
-	run, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel
 	in.wg.Add(4)
 	go in.pump(run)

@@ -1,8 +1,10 @@
 package search
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,4 +202,28 @@ func TestRebuildOnDemand(t *testing.T) {
 	if in.Status().Entries != 1 {
 		t.Fatalf("rebuild indexed %d entries, want 1", in.Status().Entries)
 	}
+}
+
+// The sessions bucket is followed for as long as the indexer runs, not
+// only while the context Start was given lives (a command cancels it once
+// started): a session created later has its facts in the hits.
+func TestSessionsFollowedAfterStart(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(bustest.Context(t))
+	in, err := Start(ctx, Options{NC: r.nc, JS: r.js, Names: r.names, Path: filepath.Join(r.dir, "s.db"), Refresh: 50 * time.Millisecond})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	r.session("agent:main:late", "the heron almanac")
+	e, _, err := r.ss.Get(bustest.Context(t), "agent:main:late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.caughtUp(in)
+	bustest.WaitFor(t, 10*time.Second, "the late session's facts", func() bool {
+		hits := r.find(in, "heron almanac")
+		return len(hits) == 1 && hits[0].SessionID == e.SessionID
+	})
 }

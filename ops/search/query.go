@@ -51,6 +51,9 @@ type Query struct {
 	Since json.RawMessage `json:"since,omitempty"`
 	Until json.RawMessage `json:"until,omitempty"`
 
+	// Status asks for the index's freshness only: no query, no hits.
+	Status bool `json:"status,omitempty"`
+
 	since, until int64 // unix ms, 0: unbounded
 }
 
@@ -81,13 +84,16 @@ func Parse(body []byte) (*Query, error) {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&q); err != nil {
-		return nil, fmt.Errorf("malformed search request: %v (send a JSON object such as {\"query\":\"text\",\"limit\":25}; fields: query, limit, offset, order, agent, channel, kind, sessionKeys, since, until)", err)
+		return nil, fmt.Errorf("malformed search request: %v (send a JSON object such as {\"query\":\"text\",\"limit\":25}; fields: query, limit, offset, order, agent, channel, kind, sessionKeys, since, until, status)", err)
 	}
 	return &q, q.check()
 }
 
 func (q *Query) check() error {
 	q.Text = strings.TrimSpace(q.Text)
+	if q.Status {
+		return nil
+	}
 	switch n := utf8.RuneCountInString(q.Text); {
 	case n == 0:
 		return fmt.Errorf("empty query: give the words to find")

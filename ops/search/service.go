@@ -34,6 +34,9 @@ const (
 // written either way.
 func (in *Indexer) Search(ctx context.Context, q *Query) (*Result, error) {
 	st := in.Status()
+	if q.Status {
+		return &Result{Results: []Hit{}, Index: st}, nil
+	}
 	switch st.State {
 	case StateRebuilding:
 		return nil, bus.Errorf(bus.CodeUnavailable, "the search index is being rebuilt: %d%% (stream sequence %d of %d); search again when it is done", st.Percent, st.Applied, st.Target)
