@@ -21,6 +21,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/rules/sanitize"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -259,14 +260,14 @@ func (in *Indexer) follow(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("search: consume %s: %w", in.o.Names.TranscriptsStream(), err)
 	}
-	kv, err := in.o.JS.KeyValue(ctx, in.o.Names.SessionsBucket())
+	ss, err := sessions.Open(ctx, in.o.JS, in.o.Names) // created when absent, as a worker does
 	if err != nil {
 		it.Stop()
 		return fmt.Errorf("search: sessions bucket: %w", err)
 	}
 	// the watch lives as long as the indexer, not the start's context
 	run, cancel := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(run)
+	w, err := ss.KV().WatchAll(run)
 	if err != nil {
 		cancel()
 		it.Stop()
