@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -97,9 +96,6 @@ type runningIndexer struct {
 // startIndexer opens the index at path, follows the stream and serves
 // the search subject on nc.
 func startIndexer(nc *nats.Conn, cfg *config.Config, path string, rebuild, tools bool, log *slog.Logger) (*runningIndexer, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("search index dir: %w", err)
-	}
 	red, err := sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite with FTS5: no cgo in the binary
 )
@@ -46,6 +48,8 @@ type Row struct {
 	Role  string
 	TS    int64 // unix milliseconds the stream stored the entry
 	Text  string
+
+	stored time.Time // when the stream stored it (Options.Observe)
 }
 
 // Session is what the sessions bucket says of one key.
@@ -57,6 +61,9 @@ type Session struct {
 // index with nothing applied yet: a new file, or one of another layout,
 // which is emptied.
 func OpenIndex(path string) (ix *Index, fresh bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, false, fmt.Errorf("search index dir: %w", err)
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

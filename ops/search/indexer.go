@@ -56,6 +56,9 @@ type Options struct {
 	// committed; an error abandons the batch and stops the indexer, as a
 	// crash would (tests).
 	BeforeCommit func(rows int) error
+	// Observe, when set, is told for each entry indexed how long after
+	// the stream stored it its batch committed (the bench's index_lag).
+	Observe func(time.Duration)
 }
 
 // States of an indexer.
@@ -452,5 +455,5 @@ func (in *Indexer) row(m jetstream.Msg, md *jetstream.MsgMetadata) (Row, bool) {
 		return Row{}, false
 	}
 	n, _ := strconv.ParseUint(m.Headers().Get(transcripts.HeaderEntry), 10, 64)
-	return Row{Seq: md.Sequence.Stream, Key: key, Agent: rules.AgentIDFromKey(key), N: n, Role: who, TS: md.Timestamp.UnixMilli(), Text: text}, true
+	return Row{Seq: md.Sequence.Stream, Key: key, Agent: rules.AgentIDFromKey(key), N: n, Role: who, TS: md.Timestamp.UnixMilli(), Text: text, stored: md.Timestamp}, true
 }

@@ -38,8 +38,10 @@ func (in *Indexer) write(ctx context.Context) {
 			}
 		}
 		// whatever else is already waiting joins this transaction
+		// (session events count too: a watch of a million sessions is
+		// applied a Batch at a time, not in one transaction)
 	drain:
-		for len(b.Rows) < in.o.Batch {
+		for n := 0; n < in.o.Batch; n++ {
 			select {
 			case m := <-in.msgs:
 				last = in.take(b, m)
@@ -84,6 +86,12 @@ func (in *Indexer) committed(b *Batch) {
 		in.applied.Store(b.Applied)
 	}
 	in.entries.Add(int64(len(b.Rows)))
+	if in.o.Observe != nil {
+		now := time.Now()
+		for _, r := range b.Rows {
+			in.o.Observe(now.Sub(r.stored))
+		}
+	}
 	if b.watched && !in.watched.Load() {
 		in.watched.Store(true)
 		close(in.watchedCh)
