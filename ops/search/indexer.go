@@ -105,7 +105,7 @@ type Indexer struct {
 	sess   map[string]Session
 	floors map[string]uint64
 
-	msgs   chan jetstream.Msg
+	msgs   chan read
 	events chan jetstream.KeyValueEntry
 	// nothingLeft tells the writer a rebuild found no entry left to
 	// apply (the rest of the stream was purged).
@@ -147,7 +147,7 @@ func Start(ctx context.Context, o Options) (*Indexer, error) {
 		return nil, err
 	}
 	in := &Indexer{o: o, ix: ix, stream: stream, log: o.Log.With("component", "search"),
-		msgs: make(chan jetstream.Msg, 4*o.Batch), events: make(chan jetstream.KeyValueEntry, 1024),
+		msgs: make(chan read, 4*o.Batch), events: make(chan jetstream.KeyValueEntry, 1024),
 		nothingLeft: make(chan struct{}, 1), watchedCh: make(chan struct{}), failed: make(chan struct{})}
 	if err := in.load(info.State.LastSeq); err != nil {
 		ix.Close()
@@ -297,8 +297,12 @@ func (in *Indexer) pump(ctx context.Context) {
 			}
 			return
 		}
+		rd, ok := in.read(m)
+		if !ok {
+			continue
+		}
 		select {
-		case in.msgs <- m:
+		case in.msgs <- rd:
 		case <-ctx.Done():
 			return
 		}
@@ -443,17 +447,32 @@ func (in *Indexer) subjectKey(subject string) (string, bool) {
 	return k, err == nil
 }
 
-// row is what the index keeps of one message (ok false: nothing to
-// index, the sequence is still applied).
-func (in *Indexer) row(m jetstream.Msg, md *jetstream.MsgMetadata) (Row, bool) {
+// read is one stream message as the pump made it ready for the writer:
+// the text work (decode, sanitize, redact) is done beside the writer's
+// SQLite work, not before it.
+type read struct {
+	seq, pending uint64
+	row          Row
+	ok           bool // row is text to index
+}
+
+// read prepares one message (ok false: not a stream message).
+func (in *Indexer) read(m jetstream.Msg) (read, bool) {
+	md, err := m.Metadata()
+	if err != nil {
+		return read{}, false
+	}
+	rd := read{seq: md.Sequence.Stream, pending: md.NumPending}
 	key, ok := in.subjectKey(m.Subject())
-	if !ok || md.Sequence.Stream < in.floors[key] {
-		return Row{}, false
+	if !ok {
+		return rd, true
 	}
 	who, text, ok := handlers.SearchText(in.o.Redactor, m.Data(), in.o.WithTools)
 	if !ok {
-		return Row{}, false
+		return rd, true
 	}
 	n, _ := strconv.ParseUint(m.Headers().Get(transcripts.HeaderEntry), 10, 64)
-	return Row{Seq: md.Sequence.Stream, Key: key, Agent: rules.AgentIDFromKey(key), N: n, Role: who, TS: md.Timestamp.UnixMilli(), Text: text, stored: md.Timestamp}, true
+	rd.row = Row{Seq: rd.seq, Key: key, Agent: rules.AgentIDFromKey(key), N: n, Role: who, TS: md.Timestamp.UnixMilli(), Text: text, stored: md.Timestamp}
+	rd.ok = true
+	return rd, true
 }

@@ -23,14 +23,16 @@ func (in *Indexer) write(ctx context.Context) {
 	seen := map[string]bool{} // keys the initial watch delivered
 	for {
 		b := &Batch{Purges: map[string]uint64{}}
-		var last jetstream.Msg
+		var last uint64 // the newest sequence this batch takes
 		select {
 		case <-ctx.Done():
 			return
 		case <-in.nothingLeft:
 			b.Complete = true
-		case m := <-in.msgs:
-			last = in.take(b, m)
+		case rd := <-in.msgs:
+			if in.take(b, rd) {
+				last = rd.seq
+			}
 		case e := <-in.events:
 			if err := in.event(ctx, b, e, &initial, seen); err != nil {
 				in.fail(err)
@@ -43,8 +45,10 @@ func (in *Indexer) write(ctx context.Context) {
 	drain:
 		for n := 0; n < in.o.Batch; n++ {
 			select {
-			case m := <-in.msgs:
-				last = in.take(b, m)
+			case rd := <-in.msgs:
+				if in.take(b, rd) {
+					last = rd.seq
+				}
 			case e := <-in.events:
 				if err := in.event(ctx, b, e, &initial, seen); err != nil {
 					in.fail(err)
@@ -54,10 +58,8 @@ func (in *Indexer) write(ctx context.Context) {
 				break drain
 			}
 		}
-		if last != nil && !in.complete.Load() {
-			if md, err := last.Metadata(); err == nil && md.Sequence.Stream >= in.target.Load() {
-				b.Complete = true
-			}
+		if last > 0 && !in.complete.Load() && last >= in.target.Load() {
+			b.Complete = true
 		}
 		if in.o.BeforeCommit != nil {
 			if err := in.o.BeforeCommit(len(b.Rows)); err != nil {
@@ -102,22 +104,18 @@ func (in *Indexer) committed(b *Batch) {
 	}
 }
 
-// take adds one stream message to b.
-func (in *Indexer) take(b *Batch, m jetstream.Msg) jetstream.Msg {
-	md, err := m.Metadata()
-	if err != nil {
-		return nil
+// take adds one stream message to b; it reports whether it was new.
+func (in *Indexer) take(b *Batch, rd read) bool {
+	if rd.seq <= in.applied.Load() || rd.seq <= b.Applied {
+		return false // already applied: a redelivery after a reconnect
 	}
-	seq := md.Sequence.Stream
-	if seq <= in.applied.Load() || seq <= b.Applied {
-		return nil // already applied: a redelivery after a reconnect
+	in.seeLast(rd.seq + rd.pending)
+	// a floor: the key's transcript was purged above this entry
+	if k := rd.row.Key; rd.ok && rd.seq >= in.floors[k] && rd.seq >= b.Purges[k] {
+		b.Rows = append(b.Rows, rd.row)
 	}
-	in.seeLast(seq + md.NumPending)
-	if r, ok := in.row(m, md); ok && r.Seq >= b.Purges[r.Key] {
-		b.Rows = append(b.Rows, r)
-	}
-	b.Applied = seq
-	return m
+	b.Applied = rd.seq
+	return true
 }
 
 // event applies one change of the sessions bucket: a key's facts, and
