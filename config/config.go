@@ -13,6 +13,8 @@ type Config struct {
 	Agents  Agents  `mapstructure:"agents"`
 	Logging Logging `mapstructure:"logging"`
 	Quotas  Quotas  `mapstructure:"quotas"`
+	// Search is the transcript search's indexers (ops/search).
+	Search Search `mapstructure:"search"`
 	// Models is OpenClaw's provider catalog: context windows, reply
 	// sizes and prices of the models turns run with.
 	Models Models `mapstructure:"models"`
@@ -322,6 +324,13 @@ type Agent struct {
 	Sandbox *Sandbox `mapstructure:"sandbox"`
 	// Tools is agents.list[].tools, the agent's tool policy.
 	Tools *AgentTools `mapstructure:"tools"`
+}
+
+// Search configures the transcript search's indexers.
+type Search struct {
+	// IncludeTools indexes tool results too (their text, redacted as the
+	// history shows it); off, only user and assistant text is searchable.
+	IncludeTools bool `mapstructure:"includeTools"`
 }
 
 // Logging is OpenClaw's `logging` section.

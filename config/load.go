@@ -75,6 +75,7 @@ var defaults = map[string]any{
 	"agents.defaults.compaction.reserveTokensFloor":  DefaultReserveTokensFloor,
 	"logging.redactSensitive":                        "tools",
 	"logging.redactPatterns":                         []string{},
+	"search.includeTools":                            false,
 	"quotas.toolCallsPerSession.rate":                defaultQuotas.ToolCallsPerSession.Rate,
 	"quotas.toolCallsPerSession.burst":               defaultQuotas.ToolCallsPerSession.Burst,
 	"quotas.toolCallsPerAgent.rate":                  defaultQuotas.ToolCallsPerAgent.Rate,

@@ -50,7 +50,7 @@ func cmdIndexer(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	cfgPath := fs.String("config", "", "config file, for bus.prefix, session.mainKey/scope and the redaction settings (default: ./sessionbus.yaml or .json if present)")
 	index := fs.String("index", indexerFile(defaultData()), "the index file (SQLite); created and built from the stream when missing")
 	rebuild := fs.Bool("rebuild", false, "remove the index file and build it again from the stream")
-	tools := fs.Bool("tools", false, "index tool results too (their text, redacted)")
+	tools := fs.Bool("tools", false, "index tool results too (their text, redacted); the config's search.includeTools does the same")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -75,7 +75,7 @@ func cmdIndexer(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
-	ix, err := startIndexer(nc, cfg, *index, *rebuild, *tools, log)
+	ix, err := startIndexer(nc, cfg, *index, *rebuild, *tools || cfg.Search.IncludeTools, log)
 	if err != nil {
 		_ = failLine(stderr, "indexer", err)
 		return 1

@@ -199,7 +199,7 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 		}
 	}
 	// the transcript search: a failure leaves serve running without it
-	if ix, err := startIndexer(nc, cfg, indexerFile(f.data), false, false, log); err != nil {
+	if ix, err := startIndexer(nc, cfg, indexerFile(f.data), false, cfg.Search.IncludeTools, log); err != nil {
 		log.Warn("transcript search not started", "err", err)
 	} else {
 		defer ix.stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sessionbus/sessionbus/bus"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -226,4 +227,27 @@ func TestSessionsFollowedAfterStart(t *testing.T) {
 		hits := r.find(in, "heron almanac")
 		return len(hits) == 1 && hits[0].SessionID == e.SessionID
 	})
+}
+
+// Tool results are searchable only when the indexer is told to index
+// them (search.includeTools).
+func TestToolResultsOnlyWhenAsked(t *testing.T) {
+	r := newRig(t)
+	r.session("agent:main:t")
+	tool := []byte(`{"role":"toolResult","toolName":"exec","content":[{"type":"text","text":"the gannet manifest was written"}]}`)
+	if _, err := r.tr.Append(bustest.Context(t), bus.EncodeKey("agent:main:t"), tool); err != nil {
+		t.Fatal(err)
+	}
+	without := r.start(Options{Path: filepath.Join(r.dir, "without.db")})
+	defer without.Close()
+	with := r.start(Options{Path: filepath.Join(r.dir, "with.db"), WithTools: true})
+	defer with.Close()
+	r.caughtUp(without)
+	r.caughtUp(with)
+	if n := len(r.find(without, "gannet manifest")); n != 0 {
+		t.Fatalf("a tool result was indexed without includeTools: %d hits", n)
+	}
+	if hits := r.find(with, "gannet manifest"); len(hits) != 1 || hits[0].Role != "toolResult" {
+		t.Fatalf("with includeTools: %+v", hits)
+	}
 }
