@@ -64,7 +64,7 @@ func OpenIndex(path string) (ix *Index, fresh bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, false, fmt.Errorf("search index dir: %w", err)
 	}
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)"
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)&_pragma=cache_size(-16384)&_pragma=temp_store(memory)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, false, fmt.Errorf("open search index %s: %w", path, err)
