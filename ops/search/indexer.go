@@ -335,15 +335,24 @@ func (in *Indexer) refresh(ctx context.Context) {
 	defer in.wg.Done()
 	t := time.NewTicker(in.o.Refresh)
 	defer t.Stop()
+	var logged time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			in.check(ctx)
+			// a rebuild says how far it is, every progressEvery
+			if st := in.Status(); st.State == StateRebuilding && time.Since(logged) >= progressEvery {
+				logged = time.Now()
+				in.log.Info("search: rebuilding the index", "percent", st.Percent, "applied", st.Applied, "target", st.Target, "entries", st.Entries)
+			}
 		}
 	}
 }
+
+// progressEvery is how often a rebuild logs its progress.
+const progressEvery = 10 * time.Second
 
 // check reads the stream's last sequence and, when the index is behind
 // it, whether any entry is left to apply: none (the rest was purged)

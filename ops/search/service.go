@@ -52,14 +52,15 @@ func (in *Indexer) Search(ctx context.Context, q *Query) (*Result, error) {
 
 // Service answers Names.Search for one indexer.
 type Service struct {
-	svc micro.Service
-	in  *Indexer
-	sem chan struct{}
+	svc  micro.Service
+	in   *Indexer
+	sem  chan struct{}
+	done chan struct{} // closed by Stop: a request still arriving is dropped
 }
 
 // Serve adds the indexer's endpoint to nc.
 func Serve(nc *nats.Conn, in *Indexer) (*Service, error) {
-	s := &Service{in: in, sem: make(chan struct{}, maxConcurrent)}
+	s := &Service{in: in, sem: make(chan struct{}, maxConcurrent), done: make(chan struct{})}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name: ServiceName, Version: bus.Version, QueueGroup: QueueGroup,
 		Description: "full-text search of every transcript",
@@ -78,6 +79,7 @@ func Serve(nc *nats.Conn, in *Indexer) (*Service, error) {
 // Stop ends the subscription; searches in flight finish first.
 func (s *Service) Stop() {
 	_ = s.svc.Stop()
+	close(s.done)
 	for range maxConcurrent {
 		s.sem <- struct{}{}
 	}
@@ -91,7 +93,11 @@ func (s *Service) handle(req micro.Request) {
 		s.in.log.Warn("search: request dropped: its reply subject is not an inbox", "reply", req.Reply())
 		return
 	}
-	s.sem <- struct{}{}
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.done:
+		return // stopping: the caller's timeout tells it to ask again
+	}
 	go func() {
 		defer func() { <-s.sem }()
 		res, err := s.answer(req.Data())
