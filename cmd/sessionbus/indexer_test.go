@@ -70,7 +70,7 @@ func TestIndexerSIGKILLResumes(t *testing.T) {
 		return cmd, &stderr
 	}
 	applied := func() uint64 {
-		ix, _, err := search.OpenIndex(index)
+		ix, err := search.OpenIndex(index)
 		if err != nil {
 			return 0
 		}
@@ -107,7 +107,7 @@ func TestIndexerSIGKILLResumes(t *testing.T) {
 			t.Fatalf("%s: %+v %v, want exactly one hit", probe, res, err)
 		}
 	}
-	ix, _, err := search.OpenIndex(index)
+	ix, err := search.OpenIndex(index)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,29 +57,23 @@ type Session struct {
 	Key, SessionID, Channel, Kind string
 }
 
-// OpenIndex opens (creating) the index file at path. fresh reports an
-// index with nothing applied yet: a new file, or one of another layout,
-// which is emptied.
-func OpenIndex(path string) (ix *Index, fresh bool, err error) {
+// OpenIndex opens (creating) the index file at path; a file of another
+// layout is emptied.
+func OpenIndex(path string) (*Index, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, false, fmt.Errorf("search index dir: %w", err)
+		return nil, fmt.Errorf("search index dir: %w", err)
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(0)&_pragma=cache_size(-16384)&_pragma=temp_store(memory)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, false, fmt.Errorf("open search index %s: %w", path, err)
+		return nil, fmt.Errorf("open search index %s: %w", path, err)
 	}
-	ix = &Index{db: db, path: path}
+	ix := &Index{db: db, path: path}
 	if err := ix.init(); err != nil {
 		db.Close()
-		return nil, false, fmt.Errorf("open search index %s: %w (remove the file to rebuild it from the stream)", path, err)
+		return nil, fmt.Errorf("open search index %s: %w (remove the file to rebuild it from the stream)", path, err)
 	}
-	applied, err := ix.Applied()
-	if err != nil {
-		db.Close()
-		return nil, false, err
-	}
-	return ix, applied == 0, nil
+	return ix, nil
 }
 
 func (ix *Index) init() error {

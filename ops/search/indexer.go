@@ -182,7 +182,7 @@ func openFor(o Options, streamLast uint64) (*Index, error) {
 			return nil, err
 		}
 	}
-	ix, _, err := OpenIndex(o.Path)
+	ix, err := OpenIndex(o.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func openFor(o Options, streamLast uint64) (*Index, error) {
 	if err := removeIndex(o.Path); err != nil {
 		return nil, err
 	}
-	ix, _, err = OpenIndex(o.Path)
+	ix, err = OpenIndex(o.Path)
 	return ix, err
 }
 
