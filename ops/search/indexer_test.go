@@ -251,3 +251,42 @@ func TestToolResultsOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("with includeTools: %+v", hits)
 	}
 }
+
+// Pages: newest first by default, the next page from offset, more while
+// hits remain; by rank the best match leads.
+func TestPagingAndRank(t *testing.T) {
+	r := newRig(t)
+	texts := make([]string, 30)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("walrus report number %d", i)
+	}
+	texts[7] = "walrus walrus walrus walrus"
+	r.session("agent:main:p", texts...)
+	in := r.start(Options{})
+	defer in.Close()
+	r.caughtUp(in)
+	page := func(body string) *Result {
+		t.Helper()
+		q, err := Parse([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := in.Search(bustest.Context(t), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := page(`{"query":"walrus"}`)
+	if len(first.Results) != MaxResults || !first.More || first.Results[0].Entry != 30 || first.Results[24].Entry != 6 {
+		t.Fatalf("first page: %d hits, more %v, entries %d..%d", len(first.Results), first.More, first.Results[0].Entry, first.Results[len(first.Results)-1].Entry)
+	}
+	second := page(`{"query":"walrus","offset":25}`)
+	if len(second.Results) != 5 || second.More || second.Results[0].Entry != 5 {
+		t.Fatalf("second page: %+v", second)
+	}
+	ranked := page(`{"query":"walrus","order":"rank","limit":1}`)
+	if len(ranked.Results) != 1 || ranked.Results[0].Entry != 8 {
+		t.Fatalf("by rank: %+v, want entry 8 (the walrus four times) first", ranked.Results)
+	}
+}
