@@ -75,7 +75,7 @@ func cmdIndexer(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeConn(nc)
-	ix, err := startIndexer(nc, cfg, *index, *rebuild, *tools || cfg.Search.IncludeTools, log)
+	ix, err := startIndexer(context.Background(), nc, cfg, *index, *rebuild, *tools || cfg.Search.IncludeTools, log)
 	if err != nil {
 		_ = failLine(stderr, "indexer", err)
 		return 1
@@ -95,7 +95,7 @@ type runningIndexer struct {
 
 // startIndexer opens the index at path, follows the stream and serves
 // the search subject on nc.
-func startIndexer(nc *nats.Conn, cfg *config.Config, path string, rebuild, tools bool, log *slog.Logger) (*runningIndexer, error) {
+func startIndexer(ctx context.Context, nc *nats.Conn, cfg *config.Config, path string, rebuild, tools bool, log *slog.Logger) (*runningIndexer, error) {
 	red, err := sanitize.NewRedactor(cfg.Logging.RedactSensitive, cfg.Logging.RedactPatterns)
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func startIndexer(nc *nats.Conn, cfg *config.Config, path string, rebuild, tools
 	}
 	// the sessions' state must load before the first answer (Start waits
 	// for it); the entries themselves are indexed in the background
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	in, err := search.Start(ctx, search.Options{
 		NC: nc, JS: js, Names: bus.NewNames(cfg.Bus.Prefix), Path: path, Rebuild: rebuild, WithTools: tools,
@@ -121,6 +121,26 @@ func startIndexer(nc *nats.Conn, cfg *config.Config, path string, rebuild, tools
 		return nil, err
 	}
 	return &runningIndexer{in: in, svc: svc}, nil
+}
+
+// startIndexerBehind starts an indexer without waiting for it (serve:
+// its ready line does not wait for the sessions' state to load, which
+// takes seconds at a million sessions); a failure is logged and serve runs
+// on without search. stop ends it, started or not.
+func startIndexerBehind(nc *nats.Conn, cfg *config.Config, path string, tools bool, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan *runningIndexer, 1)
+	go func() {
+		r, err := startIndexer(ctx, nc, cfg, path, false, tools, log)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("transcript search not started", "err", err)
+		}
+		started <- r
+	}()
+	return func() {
+		cancel()
+		(<-started).stop()
+	}
 }
 
 func (r *runningIndexer) stop() {

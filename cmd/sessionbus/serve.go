@@ -199,11 +199,7 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 		}
 	}
 	// the transcript search: a failure leaves serve running without it
-	if ix, err := startIndexer(nc, cfg, indexerFile(f.data), false, cfg.Search.IncludeTools, log); err != nil {
-		log.Warn("transcript search not started", "err", err)
-	} else {
-		defer ix.stop()
-	}
+	defer startIndexerBehind(nc, cfg, indexerFile(f.data), cfg.Search.IncludeTools, log)()
 	fmt.Fprintln(stdout, "ready", srv.URL())
 	if c, err := f.startConsole(nc, op, deployment, cfg.Bus.Prefix, w, pm, log, stderr); err != nil {
 		_ = failLine(stderr, "serve", err)
