@@ -126,12 +126,13 @@ func startIndexer(ctx context.Context, nc *nats.Conn, cfg *config.Config, path s
 // startIndexerBehind starts an indexer without waiting for it (serve:
 // its ready line does not wait for the sessions' state to load, which
 // takes seconds at a million sessions); a failure is logged and serve runs
-// on without search. stop ends it, started or not.
-func startIndexerBehind(nc *nats.Conn, cfg *config.Config, path string, tools bool, log *slog.Logger) (stop func()) {
+// on without search. rebuild starts the index over (a demo's data dir that
+// started over: its stream is new). stop ends it, started or not.
+func startIndexerBehind(nc *nats.Conn, cfg *config.Config, path string, rebuild, tools bool, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan *runningIndexer, 1)
 	go func() {
-		r, err := startIndexer(ctx, nc, cfg, path, false, tools, log)
+		r, err := startIndexer(ctx, nc, cfg, path, rebuild, tools, log)
 		if err != nil && ctx.Err() == nil {
 			log.Warn("transcript search not started", "err", err)
 		}

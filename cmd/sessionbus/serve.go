@@ -199,7 +199,7 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 		}
 	}
 	// the transcript search: a failure leaves serve running without it
-	defer startIndexerBehind(nc, cfg, indexerFile(f.data), cfg.Search.IncludeTools, log)()
+	defer startIndexerBehind(nc, cfg, indexerFile(f.data), dd.Reset, cfg.Search.IncludeTools, log)()
 	fmt.Fprintln(stdout, "ready", srv.URL())
 	if c, err := f.startConsole(nc, op, deployment, cfg.Bus.Prefix, w, pm, log, stderr); err != nil {
 		_ = failLine(stderr, "serve", err)
