@@ -111,6 +111,24 @@ func (ix *Index) Close() error { return ix.db.Close() }
 // Path is the index file.
 func (ix *Index) Path() string { return ix.path }
 
+// meta is a meta value, "" when unset.
+func (ix *Index) meta(k string) (string, error) {
+	var v string
+	err := ix.db.QueryRow(`SELECT v FROM meta WHERE k=?`, k).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read search index %s: %w", k, err)
+	}
+	return v, nil
+}
+
+func (ix *Index) setMeta(k, v string) error {
+	_, err := ix.db.Exec(`INSERT OR REPLACE INTO meta(k, v) VALUES(?, ?)`, k, v)
+	return err
+}
+
 func (ix *Index) metaInt(k string) (uint64, error) {
 	var v string
 	err := ix.db.QueryRow(`SELECT v FROM meta WHERE k=?`, k).Scan(&v)

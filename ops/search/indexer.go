@@ -142,7 +142,7 @@ func Start(ctx context.Context, o Options) (*Indexer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("search: transcript stream: %w", err)
 	}
-	ix, err := openFor(o, info.State.LastSeq)
+	ix, err := openFor(o, info)
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +174,10 @@ func Start(ctx context.Context, o Options) (*Indexer, error) {
 }
 
 // openFor opens the index file, starting over when asked to or when the
-// stream was recreated since (its last sequence is below what the index
-// applied: the sequences name other entries now).
-func openFor(o Options, streamLast uint64) (*Index, error) {
+// stream was recreated since the index was built from it (another
+// creation time, or a last sequence below what the index applied): the
+// sequences name other entries now.
+func openFor(o Options, info *jetstream.StreamInfo) (*Index, error) {
 	if o.Rebuild {
 		if err := removeIndex(o.Path); err != nil {
 			return nil, err
@@ -186,21 +187,31 @@ func openFor(o Options, streamLast uint64) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	created := strconv.FormatInt(info.Created.UnixNano(), 10)
 	applied, err := ix.Applied()
+	var was string
+	if err == nil {
+		was, err = ix.meta("stream")
+	}
 	if err != nil {
 		ix.Close()
 		return nil, err
 	}
-	if applied <= streamLast {
-		return ix, nil
+	if (was == "" || was == created) && applied <= info.State.LastSeq {
+		if was == "" {
+			err = ix.setMeta("stream", created)
+		}
+		return ix, err
 	}
-	o.Log.Warn("search: the transcript stream was recreated; rebuilding the index", "applied", applied, "streamLast", streamLast)
+	o.Log.Warn("search: the transcript stream was recreated; rebuilding the index", "applied", applied, "streamLast", info.State.LastSeq)
 	ix.Close()
 	if err := removeIndex(o.Path); err != nil {
 		return nil, err
 	}
-	ix, err = OpenIndex(o.Path)
-	return ix, err
+	if ix, err = OpenIndex(o.Path); err != nil {
+		return nil, err
+	}
+	return ix, ix.setMeta("stream", created)
 }
 
 func removeIndex(path string) error {

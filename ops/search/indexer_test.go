@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -288,5 +289,37 @@ func TestPagingAndRank(t *testing.T) {
 	ranked := page(`{"query":"walrus","order":"rank","limit":1}`)
 	if len(ranked.Results) != 1 || ranked.Results[0].Entry != 8 {
 		t.Fatalf("by rank: %+v, want entry 8 (the walrus four times) first", ranked.Results)
+	}
+}
+
+// A stream deleted and recreated names other entries by the same
+// sequences: the index starts over, even when the new stream has already
+// outgrown what the old index applied.
+func TestRecreatedStreamRebuilds(t *testing.T) {
+	r := newRig(t)
+	r.session("agent:main:o", "the old alpha")
+	in := r.start(Options{})
+	r.caughtUp(in)
+	in.Close()
+	ctx := bustest.Context(t)
+	if err := r.js.DeleteStream(ctx, r.names.TranscriptsStream()); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcripts.Open(ctx, r.nc, r.js, r.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Append(ctx, bus.EncodeKey("agent:main:n"), messages("new beta one", "new beta two", "new beta three")...); err != nil {
+		t.Fatal(err)
+	}
+	in = r.start(Options{})
+	defer in.Close()
+	r.caughtUp(in)
+	if n := len(r.find(in, "old alpha")); n != 0 {
+		t.Fatalf("an entry of the deleted stream is still found: %d hits", n)
+	}
+	if n := len(r.find(in, "new beta")); n != 3 {
+		t.Fatalf("%d hits in the new stream, want 3", n)
 	}
 }
