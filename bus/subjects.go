@@ -125,6 +125,10 @@ func (n Names) ArchivesBucket() string { return n.Bucket("archives") }
 // (delete, reset) for ops and channel adapters.
 func (n Names) SessionOp(op string) string { return n.p() + ".ops.session." + op }
 
+// Search is the request subject of the transcript search (ops/search):
+// ops and admin ask it, the indexers answer in one queue group.
+func (n Names) Search() string { return n.p() + ".ops.search" }
+
 // Inbound is the request subject a channel adapter brings a human turn in on.
 func (n Names) Inbound() string { return n.p() + ".inbound" }
 

@@ -21,6 +21,8 @@ type Config struct {
 	Commands Commands `mapstructure:"commands"`
 	// Cron is OpenClaw's cron section (scheduled turns).
 	Cron Cron `mapstructure:"cron"`
+	// Search is the transcript search's indexers (ops/search).
+	Search Search `mapstructure:"search"`
 	// Models is OpenClaw's provider catalog: context windows, reply
 	// sizes and prices of the models turns run with.
 	Models Models `mapstructure:"models"`
@@ -362,6 +364,13 @@ func (c *Config) CommandOwner(channel, from string) bool {
 		}
 	}
 	return false
+}
+
+// Search configures the transcript search's indexers.
+type Search struct {
+	// IncludeTools indexes tool results too (their text, redacted as the
+	// history shows it); off, only user and assistant text is searchable.
+	IncludeTools bool `mapstructure:"includeTools"`
 }
 
 // Logging is OpenClaw's `logging` section.

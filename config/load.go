@@ -82,6 +82,7 @@ var defaults = map[string]any{
 	"logging.redactSensitive":                        "tools",
 	"logging.redactPatterns":                         []string{},
 	"commands.ownerAllowFrom":                        []string{},
+	"search.includeTools":                            false,
 	"quotas.toolCallsPerSession.rate":                defaultQuotas.ToolCallsPerSession.Rate,
 	"quotas.toolCallsPerSession.burst":               defaultQuotas.ToolCallsPerSession.Burst,
 	"quotas.toolCallsPerAgent.rate":                  defaultQuotas.ToolCallsPerAgent.Rate,

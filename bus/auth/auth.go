@@ -421,7 +421,8 @@ func Permissions(role Role, names bus.Names, inbox string) jwt.Permissions {
 		// flow-control replies of its push consumers, which nothing
 		// answers or stores; and micro's monitoring requests, which the
 		// workers answer only on an inbox.
-		p.Pub.Allow.Add(names.OpsJSAPI()+".>", "$JS.FC.>",
+		// The transcript search, which answers only on an inbox.
+		p.Pub.Allow.Add(names.OpsJSAPI()+".>", "$JS.FC.>", names.Search(),
 			"$SRV.PING", "$SRV.PING.>", "$SRV.INFO", "$SRV.INFO.>", "$SRV.STATS", "$SRV.STATS.>")
 		// Every inbox, unlike the outside roles: the stock nats CLI
 		// replies to _INBOX.<random> unless given --inbox-prefix on every

@@ -136,7 +136,7 @@ func TestCompletionScripts(t *testing.T) {
 		words []string
 		want  string
 	}{
-		{[]string{"sessionbus", "se"}, "serve session"},
+		{[]string{"sessionbus", "se"}, "serve session search"},
 		{[]string{"sessionbus", "session", "''"}, "delete reset goal compact tools send-policy pin unpin stop queue --actor --clear --creds --instructions --json --prefix --server --timeout --tls-ca --tls-cert --tls-key"},
 		{[]string{"sessionbus", "serve", "--de"}, "--demo"},
 		{[]string{"sessionbus", "completion", "''"}, "bash zsh fish"},

@@ -34,6 +34,8 @@ commands:
   init      write an example sessionbus.yaml: every config key with its default
   completion  print a shell completion script (bash, zsh or fish)
   up        run a cluster, its workers and gateways on this machine, each a process of its own
+  indexer   a transcript search indexer: a full-text index of every transcript, served to search
+  search    find a phrase in every transcript (ops and admin)
   home      print the data dir commands use by default, a role's credentials file, or the server URL
 
 Run 'sessionbus <command> -h' for its purpose, examples and flags.
@@ -73,6 +75,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"completion": cmdCompletion,
 		"home":       cmdHome,
 		"up":         cmdUp,
+		"indexer":    cmdIndexer,
+		"search":     cmdSearch,
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

@@ -206,6 +206,8 @@ func (f serveFlags) serve(stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	// the transcript search: a failure leaves serve running without it
+	defer startIndexerBehind(nc, cfg, indexerFile(f.data), dd.Reset, cfg.Search.IncludeTools, log)()
 	fmt.Fprintln(stdout, "ready", srv.URL())
 	if c, err := f.startConsole(nc, op, deployment, cfg.Bus.Prefix, w, pm, log, stderr); err != nil {
 		_ = failLine(stderr, "serve", err)

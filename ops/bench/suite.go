@@ -105,6 +105,10 @@ type Result struct {
 	// minute (ms) while they sit idle.
 	BytesPerJob   *float64 `json:"bytes_per_job,omitempty"`
 	IdleCPUPerMin *float64 `json:"idle_cpu_ms_per_min,omitempty"`
+	// search_1m: the transcript search index's size on disk per entry,
+	// and how fast a rebuild from the stream indexed.
+	IndexBytesPerEntry *float64 `json:"index_bytes_per_entry,omitempty"`
+	RebuildPerSec      *float64 `json:"rebuild_entries_per_sec,omitempty"`
 }
 
 // Load is one shared data load, timed.
@@ -206,6 +210,8 @@ var registry = []spec{
 	{name: "spawn_accept", baseline: "raw_js_publish", run: runSpawnAccept},
 	{name: "archive_10k", baseline: "raw_direct_get_50", run: runArchive10k},
 	{name: "archive_read_10k", baseline: "raw_direct_get_50", run: runArchiveRead10k},
+	{name: "search_1m", baseline: "raw_request_reply", run: runSearch1M},
+	{name: "index_lag", baseline: "raw_js_publish", run: runIndexLag},
 	// after every benchmark that runs gateways: the turns it queues stay
 	// queued, and no later gateway must pick them up
 	{name: "inbound_routed", baseline: "raw_js_publish", run: runInboundRouted},

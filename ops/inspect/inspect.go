@@ -21,6 +21,7 @@ import (
 	"github.com/sessionbus/sessionbus/kv/runs"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/watchers"
+	"github.com/sessionbus/sessionbus/ops/search"
 	"github.com/sessionbus/sessionbus/streams/deadletters"
 )
 
@@ -57,6 +58,9 @@ type Report struct {
 	// nil when the deployment has no archives store yet. Read leaves it
 	// to the caller, which knows the configured budget.
 	Archive *lifecycle.Budget `json:"archive,omitempty"`
+	// Search is the transcript search index's freshness, as the indexer
+	// that answered reports it; nil when no indexer answers.
+	Search *search.Status `json:"search,omitempty"`
 }
 
 // HasStream reports whether the report lists a stream (KV buckets apart).
@@ -152,6 +156,7 @@ func Read(ctx context.Context, js jetstream.JetStream, o Options) (*Report, erro
 	if err := r.readStreams(ctx, js); err != nil {
 		return nil, err
 	}
+	r.Search = searchStatus(ctx, js, o.Names)
 	for _, st := range r.Streams {
 		if st.Name == o.Names.DeadLetterStream() && st.Messages > 0 {
 			r.DeadLetterCount = st.Messages
@@ -292,4 +297,16 @@ func scan[T any](ctx context.Context, js jetstream.JetStream, bucket string, fn 
 			}
 		}
 	}
+}
+
+// searchStatus asks an indexer for the search index's freshness; nil when
+// none answers (no indexer runs, or these credentials may not ask).
+func searchStatus(ctx context.Context, js jetstream.JetStream, names bus.Names) *search.Status {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	res, err := search.Ask(ctx, js.Conn(), names, &search.Query{Status: true})
+	if err != nil {
+		return nil
+	}
+	return &res.Index
 }

@@ -34,6 +34,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Archive != nil {
 		fmt.Fprintf(tw, "ARCHIVES\n  %s\n", r.Archive.Line())
 	}
+	if s := r.Search; s != nil {
+		fmt.Fprintf(tw, "SEARCH INDEX\n  %s: stream sequence %d of %d indexed, lag %d\n", s.State, s.Applied, s.Last, s.Lag)
+	}
 	if section("CONSUMERS", len(r.Consumers), "  stream\tname\tdurable\tlag\tack pending\tredelivered\twaiting") {
 		for _, c := range r.Consumers {
 			fmt.Fprintf(tw, "  %s\t%s\t%v\t%d\t%d\t%d\t%d\n", c.Stream, c.Name, c.Durable, c.Lag, c.AckPending, c.Redelivered, c.Waiting)

@@ -39,6 +39,10 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 )
 
+// HeaderEntry is the header carrying an entry's 0-based number within its
+// session, for readers of the stream itself (the search indexer).
+const HeaderEntry = hdrEntry
+
 // ChunkSize is the number of sequences in one sealed index chunk.
 const ChunkSize = 64
 
