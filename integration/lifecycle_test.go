@@ -117,11 +117,11 @@ func TestLifecycleCLI(t *testing.T) {
 		Limit   int64
 		Used    int64
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || !b.Enabled || b.Limit != 2<<30 || b.Used <= 0 {
+	if code != 0 || json.Unmarshal([]byte(out), &b) != nil || !b.Enabled || b.Limit != 10<<30 || b.Used <= 0 {
 		t.Fatalf("archive budget: %s", out)
 	}
 	out, errOut, code = sbRun("", "inspect")
-	if code != 0 || !strings.Contains(out, "ARCHIVES\n  disk budget 2147483648 bytes: used ") {
+	if code != 0 || !strings.Contains(out, "ARCHIVES\n  disk budget 10737418240 bytes: used ") {
 		t.Fatalf("inspect shows no disk budget: %d %s %s", code, out, errOut)
 	}
 
