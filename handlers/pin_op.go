@@ -2,11 +2,7 @@ package handlers
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
-	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
 )
@@ -30,23 +26,15 @@ func (d *Deps) pinOp(ctx context.Context, key string, p rules.Params) (any, erro
 	if !ok {
 		return nil, badRequest(`pinned required: true pins the session, false unpins it`)
 	}
-	status := "set"
-	e, _, err := d.Store.Update(ctx, key, func(x *sessions.Entry) error {
+	e, status, err := d.setEntry(ctx, key, func(x *sessions.Entry) bool {
 		if x.Pinned == pinned {
-			status = "unchanged"
-			return record.ErrUnchanged
+			return false
 		}
 		x.Pinned = pinned
-		return nil
+		return true
 	})
-	if errors.Is(err, record.ErrUnchanged) {
-		e, _, err = d.Store.Get(ctx, key)
-	}
-	if errors.Is(err, sessions.ErrNotFound) {
-		return nil, bus.Errorf(bus.CodeNotFound, "unknown session %s: check the key (sessions_list shows them)", key)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", key, err)
+		return nil, err
 	}
 	return &pinResult{Status: status, SessionKey: key, Pinned: e.Pinned}, nil
 }

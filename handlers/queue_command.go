@@ -94,11 +94,8 @@ func (e errQueueInput) Error() string { return e.text }
 // errQueueInput with OpenClaw's words, and writes nothing.
 func (d *Deps) SetQueue(ctx context.Context, key, channel string, c QueueChange) (*QueueResult, error) {
 	e, _, err := d.Store.Get(ctx, key)
-	if errors.Is(err, sessions.ErrNotFound) {
-		return nil, bus.Errorf(bus.CodeNotFound, "unknown session %s: check the key (sessions_list shows them)", key)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", key, err)
+	if err = entryErr(key, err); err != nil {
+		return nil, err
 	}
 	channel = rules.FirstNonEmpty(channel, sessionChannel(e))
 	if c == (QueueChange{}) {

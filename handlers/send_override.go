@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/sessionbus/sessionbus/bus"
-	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
 )
@@ -33,29 +32,22 @@ func (d *Deps) setSendOverride(ctx context.Context, key, word string) (*sendOver
 	status := "ok"
 	if word == "" {
 		e, _, err = d.Store.Get(ctx, key)
+		err = entryErr(key, err)
 	} else {
 		v, ok := rules.SendOverrideValue(word)
 		if !ok {
 			return nil, badRequest(fmt.Sprintf("send policy %q must be on, off or inherit", word))
 		}
-		status = "set"
-		e, _, err = d.Store.Update(ctx, key, func(x *sessions.Entry) error {
+		e, status, err = d.setEntry(ctx, key, func(x *sessions.Entry) bool {
 			if x.SendPolicy == v {
-				status = "unchanged"
-				return record.ErrUnchanged
+				return false
 			}
 			x.SendPolicy = v
-			return nil
+			return true
 		})
-		if errors.Is(err, record.ErrUnchanged) {
-			e, _, err = d.Store.Get(ctx, key)
-		}
-	}
-	if errors.Is(err, sessions.ErrNotFound) {
-		return nil, bus.Errorf(bus.CodeNotFound, "unknown session %s: check the key (sessions_list shows them)", key)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", key, err)
+		return nil, err
 	}
 	eff := rules.ResolveSendPolicy(rules.ConfigSendPolicy(d.Config.Session.SendPolicy), e.SendPolicy, key, sessionChannel(e), e.ChatType)
 	return &sendOverrideResult{Status: status, SessionKey: key, SendPolicy: e.SendPolicy, Effective: eff, Text: sendOverrideText(e.SendPolicy, eff)}, nil

@@ -46,10 +46,7 @@ type StopResult struct {
 func (d *Deps) StopSession(ctx context.Context, key string) (*StopResult, error) {
 	res := &StopResult{Status: "idle", SessionKey: key, Text: StopReplyText}
 	if _, _, err := d.Store.Get(ctx, key); err != nil {
-		if errors.Is(err, sessions.ErrNotFound) {
-			return nil, bus.Errorf(bus.CodeNotFound, "unknown session %s: check the key (sessions_list shows them)", key)
-		}
-		return nil, fmt.Errorf("session %s: %w", key, err)
+		return nil, entryErr(key, err)
 	}
 	cur, err := d.Transcripts.OpenCursor(ctx, bus.EncodeKey(key), true)
 	if err != nil {

@@ -2,13 +2,10 @@ package handlers
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/client/schema"
 	"github.com/sessionbus/sessionbus/flows/facts"
 	"github.com/sessionbus/sessionbus/kv/sessions"
@@ -31,19 +28,11 @@ type toolsResult struct {
 func (d *Deps) effectiveTools(ctx context.Context, key, sender string) (*toolsResult, error) {
 	e, _, err := d.Store.Get(ctx, key)
 	if err != nil {
-		return nil, d.toolsSessionErr(key, err)
+		return nil, entryErr(key, err)
 	}
 	c := rules.SessionToolContext(d.Config, key, facts.Of(e), false, sender)
 	vs := rules.EffectiveTools(d.Config, c, schema.Names())
 	return &toolsResult{Status: "ok", SessionKey: key, Tools: vs, Text: rules.FormatToolList(key, vs)}, nil
-}
-
-func (d *Deps) toolsSessionErr(key string, err error) error {
-	if errors.Is(err, sessions.ErrNotFound) {
-		return bus.Errorf(bus.CodeNotFound,
-			"unknown session %s: check the key (sessions_list shows them)", key)
-	}
-	return fmt.Errorf("session %s: %w", key, err)
 }
 
 // isToolsCommand reports whether a message's whole text is `/tools`
