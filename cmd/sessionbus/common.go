@@ -89,6 +89,15 @@ func fail(stderr io.Writer, code int, err error) int {
 	return 1
 }
 
+// printReply prints a worker's JSON reply as printJSON prints it (indented)
+// and answers exit code 0.
+func printReply(w io.Writer, reply []byte) int {
+	var v any
+	_ = json.Unmarshal(reply, &v)
+	printJSON(w, v)
+	return 0
+}
+
 func printJSON(w io.Writer, v any) {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	fmt.Fprintln(w, string(b))

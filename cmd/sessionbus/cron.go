@@ -139,10 +139,7 @@ func cmdCron(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if op == "list" && !*f.json {
 		return printCronList(reply, stdout, stderr)
 	}
-	var v any
-	_ = json.Unmarshal(reply, &v)
-	printJSON(stdout, v)
-	return 0
+	return printReply(stdout, reply)
 }
 
 // cronBody is op's request body from its flags and arguments; an error is

@@ -151,10 +151,7 @@ func printGoalResult(reply []byte, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
 	}
 	fmt.Fprintf(stderr, "goal of %s: %s\n", res.SessionKey, res.Status)
-	var v any
-	_ = json.Unmarshal(reply, &v)
-	printJSON(stdout, v)
-	return 0
+	return printReply(stdout, reply)
 }
 
 // printToolsResult prints a session's effective tool list: as the worker
@@ -167,10 +164,7 @@ func printToolsResult(reply []byte, asJSON bool, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
 	}
 	if asJSON {
-		var v any
-		_ = json.Unmarshal(reply, &v)
-		printJSON(stdout, v)
-		return 0
+		return printReply(stdout, reply)
 	}
 	fmt.Fprintln(stdout, res.Text)
 	return 0
@@ -188,10 +182,7 @@ func printSendPolicyResult(reply []byte, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
 	}
 	fmt.Fprintf(stderr, "send policy of %s: %s. %s\n", res.SessionKey, res.Status, res.Text)
-	var v any
-	_ = json.Unmarshal(reply, &v)
-	printJSON(stdout, v)
-	return 0
+	return printReply(stdout, reply)
 }
 
 // printQueueResult says what the session's queue is now (stderr) and
@@ -202,10 +193,7 @@ func printQueueResult(reply []byte, stdout, stderr io.Writer) int {
 		return fail(stderr, bus.CodeInternal, fmt.Errorf("unexpected reply %q: %v", reply, err))
 	}
 	fmt.Fprintf(stderr, "queue of %s: %s (%s)\n", res.SessionKey, res.Mode, res.Text)
-	var v any
-	_ = json.Unmarshal(reply, &v)
-	printJSON(stdout, v)
-	return 0
+	return printReply(stdout, reply)
 }
 
 // printStopResult says whether a turn was stopped (stderr) and prints the
@@ -220,10 +208,7 @@ func printStopResult(reply []byte, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stderr, "stop %s: no turn was running; nothing changed\n", res.SessionKey)
 	}
-	var v any
-	_ = json.Unmarshal(reply, &v)
-	printJSON(stdout, v)
-	return 0
+	return printReply(stdout, reply)
 }
 
 // printPinResult says what the pin did (stderr) and prints the reply
@@ -242,10 +227,7 @@ func printPinResult(reply []byte, stdout, stderr io.Writer) int {
 		state = "pinned"
 	}
 	fmt.Fprintf(stderr, "%s: %s (%s)\n", res.SessionKey, state, res.Status)
-	var v any
-	_ = json.Unmarshal(reply, &v)
-	printJSON(stdout, v)
-	return 0
+	return printReply(stdout, reply)
 }
 
 // sessionCmdFlags are the flags of session delete, reset, goal, compact
