@@ -83,6 +83,13 @@ func (e *env) gateways(ctx context.Context, n, delayMs, executors int) (stop fun
 		main.Script = map[string]any{"rules": []any{map[string]any{"match": ".*", "delayMs": delayMs, "reply": "ok"}}}
 	}
 	cfg.Agents.List = []config.Agent{main}
+	return e.startGateways(ctx, n, "bench-gw", &cfg, gateway.Options{Concurrency: executors})
+}
+
+// startGateways starts n gateways with cfg, named prefix1, prefix2, ...,
+// each on its own NATS connection. stop stops them and closes their
+// connections.
+func (e *env) startGateways(ctx context.Context, n int, prefix string, cfg *config.Config, opts gateway.Options) (stop func(), err error) {
 	var gws []*gateway.Gateway
 	var conns []*nats.Conn
 	stop = func() {
@@ -97,14 +104,14 @@ func (e *env) gateways(ctx context.Context, n, delayMs, executors int) (stop fun
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("bench-gw%d", i+1)
+		id := fmt.Sprintf("%s%d", prefix, i+1)
 		nc, err := e.connectInternal("bench " + id)
 		if err != nil {
 			stop()
 			return nil, err
 		}
 		conns = append(conns, nc)
-		g, err := gateway.StartWithOptions(sctx, nc, &cfg, e.op, id, glog, gateway.Options{Concurrency: executors})
+		g, err := gateway.StartWithOptions(sctx, nc, cfg, e.op, id, glog, opts)
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("start gateway %s: %w", id, err)

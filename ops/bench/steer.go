@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
@@ -179,33 +176,5 @@ func runSteerLatency(ctx context.Context, e *env) (Result, error) {
 func (e *env) steerGateways(ctx context.Context, baseURL string) (stop func(), err error) {
 	cfg := *e.cfg
 	cfg.Agents.List = []config.Agent{{ID: "main", Runtime: "script"}, steerBenchAgent(baseURL)}
-	var conns []*nats.Conn
-	var gws []*gateway.Gateway
-	stop = func() {
-		for _, g := range gws {
-			g.Stop()
-		}
-		for _, c := range conns {
-			c.Close()
-		}
-	}
-	glog := slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for i := range 2 {
-		id := fmt.Sprintf("bench-steer-gw%d", i+1)
-		nc, err := e.connectInternal("bench " + id)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		conns = append(conns, nc)
-		g, err := gateway.StartWithOptions(sctx, nc, &cfg, e.op, id, glog, gateway.Options{})
-		if err != nil {
-			stop()
-			return nil, fmt.Errorf("start gateway %s: %w", id, err)
-		}
-		gws = append(gws, g)
-	}
-	return stop, nil
+	return e.startGateways(ctx, 2, "bench-steer-gw", &cfg, gateway.Options{})
 }
