@@ -31,8 +31,7 @@ func runInboundTurn(ctx context.Context, e *env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	now := time.Now().UnixMilli()
-	if _, err := store.Create(cctx, &sessions.Entry{Key: inboundKey, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil && !errors.Is(err, sessions.ErrExists) {
+	if err := ensureSession(cctx, store, inboundKey, "main"); err != nil {
 		return Result{}, err
 	}
 	stop, err := e.gateways(ctx, 1, 0, gateway.DefaultConcurrency)
@@ -120,4 +119,15 @@ func runInboundRouted(ctx context.Context, e *env) (Result, error) {
 	r.Dataset = "a routed first message from a new peer (dmScope per-channel-peer) on sb.inbound to its accepted reply: route, session created, turn queued; no gateway"
 	r.ReplyBytes = replyBytes
 	return r, err
+}
+
+// ensureSession creates an empty session key of agent, unless it exists
+// (a rerun on the same data).
+func ensureSession(ctx context.Context, store *sessions.Store, key, agent string) error {
+	now := time.Now().UnixMilli()
+	_, err := store.Create(ctx, &sessions.Entry{Key: key, AgentID: agent, SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now})
+	if errors.Is(err, sessions.ErrExists) {
+		return nil
+	}
+	return err
 }

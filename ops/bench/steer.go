@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -118,8 +117,7 @@ func runSteerLatency(ctx context.Context, e *env) (Result, error) {
 		// a session per op: a turn of the openai runtime reads its whole
 		// context, which would grow with every op in one session
 		key = fmt.Sprintf("%s:%d", steerKey, i)
-		now := time.Now().UnixMilli()
-		if _, err := store.Create(cctx, &sessions.Entry{Key: key, AgentID: steerAgent, SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil && !errors.Is(err, sessions.ErrExists) {
+		if err := ensureSession(cctx, store, key, steerAgent); err != nil {
 			return 0, err
 		}
 		out, err := bus.Inbound(cctx, e.nc, e.names, adapter, msg(fmt.Sprintf("work %d", i)))

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,8 +36,7 @@ func runStopLatency(ctx context.Context, e *env) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	now := time.Now().UnixMilli()
-	if _, err := store.Create(cctx, &sessions.Entry{Key: stopKey, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now}); err != nil && !errors.Is(err, sessions.ErrExists) {
+	if err := ensureSession(cctx, store, stopKey, "main"); err != nil {
 		return Result{}, err
 	}
 	stopGWs, err := e.gateways(ctx, 2, stopTurnMs, gateway.DefaultConcurrency)
