@@ -167,10 +167,7 @@ func (g *Gateway) announceFailed(ctx context.Context, c *subagents.Record, cause
 		if errors.Is(cause, errCarrierEnded) {
 			a.Carrier++
 		}
-		if a.Attempts >= g.announceRetries {
-			a.State = subagents.AnnounceFailed
-			a.Error = fmt.Sprintf("gave up after %d attempts: %v", a.Attempts, cause)
-		}
+		g.giveUpAfterRetries(&a, cause)
 		r.Announce = &a
 		return nil
 	})
@@ -293,10 +290,7 @@ func (g *Gateway) carrierEnded(ctx context.Context, c *subagents.Record, rec *ru
 		}
 		a := *r.Announce
 		a.State, a.Carrier, a.Error, a.At = subagents.AnnouncePending, a.Carrier+1, cause.Error(), now
-		if a.Attempts >= g.announceRetries {
-			a.State = subagents.AnnounceFailed
-			a.Error = fmt.Sprintf("gave up after %d attempts: %v", a.Attempts, cause)
-		}
+		g.giveUpAfterRetries(&a, cause)
 		r.Announce = &a
 		return nil
 	})
@@ -308,4 +302,13 @@ func (g *Gateway) carrierEnded(ctx context.Context, c *subagents.Record, rec *ru
 	}
 	g.log.Warn("gateway: an announce's carrying run ended without carrying it; queuing another", "child", c.ChildSessionKey, "ended", rec.RunID, "err", rec.Error)
 	return g.deliverAnnounce(ctx, c.ChildSessionKey, c.RunID)
+}
+
+// giveUpAfterRetries records an announce failed, with the reason, once it
+// has used its bus.announceRetries attempts.
+func (g *Gateway) giveUpAfterRetries(a *subagents.Announce, cause error) {
+	if a.Attempts >= g.announceRetries {
+		a.State = subagents.AnnounceFailed
+		a.Error = fmt.Sprintf("gave up after %d attempts: %v", a.Attempts, cause)
+	}
 }
