@@ -195,7 +195,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 	if err := g.openSlots(ctx); err != nil {
 		return fail(err)
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
+	iter, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency), jetstream.PullExpiry(bus.PullExpiry), jetstream.PullHeartbeat(bus.PullHeartbeat))
 	if err != nil {
 		return fail(fmt.Errorf("gateway consume: %w", err))
 	}
@@ -380,7 +380,7 @@ func (q queueGuard) Recreate(ctx context.Context, deleted string) error {
 	if err != nil {
 		return fmt.Errorf("bind the gateway consumer again: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(g.conc))
+	it, err := cons.Messages(jetstream.PullMaxMessages(g.conc), jetstream.PullExpiry(bus.PullExpiry), jetstream.PullHeartbeat(bus.PullHeartbeat))
 	if err != nil {
 		return fmt.Errorf("consume again: %w", err)
 	}

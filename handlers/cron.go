@@ -15,14 +15,24 @@ import (
 // startCron opens the cron job bucket and stream and, unless
 // cron.enabled is false, takes ticks from the shared consumer: each tick
 // goes to one worker, which starts its run once.
+//
+// Each step is retried while the cluster settles (as the other stores
+// are): right after a cluster restarts, the consumer's own replicas may
+// still be electing a leader when the stream's have one.
 func (w *Worker) startCron(ctx context.Context, s *stores.Stores) error {
 	d := w.Deps
-	jobs, err := cronjobs.Open(ctx, s.JS, d.Names, cronjobs.WithReplicas(d.Config.Bus.Replicas))
-	if err != nil {
+	var jobs *cronjobs.Jobs
+	var ticks *crontick.Ticks
+	if err := stores.RetryTransient(ctx, d.Log, "cron jobs", func(ctx context.Context) (err error) {
+		jobs, err = cronjobs.Open(ctx, s.JS, d.Names, cronjobs.WithReplicas(d.Config.Bus.Replicas))
+		return err
+	}); err != nil {
 		return err
 	}
-	ticks, err := crontick.Open(ctx, s.JS, d.Names, crontick.WithReplicas(d.Config.Bus.Replicas))
-	if err != nil {
+	if err := stores.RetryTransient(ctx, d.Log, "cron ticks", func(ctx context.Context) (err error) {
+		ticks, err = crontick.Open(ctx, s.JS, d.Names, crontick.WithReplicas(d.Config.Bus.Replicas))
+		return err
+	}); err != nil {
 		return err
 	}
 	d.Cron = &cron.Service{
@@ -32,8 +42,10 @@ func (w *Worker) startCron(ctx context.Context, s *stores.Stores) error {
 	if !d.Config.Cron.Enabled {
 		return nil
 	}
-	w.cronTicks, err = ticks.Consume(context.WithoutCancel(ctx), d.Cron.HandleTick, d.Log.Warn)
-	return err
+	return stores.RetryTransient(ctx, d.Log, "cron tick consumer", func(ctx context.Context) (err error) {
+		w.cronTicks, err = ticks.Consume(ctx, d.Cron.HandleTick, d.Log.Warn)
+		return err
+	})
 }
 
 // stopCron stops taking ticks; a tick in hand is redelivered to another

@@ -37,16 +37,16 @@ func TestCronOncePerTickThroughFaults(t *testing.T) {
 	d := newClusterDeployment(t, cronClusterYAML)
 	nc := d.connect(t, "cron-test", -1)
 	urls := d.c.URLs()
-	proc := func(args ...string) *proc {
+	run := func(args ...string) *proc {
 		p := start(t, append(args, "--server", urls, "--creds", d.creds, "--config", d.cfgPath, "--log-level", "warn")...)
 		return p
 	}
-	w1, w2 := proc("worker"), proc("worker")
+	w1, w2 := run("worker"), run("worker")
 	w1.waitLine(t, "ready ")
 	w2.waitLine(t, "ready ")
-	g1 := proc("gateway", "--id", "gw-1", "--ack-wait", "2s")
+	g1 := run("gateway", "--id", "gw-1", "--ack-wait", "2s")
 	g1.waitLine(t, "ready gw-1")
-	g2 := proc("gateway", "--id", "gw-2", "--ack-wait", "2s")
+	g2 := run("gateway", "--id", "gw-2", "--ack-wait", "2s")
 	g2.waitLine(t, "ready gw-2")
 
 	tok, err := d.op.Mint(bus.Caller{Adapter: bus.AnyChannel}, time.Hour)
@@ -90,8 +90,10 @@ func TestCronOncePerTickThroughFaults(t *testing.T) {
 	atLeast(6, "six runs")
 	sigkill(t, w1)
 	sigkill(t, g1)
+	t.Logf("%s killed a worker and a gateway", time.Now().Format("15:04:05.000"))
 	n := len(history())
 	atLeast(n+6, "six runs after the kills")
+	t.Logf("%s stopping the leader of %s", time.Now().Format("15:04:05.000"), d.names.CronStream())
 	victim := d.killStreamLeader(t, d.names.CronStream())
 	t.Logf("restarted %s, which led %s", d.c.Name(victim), d.names.CronStream())
 	n = len(history())
@@ -110,9 +112,17 @@ func TestCronOncePerTickThroughFaults(t *testing.T) {
 	}
 	secs := int(elapsed.Seconds())
 	t.Logf("%d runs in %v", len(h), elapsed.Round(time.Millisecond))
+	for i := 1; i < len(h); i++ { // where ticks went missing, for a failure's reader
+		if gap := time.Duration(h[i].ScheduleAt-h[i-1].ScheduleAt) * time.Millisecond; gap > 1500*time.Millisecond {
+			t.Logf("no run for %v before the tick due %s (started %s)", gap, time.UnixMilli(h[i].ScheduleAt).Format("15:04:05.000"), time.UnixMilli(h[i].StartedAt).Format("15:04:05.000"))
+		}
+	}
 	// each fault may cost the tick in hand (a killed worker's, the stopped
 	// leader's election); none may add one
 	if len(h) < secs-6 || len(h) > secs+2 {
+		for name, p := range map[string]*proc{"worker 2": w2, "gateway 2": g2} {
+			t.Logf("%s's stderr:\n%s", name, p.errText())
+		}
 		t.Fatalf("%d runs in %v: want one a second", len(h), elapsed)
 	}
 	js := mustJS(t, nc)

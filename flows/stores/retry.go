@@ -29,10 +29,10 @@ const (
 	retryWaitMax = 2 * time.Second
 )
 
-// retryTransient calls open until it succeeds, fails for good (an error a
+// RetryTransient calls open until it succeeds, fails for good (an error a
 // retry cannot clear: a bad config, a permission), or ctx ends; then its
 // last error is returned, so the caller's message says what did not open.
-func retryTransient(ctx context.Context, log *slog.Logger, what string, open func(context.Context) error) error {
+func RetryTransient(ctx context.Context, log *slog.Logger, what string, open func(context.Context) error) error {
 	wait := retryWait
 	for try := 1; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, attemptWithin)

@@ -174,7 +174,7 @@ func (s *Stores) open(ctx context.Context, nc *nats.Conn, cfg config.Bus, o opti
 		}})
 	}
 	for _, st := range steps {
-		if err := retryTransient(ctx, o.logger(), st.what, st.open); err != nil {
+		if err := RetryTransient(ctx, o.logger(), st.what, st.open); err != nil {
 			return err
 		}
 	}

@@ -137,8 +137,16 @@ type Tick struct {
 	Body   []byte
 }
 
-// Consume hands each tick to fn until ctx ends; fn's nil acks it, an error
-// has it redelivered (to any worker) after a short delay.
+// Consume creates the shared consumer within ctx, then hands each tick to
+// fn until the returned context is stopped; fn's nil acks it, an error has
+// it redelivered (to any worker) after a short delay.
+//
+// Each worker asks for one tick at a time: the server hands a pull
+// request's whole batch to whoever sent it, so a SIGKILLed worker's
+// outstanding request would swallow every tick until it expired (the
+// client's 30 s), and a job firing each second would miss them all.
+// With one, a dead worker costs the one tick it was sent.
+// A lost pull is asked again soon (bus.PullHeartbeat).
 func (t *Ticks) Consume(ctx context.Context, fn func(context.Context, *Tick) error, log func(msg string, args ...any)) (jetstream.ConsumeContext, error) {
 	c, err := t.js.CreateOrUpdateConsumer(ctx, t.names.CronStream(), jetstream.ConsumerConfig{
 		Durable:       Consumer,
@@ -151,6 +159,7 @@ func (t *Ticks) Consume(ctx context.Context, fn func(context.Context, *Tick) err
 	if err != nil {
 		return nil, fmt.Errorf("cron tick consumer: %w", err)
 	}
+	run := context.WithoutCancel(ctx) // ticks outlive the start-up bound
 	return c.Consume(func(m jetstream.Msg) {
 		tk, perr := parse(t.names, m)
 		if perr != nil {
@@ -159,7 +168,7 @@ func (t *Ticks) Consume(ctx context.Context, fn func(context.Context, *Tick) err
 			return
 		}
 		// bounded by the ack wait: past it the tick is another worker's
-		tctx, cancel := context.WithTimeout(ctx, AckWait)
+		tctx, cancel := context.WithTimeout(run, AckWait)
 		err := fn(tctx, tk)
 		cancel()
 		if err != nil {
@@ -168,7 +177,10 @@ func (t *Ticks) Consume(ctx context.Context, fn func(context.Context, *Tick) err
 			return
 		}
 		_ = m.Ack()
-	})
+	}, jetstream.PullMaxMessages(1), jetstream.PullExpiry(bus.PullExpiry), jetstream.PullHeartbeat(bus.PullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			log("cron: tick consumer", "err", err)
+		}))
 }
 
 func parse(names bus.Names, m jetstream.Msg) (*Tick, error) {
