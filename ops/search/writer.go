@@ -24,12 +24,22 @@ func (in *Indexer) write(ctx context.Context) {
 	for {
 		b := &Batch{Purges: map[string]uint64{}}
 		var last uint64 // the newest sequence this batch takes
+		// Stream entries wait until the sessions watch's initial values are
+		// in: Start returns (and a replica joins the queue group) once they
+		// are committed, so that commit never queues behind a load of
+		// entries; and what was deleted while no indexer ran leaves before
+		// any entry of it is written. The reader's buffer holds the stream
+		// meanwhile (4 batches).
+		msgs := in.msgs
+		if initial {
+			msgs = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-in.nothingLeft:
 			b.Complete = true
-		case rd := <-in.msgs:
+		case rd := <-msgs:
 			if in.take(b, rd) {
 				last = rd.seq
 			}
@@ -44,8 +54,12 @@ func (in *Indexer) write(ctx context.Context) {
 		// applied a Batch at a time, not in one transaction)
 	drain:
 		for n := 0; n < in.o.Batch; n++ {
+			msgs := in.msgs
+			if initial {
+				msgs = nil
+			}
 			select {
-			case rd := <-in.msgs:
+			case rd := <-msgs:
 				if in.take(b, rd) {
 					last = rd.seq
 				}
