@@ -24,6 +24,7 @@ func cmdSearch(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	limit := fs.Int("limit", search.MaxResults, fmt.Sprintf("hits per page (1..%d)", search.MaxResults))
 	offset := fs.Int("offset", 0, "skip this many hits (the next page)")
 	rank := fs.Bool("rank", false, "best match first instead of newest first")
+	archived := fs.Bool("archived", false, "search the archived sessions too (their hits name the archive)")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up waiting for an answer after this long")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -32,7 +33,7 @@ func cmdSearch(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, `sessionbus search: give the text to find as one argument, after the flags: sessionbus search --agent main "deploy failed"`)
 		return 2
 	}
-	q := &search.Query{Text: fs.Arg(0), Agent: *agent, Channel: *channel, Kind: *kind, Limit: *limit, Offset: *offset}
+	q := &search.Query{Text: fs.Arg(0), Agent: *agent, Channel: *channel, Kind: *kind, Limit: *limit, Offset: *offset, Archived: *archived}
 	if *rank {
 		q.Order = search.OrderRank
 	}
@@ -84,7 +85,11 @@ func cliTime(flag, v string) (json.RawMessage, error) {
 func writeHits(w io.Writer, res *search.Result) {
 	for _, h := range res.Results {
 		ts := time.UnixMilli(h.Timestamp).UTC().Format(time.RFC3339)
-		fmt.Fprintf(w, "%s  %s #%d %s: %s\n", ts, h.SessionKey, h.Entry, h.Role, strings.Join(strings.Fields(h.Snippet), " "))
+		where := h.SessionKey
+		if h.Archive != "" {
+			where += " (archive " + h.Archive + ")"
+		}
+		fmt.Fprintf(w, "%s  %s #%d %s: %s\n", ts, where, h.Entry, h.Role, strings.Join(strings.Fields(h.Snippet), " "))
 	}
 	more := ""
 	if res.More {

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite with FTS5: no cgo in the binary
+
+	"github.com/sessionbus/sessionbus/kv/archives"
 )
 
 // schemaVersion names the layout below; an index file of another version
 // is rebuilt, never migrated (the stream holds everything it is made of).
-const schemaVersion = "1"
+const schemaVersion = "2"
 
 // schema: fts holds the searchable text under rowid = the entry's stream
 // sequence (FTS5 keeps its own copy, which snippet() reads); entries the
@@ -25,7 +27,8 @@ const schemaVersion = "1"
 // purge and applied after it is not indexed; meta the applied sequence.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS entries(seq INTEGER PRIMARY KEY, key TEXT NOT NULL, agent TEXT NOT NULL, n INTEGER NOT NULL, role TEXT NOT NULL, ts INTEGER NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS entries(seq INTEGER PRIMARY KEY, key TEXT NOT NULL, agent TEXT NOT NULL, n INTEGER NOT NULL, role TEXT NOT NULL, ts INTEGER NOT NULL, archive TEXT NOT NULL DEFAULT '')`,
+	`CREATE TABLE IF NOT EXISTS archives(id TEXT PRIMARY KEY, key TEXT NOT NULL, session_id TEXT NOT NULL, at INTEGER NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS entries_key ON entries(key, seq)`,
 	`CREATE TABLE IF NOT EXISTS sess(key TEXT PRIMARY KEY, session_id TEXT NOT NULL, channel TEXT NOT NULL, kind TEXT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS floors(key TEXT PRIMARY KEY, seq INTEGER NOT NULL)`,
@@ -83,7 +86,7 @@ func (ix *Index) init() error {
 		return nil
 	}
 	if err == nil { // another layout: start over
-		for _, t := range []string{"meta", "entries", "sess", "floors", "fts"} {
+		for _, t := range []string{"meta", "entries", "sess", "floors", "fts", "archives"} {
 			if _, err := ix.db.Exec(`DROP TABLE IF EXISTS ` + t); err != nil {
 				return err
 			}
@@ -284,21 +287,22 @@ func applyRows(ctx context.Context, tx *sql.Tx, rows []Row) error {
 
 // purge removes key's entries below the sequence below and records the
 // floor.
+// An archive's rows (negative sequences) stay: they leave with the archive.
 func purge(ctx context.Context, tx *sql.Tx, key string, below uint64) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM fts WHERE rowid IN (SELECT seq FROM entries WHERE key=? AND seq<?)`, key, below); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM fts WHERE rowid IN (SELECT seq FROM entries WHERE key=? AND seq>0 AND seq<?)`, key, below); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM entries WHERE key=? AND seq<?`, key, below); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM entries WHERE key=? AND seq>0 AND seq<?`, key, below); err != nil {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO floors(key, seq) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET seq=max(seq, excluded.seq)`, key, below)
 	return err
 }
 
-// Count is how many entries the index holds.
+// Count is how many of the stream's entries the index holds.
 func (ix *Index) Count(ctx context.Context) (int64, error) {
 	var n int64
-	err := ix.db.QueryRowContext(ctx, `SELECT count(*) FROM entries`).Scan(&n)
+	err := ix.db.QueryRowContext(ctx, `SELECT count(*) FROM entries WHERE seq>0`).Scan(&n)
 	return n, err
 }
 
@@ -312,4 +316,79 @@ func (ix *Index) Bytes() int64 {
 		}
 	}
 	return n
+}
+
+// archiveIDs is every archive whose entries the index holds.
+func (ix *Index) archiveIDs(ctx context.Context) (map[string]bool, error) {
+	rows, err := ix.db.QueryContext(ctx, `SELECT id FROM archives`)
+	if err != nil {
+		return nil, fmt.Errorf("read search index archives: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// addArchive indexes one archive's rows in one transaction, under
+// sequences below every one the index holds.
+func (ix *Index) addArchive(ctx context.Context, m *archives.Meta, rows []Row) error {
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var lowest int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(min(seq), 0) FROM entries`).Scan(&lowest); err != nil {
+		return err
+	}
+	next := min(lowest, 0)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO entries(seq, key, agent, n, role, ts, archive) VALUES(?,?,?,?,?,?,?)`)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	txt, err := tx.PrepareContext(ctx, `INSERT INTO fts(rowid, text) VALUES(?,?)`)
+	if err != nil {
+		return err
+	}
+	defer txt.Close()
+	for _, r := range rows {
+		next--
+		if _, err := ins.ExecContext(ctx, next, r.Key, r.Agent, r.N, r.Role, r.TS, m.ID); err != nil {
+			return err
+		}
+		if _, err := txt.ExecContext(ctx, next, r.Text); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO archives(id, key, session_id, at) VALUES(?,?,?,?)`, m.ID, m.Key, m.SessionID, m.At); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// dropArchive removes a deleted archive's rows.
+func (ix *Index) dropArchive(ctx context.Context, id string) error {
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, q := range []string{
+		`DELETE FROM fts WHERE rowid IN (SELECT seq FROM entries WHERE archive=? AND seq<0)`,
+		`DELETE FROM entries WHERE archive=? AND seq<0`,
+		`DELETE FROM archives WHERE id=?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, id); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }

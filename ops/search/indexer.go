@@ -21,6 +21,7 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/handlers"
+	"github.com/sessionbus/sessionbus/kv/archives"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/rules/sanitize"
@@ -117,6 +118,10 @@ type Indexer struct {
 	closeOnce   sync.Once
 	iter        jetstream.MessagesContext
 	watch       jetstream.KeyWatcher
+
+	// archived search (archived.go): one sync at a time
+	archMu   sync.Mutex
+	archives *archives.Store
 }
 
 // Start opens (or rebuilds) the index and follows the stream and the

@@ -51,6 +51,10 @@ type Query struct {
 	Since json.RawMessage `json:"since,omitempty"`
 	Until json.RawMessage `json:"until,omitempty"`
 
+	// Archived searches the archived sessions too (as sessions_list's
+	// archived: true lists them): their hits carry the archive's id.
+	Archived bool `json:"archived,omitempty"`
+
 	// Status asks for the index's freshness only: no query, no hits.
 	Status bool `json:"status,omitempty"`
 
@@ -61,11 +65,14 @@ type Query struct {
 type Hit struct {
 	SessionKey string `json:"sessionKey"`
 	SessionID  string `json:"sessionId,omitempty"`
-	Seq        uint64 `json:"seq"`   // stream sequence in SB_TRANSCRIPTS
+	Seq        uint64 `json:"seq"`   // stream sequence in SB_TRANSCRIPTS (0: an archive's)
 	Entry      uint64 `json:"entry"` // 1-based position in the transcript (sessions_history's __openclaw.seq)
 	Role       string `json:"role"`
 	Timestamp  int64  `json:"timestamp"` // unix ms
 	Snippet    string `json:"snippet"`
+	// Archive is the archive holding an archived session's entry
+	// (`sessionbus archive get` / `archive restore` take it).
+	Archive string `json:"archive,omitempty"`
 }
 
 // Result is a page of hits and the index's freshness.
@@ -84,7 +91,7 @@ func Parse(body []byte) (*Query, error) {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&q); err != nil {
-		return nil, fmt.Errorf("malformed search request: %v (send a JSON object such as {\"query\":\"text\",\"limit\":25}; fields: query, limit, offset, order, agent, channel, kind, sessionKeys, since, until, status)", err)
+		return nil, fmt.Errorf("malformed search request: %v (send a JSON object such as {\"query\":\"text\",\"limit\":25}; fields: query, limit, offset, order, agent, channel, kind, sessionKeys, since, until, archived, status)", err)
 	}
 	return &q, q.check()
 }
@@ -167,10 +174,13 @@ func phrase(text string) string {
 // Search runs q (checked by Parse) against the index.
 func (ix *Index) Search(ctx context.Context, q *Query) ([]Hit, bool, error) {
 	var sb strings.Builder
-	sb.WriteString(`SELECT e.seq, e.key, e.n, e.role, e.ts, coalesce(s.session_id, ''), snippet(fts, 0, ?, ?, '…', ?)
-FROM fts JOIN entries e ON e.seq = fts.rowid LEFT JOIN sess s ON s.key = e.key
+	sb.WriteString(`SELECT e.seq, e.key, e.n, e.role, e.ts, coalesce(a.session_id, s.session_id, ''), snippet(fts, 0, ?, ?, '…', ?), e.archive
+FROM fts JOIN entries e ON e.seq = fts.rowid LEFT JOIN sess s ON s.key = e.key AND e.seq > 0 LEFT JOIN archives a ON a.id = e.archive AND e.seq < 0
 WHERE fts MATCH ?`)
 	args := []any{MarkOpen, MarkClose, snippetTokens, phrase(q.Text)}
+	if !q.Archived {
+		sb.WriteString(" AND fts.rowid > 0")
+	}
 	add := func(cond string, v any) {
 		sb.WriteString(" AND " + cond)
 		args = append(args, v)
@@ -196,9 +206,12 @@ WHERE fts MATCH ?`)
 			args = append(args, k)
 		}
 	}
-	if q.Order == OrderRank {
+	switch {
+	case q.Order == OrderRank:
 		sb.WriteString(" ORDER BY fts.rank, fts.rowid DESC")
-	} else {
+	case q.Archived: // the stream's order does not cover the archives'
+		sb.WriteString(" ORDER BY e.ts DESC, fts.rowid DESC")
+	default:
 		sb.WriteString(" ORDER BY fts.rowid DESC")
 	}
 	sb.WriteString(" LIMIT ? OFFSET ?")
@@ -212,10 +225,11 @@ WHERE fts MATCH ?`)
 	for rows.Next() {
 		var h Hit
 		var n uint64
-		if err := rows.Scan(&h.Seq, &h.SessionKey, &n, &h.Role, &h.Timestamp, &h.SessionID, &h.Snippet); err != nil {
+		var seq int64
+		if err := rows.Scan(&seq, &h.SessionKey, &n, &h.Role, &h.Timestamp, &h.SessionID, &h.Snippet, &h.Archive); err != nil {
 			return nil, false, err
 		}
-		h.Entry = n + 1
+		h.Seq, h.Entry = uint64(max(seq, 0)), n+1
 		hits = append(hits, h)
 	}
 	if err := rows.Err(); err != nil {

@@ -43,6 +43,11 @@ func (in *Indexer) Search(ctx context.Context, q *Query) (*Result, error) {
 	case StateStopped:
 		return nil, bus.Errorf(bus.CodeUnavailable, "this search indexer stopped (%s): restart `sessionbus indexer`", st.Error)
 	}
+	if q.Archived {
+		if err := in.syncArchives(ctx); err != nil {
+			return nil, err
+		}
+	}
 	hits, more, err := in.ix.Search(ctx, q)
 	if err != nil {
 		return nil, err
