@@ -106,8 +106,8 @@ func TestUpLoopbackDeployment(t *testing.T) {
 	t.Logf("up: %s", line)
 
 	procs := processesOf(t, homeDir)
-	if len(procs) != 8 {
-		t.Errorf("%d processes run with the data dir, want 8 (3 nodes, 2 workers, 2 gateways, the console): %v", len(procs), procs)
+	if len(procs) != 9 {
+		t.Errorf("%d processes run with the data dir, want 9 (3 nodes, 2 workers, 2 gateways, an indexer, the console): %v", len(procs), procs)
 	}
 	if resp, err := http.Get("http://" + consoleAddr + "/"); err != nil {
 		t.Errorf("console page: %v", err)
@@ -118,7 +118,7 @@ func TestUpLoopbackDeployment(t *testing.T) {
 			t.Errorf("console page: %s\n%.200s", resp.Status, body)
 		}
 	}
-	for _, prefix := range []string{"n1 | ", "n3 | ", "worker2 | ", "gw2 | ", "console | "} {
+	for _, prefix := range []string{"n1 | ", "n3 | ", "worker2 | ", "gw2 | ", "indexer1 | ", "console | "} {
 		if !strings.Contains(p.errText(), "\n"+prefix) && !strings.HasPrefix(p.errText(), prefix) {
 			t.Errorf("no line prefixed %q on up's stderr", prefix)
 		}
@@ -132,6 +132,11 @@ func TestUpLoopbackDeployment(t *testing.T) {
 	}
 	if out, errOut, code := runIn(t, t.TempDir(), env, "call", "sessions_list", "{}"); code != 0 || !strings.Contains(out, `"sessions"`) {
 		t.Errorf("sessions_list with no flags: exit %d\n%s%s", code, out, errOut)
+	}
+	// up's indexer answers the transcript search
+	out, errOut, code := runIn(t, work, env, "search", "--creds", filepath.Join(homeDir, "operator.creds"), "--json", "anything at all")
+	if code != 0 || !strings.Contains(out, `"state": "ready"`) {
+		t.Errorf("search through up's indexer: exit %d\n%s%s", code, out, errOut)
 	}
 
 	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {

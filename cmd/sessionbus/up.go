@@ -25,6 +25,7 @@ import (
 // one machine, every role a process of its own.
 type upDeployment struct {
 	nodes, workers, gateways int
+	indexers                 int
 	data, listen, cfgPath    string
 	logLevel                 string
 	console                  string // the web console's address, "" none
@@ -44,6 +45,7 @@ func cmdUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&u.nodes, "nodes", 3, "cluster nodes, each a process of its own (odd, 3 or more); streams and buckets are created R3")
 	fs.IntVar(&u.workers, "workers", 2, "tool worker processes (1 or more)")
 	fs.IntVar(&u.gateways, "gateways", 2, "gateway processes (0 or more)")
+	fs.IntVar(&u.indexers, "indexers", 1, "transcript search indexers (0 or more), each with its own index file DATA/search/indexerN.db")
 	fs.StringVar(&u.data, "data", defaultData(), "data dir: the nodes' stores (DIR/n1..nN), the credentials and the client config")
 	fs.StringVar(&u.listen, "listen", "127.0.0.1:4222", "first node's client address, on loopback (node i listens on port+i-1, its route 2000 above)")
 	fs.StringVar(&u.cfgPath, "config", "", "config file every process reads (default: ./sessionbus.yaml or .json if present)")
@@ -120,6 +122,9 @@ func (u upDeployment) check(n int) (host string, port int, err error) {
 	if n != 0 {
 		return "", 0, fmt.Errorf("up takes flags only: see sessionbus up -h")
 	}
+	if u.indexers < 0 {
+		return "", 0, fmt.Errorf("--indexers %d: run 0 or more search indexers", u.indexers)
+	}
 	if u.workers < 1 || u.gateways < 0 {
 		return "", 0, fmt.Errorf("--workers %d --gateways %d: run 1 or more workers (they answer the tools) and 0 or more gateways", u.workers, u.gateways)
 	}
@@ -173,7 +178,7 @@ func (u upDeployment) nodeProcs() []supervise.Proc {
 	return out
 }
 
-// roleProcs are the workers, then the gateways, each with its role's
+// roleProcs are the workers, then the gateways and the search indexers, each with its role's
 // credentials and every node's URL.
 func (u upDeployment) roleProcs() []supervise.Proc {
 	server := strings.Join(u.urls, ",")
@@ -191,6 +196,12 @@ func (u upDeployment) roleProcs() []supervise.Proc {
 	for i := 1; i <= u.gateways; i++ {
 		args := []string{"gateway", "--server", server, "--creds", creds("gateway"), "--id", fmt.Sprintf("gw%d", i), "--log-level", u.logLevel}
 		out = append(out, supervise.Proc{Name: fmt.Sprintf("gw%d", i), Path: u.exe, Args: u.withConfig(args), Env: env, Ready: "ready"})
+	}
+	for i := 1; i <= u.indexers; i++ {
+		// after the workers, which create the transcript stream it follows
+		args := []string{"indexer", "--server", server, "--creds", creds("worker"), "--log-level", u.logLevel,
+			"--index", filepath.Join(u.data, "search", fmt.Sprintf("indexer%d.db", i))}
+		out = append(out, supervise.Proc{Name: fmt.Sprintf("indexer%d", i), Path: u.exe, Args: u.withConfig(args), Env: env, Ready: "ready"})
 	}
 	if u.console != "" {
 		// the console mints caller tokens, so it runs with the admin's
