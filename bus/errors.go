@@ -127,9 +127,9 @@ func AsError(err error) (*Error, bool) {
 	return nil, false
 }
 
-// errorMsg carries a thrown error the way micro's Request.Error does, with
+// ErrorMsg carries a thrown error the way micro's Request.Error does, with
 // the retry-after headers of a 429.
-func errorMsg(e *Error) *nats.Msg {
+func ErrorMsg(e *Error) *nats.Msg {
 	body, _ := json.Marshal(e)
 	h := nats.Header{HeaderServiceErr: []string{e.Message}, HeaderServiceCode: []string{strconv.Itoa(e.Code)}}
 	if e.RetryAfterMs > 0 {

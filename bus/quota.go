@@ -28,7 +28,7 @@ func (s *Service) refuseOverQuota(ep *endpoint, start time.Time, reply string, e
 	h.mu.Lock()
 	if e.hold <= 0 || reply == "" || len(h.pending) >= h.max {
 		h.mu.Unlock()
-		s.finish(ep, start, reply, errorMsg(e))
+		s.finish(ep, start, reply, ErrorMsg(e))
 		return
 	}
 	if h.pending == nil {
@@ -39,7 +39,7 @@ func (s *Service) refuseOverQuota(ep *endpoint, start time.Time, reply string, e
 	send := func(held time.Duration) {
 		once.Do(func() {
 			defer s.wg.Done()
-			s.finish(ep, start, reply, errorMsg(e.heldFor(held)))
+			s.finish(ep, start, reply, ErrorMsg(e.heldFor(held)))
 		})
 	}
 	var t *time.Timer

@@ -288,7 +288,7 @@ func (s *Service) onRequest(m *nats.Msg) {
 	}
 	if !ok {
 		// no endpoint to count it on: it is not one of this service's
-		s.send(m.Reply, errorMsg(Errorf(CodeNotFound, "unknown tool %q: known tools are %s", name, s.known)))
+		s.send(m.Reply, ErrorMsg(Errorf(CodeNotFound, "unknown tool %q: known tools are %s", name, s.known)))
 		return
 	}
 	s.dispatch(ep, m, start, false)
@@ -306,7 +306,7 @@ func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter b
 		return
 	}
 	if len(m.Data) > MaxRequestBytes {
-		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeTooLarge, "request body is %d bytes; the limit is %d bytes (1 MiB)", len(m.Data), MaxRequestBytes)))
+		s.finish(ep, start, m.Reply, ErrorMsg(Errorf(CodeTooLarge, "request body is %d bytes; the limit is %d bytes (1 MiB)", len(m.Data), MaxRequestBytes)))
 		return
 	}
 	caller, err := s.verify.Verify(m.Header.Get(HeaderToken))
@@ -315,17 +315,17 @@ func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter b
 		if !ok {
 			e = Errorf(CodeUnauthorized, "invalid %s header: %v; mint a token with `sessionbus token --as SESSIONKEY`", HeaderToken, err)
 		}
-		s.finish(ep, start, m.Reply, errorMsg(e))
+		s.finish(ep, start, m.Reply, ErrorMsg(e))
 		return
 	}
 	switch {
 	case adapter && caller.Adapter == "":
-		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeForbidden,
+		s.finish(ep, start, m.Reply, ErrorMsg(Errorf(CodeForbidden,
 			"%s takes a channel adapter's token, and this one is session %s's: an agent cannot speak as a human; mint an adapter token with `sessionbus token --adapter CHANNEL`",
 			ep.subject, caller.SessionKey)))
 		return
 	case !adapter && caller.Adapter != "":
-		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeForbidden,
+		s.finish(ep, start, m.Reply, ErrorMsg(Errorf(CodeForbidden,
 			"this is channel adapter %q's token: it brings human turns in on %s and calls no tool; mint a session token with `sessionbus token --as SESSIONKEY`",
 			caller.Adapter, s.names.Inbound())))
 		return
@@ -339,7 +339,7 @@ func (s *Service) dispatch(ep *endpoint, m *nats.Msg, start time.Time, adapter b
 	select {
 	case s.sem <- struct{}{}:
 	case <-s.ctx.Done():
-		s.finish(ep, start, m.Reply, errorMsg(Errorf(CodeUnavailable, "worker is stopping; retry")))
+		s.finish(ep, start, m.Reply, ErrorMsg(Errorf(CodeUnavailable, "worker is stopping; retry")))
 		return
 	}
 	// Stop waits for this goroutine: the Add happens in the subscription
@@ -389,12 +389,12 @@ func (s *Service) handle(ep *endpoint, req *Request) (_ *nats.Msg, release func(
 			s.log.Error("tool failed", "tool", ep.name, "caller", req.Caller.SessionKey, "err", err)
 			e = Errorf(CodeInternal, "internal error in %s; see worker logs", ep.name)
 		}
-		return errorMsg(e), nil
+		return ErrorMsg(e), nil
 	}
 	data, err := encodeReply(res)
 	if err != nil {
 		s.log.Error("encode reply", "tool", ep.name, "err", err)
-		return errorMsg(Errorf(CodeInternal, "internal error encoding %s reply", ep.name)), nil
+		return ErrorMsg(Errorf(CodeInternal, "internal error encoding %s reply", ep.name)), nil
 	}
 	return &nats.Msg{Data: data}, nil
 }

@@ -57,6 +57,7 @@ func (in *Indexer) Search(ctx context.Context, q *Query) (*Result, error) {
 
 // Service answers Names.Search for one indexer.
 type Service struct {
+	nc   *nats.Conn
 	svc  micro.Service
 	in   *Indexer
 	sem  chan struct{}
@@ -65,7 +66,7 @@ type Service struct {
 
 // Serve adds the indexer's endpoint to nc.
 func Serve(nc *nats.Conn, in *Indexer) (*Service, error) {
-	s := &Service{in: in, sem: make(chan struct{}, maxConcurrent), done: make(chan struct{})}
+	s := &Service{nc: nc, in: in, sem: make(chan struct{}, maxConcurrent), done: make(chan struct{})}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name: ServiceName, Version: bus.Version, QueueGroup: QueueGroup,
 		Description: "full-text search of every transcript",
@@ -103,20 +104,35 @@ func (s *Service) handle(req micro.Request) {
 	case <-s.done:
 		return // stopping: the caller's timeout tells it to ask again
 	}
+	// The answer is published on the connection, not through req: micro
+	// reads the request's error for its stats once this handler returns,
+	// and a Respond or Error from this goroutine would race with that read.
+	reply := req.Reply()
+	body := req.Data()
 	go func() {
 		defer func() { <-s.sem }()
-		res, err := s.answer(req.Data())
-		if err != nil {
-			respondError(req, err)
-			return
+		res, err := s.answer(body)
+		if err == nil {
+			var b []byte
+			if b, err = json.Marshal(res); err == nil {
+				s.publish(&nats.Msg{Subject: reply, Data: b})
+				return
+			}
 		}
-		b, err := json.Marshal(res)
-		if err != nil {
-			respondError(req, err)
-			return
+		e, ok := bus.AsError(err)
+		if !ok {
+			e = &bus.Error{Code: bus.CodeInternal, Message: "search failed: " + err.Error()}
 		}
-		_ = req.Respond(b)
+		m := bus.ErrorMsg(e)
+		m.Subject = reply
+		s.publish(m)
 	}()
+}
+
+func (s *Service) publish(m *nats.Msg) {
+	if err := s.nc.PublishMsg(m); err != nil {
+		s.in.log.Warn("search: answer not sent", "err", err)
+	}
 }
 
 func (s *Service) answer(body []byte) (*Result, error) {
@@ -130,15 +146,6 @@ func (s *Service) answer(body []byte) (*Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), searchTimeout)
 	defer cancel()
 	return s.in.Search(ctx, q)
-}
-
-func respondError(req micro.Request, err error) {
-	e, ok := bus.AsError(err)
-	if !ok {
-		e = &bus.Error{Code: bus.CodeInternal, Message: "search failed: " + err.Error()}
-	}
-	b, _ := json.Marshal(e)
-	_ = req.Error(strconv.Itoa(e.Code), e.Message, b)
 }
 
 // Ask sends q to the indexers of names's deployment and decodes the
