@@ -95,6 +95,10 @@ func TestBrowserAccessibilityAndScreenshots(t *testing.T) {
 	src := axeSource(t)
 	child := f.spawn("a11y child", "a11y")
 	f.chatAs(mainKey, "ping **markdown** and `code`")
+	const found = "agent:main:group:a11y-search"
+	f.appendTo(found, "what the quokka parliament decided", hostileText)
+	f.startIndexer()
+	hit := f.waitHits(f.client(f.credsText(auth.RoleAdmin)), "quokka parliament", 2).Results[1]
 	pages := []struct{ name, hash, ready string }{
 		{"sessions", `location.hash = '#/sessions'; 1`, `() => document.querySelectorAll('tr.session-row').length > 1`},
 		{"session", hash("session", mainKey) + "; 1", `() => document.querySelectorAll('#transcript .msg').length > 0 && document.querySelectorAll('#status-card dt').length > 0`},
@@ -102,6 +106,8 @@ func TestBrowserAccessibilityAndScreenshots(t *testing.T) {
 		{"board", hash("board", mainKey) + "; 1", `() => document.querySelectorAll('tr.board-row').length > 0`},
 		{"timeline", hash("timeline", mainKey) + "; 1", `() => document.querySelectorAll('#timeline tr').length > 1`},
 		{"ops", `location.hash = '#/ops'; 1`, `() => (document.querySelector('#ops')?.textContent || '').includes('SB_RUNS')`},
+		{"search", `location.hash = '#/search?q=quokka+parliament'; 1`, `() => document.querySelectorAll('tr.search-hit mark').length > 1`},
+		{"hit", fmt.Sprintf("location.hash = '#/session/' + encodeURIComponent(%q) + '?entry=%d&seq=%d'; 1", found, hit.Entry, hit.Seq), `() => !!document.querySelector('#transcript .msg.hit')`},
 	}
 	for _, scheme := range []string{"dark", "light"} {
 		colorScheme(t, ctx, scheme)

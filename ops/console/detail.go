@@ -160,6 +160,7 @@ func cardFromStatusText(text string) []Field {
 // what the page shows beside a message and sessions_history leaves out.
 type consoleMeta struct {
 	N     uint64           `json:"n"`
+	Seq   uint64           `json:"seq"` // stream sequence: a search hit's address
 	At    int64            `json:"at"`
 	RunID string           `json:"runId,omitempty"`
 	Usage map[string]int64 `json:"usage,omitempty"`
@@ -169,29 +170,43 @@ type consoleMeta struct {
 // transcript is the newest limit entries of key as the page shows them:
 // each message redacted as sessions_history redacts it, silent replies
 // left out, a compaction kept with its (redacted) summary, and each with
-// its number, time, run and usage.
-func (s *Server) transcript(ctx context.Context, key string, limit int) (map[string]any, error) {
-	es, total, err := s.tr.Tail(ctx, bus.EncodeKey(key), limit, 0)
+// its number, stream sequence, time, run and usage. at (1-based, 0:
+// none) is an entry the page opens at: when it is older than the newest
+// limit, the page is limit entries around it instead, and "first" says
+// where it starts.
+func (s *Server) transcript(ctx context.Context, key string, limit int, at uint64) (map[string]any, error) {
+	enc := bus.EncodeKey(key)
+	es, total, err := s.tr.Tail(ctx, enc, limit, 0)
 	if err != nil {
 		return nil, err
 	}
+	if at > 0 && len(es) > 0 && at-1 < es[0].N {
+		from := at - 1 - min(at-1, uint64(limit/2))
+		if es, err = s.tr.Read(ctx, enc, from, from+uint64(limit)); err != nil {
+			return nil, err
+		}
+	}
 	msgs := make([]map[string]any, 0, len(es))
+	var first uint64
+	if len(es) > 0 {
+		first = es[0].N
+	}
 	for _, e := range es {
-		if m := s.viewEntry(e.Data, e.N, e.Time); m != nil {
+		if m := s.viewEntry(e.Data, e.N, e.Seq, e.Time); m != nil {
 			msgs = append(msgs, m)
 		}
 	}
-	return map[string]any{"messages": msgs, "totalEntries": total, "shown": len(es)}, nil
+	return map[string]any{"messages": msgs, "totalEntries": total, "shown": len(es), "first": first}, nil
 }
 
-func (s *Server) viewEntry(data []byte, n uint64, at time.Time) map[string]any {
+func (s *Server) viewEntry(data []byte, n, seq uint64, at time.Time) map[string]any {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var m map[string]any
 	if dec.Decode(&m) != nil || m == nil {
 		return nil
 	}
-	meta := consoleMeta{N: n, At: at.UnixMilli()}
+	meta := consoleMeta{N: n, Seq: seq, At: at.UnixMilli()}
 	if mk, ok := m["__sessionbus"].(map[string]any); ok {
 		meta.RunID, _ = mk["run"].(string)
 	}

@@ -281,6 +281,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /api/kill", s.actor(s.handleKill))
 	mux.Handle("POST /api/steer", s.actor(s.handleSteer))
 	mux.Handle("POST /api/chat", s.actor(s.handleChat))
+	mux.Handle("POST /api/search", s.searcher(s.handleSearch))
 	mux.Handle("GET /api/cron", s.viewer(s.handleCron))
 	mux.Handle("POST /api/cron/run", s.actor(s.handleCronRun))
 	return securityHeaders(mux)

@@ -330,6 +330,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		limit = transcriptPage
 	}
 	limit = min(limit, 1000)
+	// entry (1-based, as a search hit names it) asks for the transcript
+	// around that entry when it is older than the newest page
+	at, _ := strconv.ParseUint(r.URL.Query().Get("entry"), 10, 64)
 	e := s.index.Get(key)
 	d := Detail{Card: []Field{}}
 	if e != nil {
@@ -355,7 +358,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		d.Errors = append(d.Errors, "signal log: "+err.Error())
 	}
 	d.Signals, d.StateVersion = &ch, v
-	if h, err := s.transcript(ctx, key, limit); err != nil {
+	if h, err := s.transcript(ctx, key, limit, at); err != nil {
 		d.Errors = append(d.Errors, "transcript: "+err.Error())
 	} else {
 		d.History = h

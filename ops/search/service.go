@@ -148,8 +148,18 @@ func (s *Service) answer(body []byte) (*Result, error) {
 	return s.in.Search(ctx, q)
 }
 
+// noIndexer is Ask's refusal when no indexer runs: the 503 a caller
+// shows, which also matches nats.ErrNoResponders, so a caller (the
+// console) can tell "none runs" from a busy or rebuilding index without
+// reading the text.
+type noIndexer struct{ e *bus.Error }
+
+func (n noIndexer) Error() string   { return n.e.Message }
+func (n noIndexer) Unwrap() []error { return []error{n.e, nats.ErrNoResponders} }
+
 // Ask sends q to the indexers of names's deployment and decodes the
-// answer; a refusal is a *bus.Error.
+// answer; a refusal is a *bus.Error (errors.As), and when no indexer
+// runs it matches nats.ErrNoResponders too (errors.Is).
 func Ask(ctx context.Context, nc *nats.Conn, names bus.Names, q *Query) (*Result, error) {
 	body, err := json.Marshal(q)
 	if err != nil {
@@ -158,7 +168,7 @@ func Ask(ctx context.Context, nc *nats.Conn, names bus.Names, q *Query) (*Result
 	reply, err := nc.RequestWithContext(ctx, names.Search(), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, bus.Errorf(bus.CodeUnavailable, "no search indexer answers on %s: start `sessionbus indexer` (or `serve`, which runs one)", names.Search())
+		return nil, noIndexer{bus.Errorf(bus.CodeUnavailable, "no search indexer answers on %s: start `sessionbus indexer` (or `serve`, which runs one)", names.Search())}
 	case errors.Is(err, nats.ErrPermissionViolation), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		// The server drops a publish the credentials may not make and says
 		// so only asynchronously: a search that gets no answer at all is

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,5 +186,19 @@ func TestTwoIndexersServeWhileOneRestarts(t *testing.T) {
 	r.caughtUp(a)
 	if n := len(r.find(a, "second narwhal")); n != 1 {
 		t.Fatalf("the restarted indexer missed what was written while it was down: %d hits", n)
+	}
+}
+
+// With no indexer running, Ask refuses with the 503 that says to start
+// one, and a caller can tell that case from a busy or rebuilding index
+// by nats.ErrNoResponders in the chain, not by the text.
+func TestAskWithoutIndexer(t *testing.T) {
+	r := newRig(t)
+	_, err := Ask(bustest.Context(t), r.nc, r.names, &Query{Text: "anything"})
+	if !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("no indexer: %v, want an error matching nats.ErrNoResponders", err)
+	}
+	if !bustest.IsCode(err, bus.CodeUnavailable) || !strings.Contains(err.Error(), "sessionbus indexer") {
+		t.Fatalf("no indexer: %v, want a 503 that says to start `sessionbus indexer`", err)
 	}
 }

@@ -57,6 +57,7 @@ async function api(path, opts) {
   if (!res.ok) {
     const err = new Error(data.error || (res.status + ' ' + res.statusText));
     err.status = res.status;
+    err.data = data;
     throw err;
   }
   return data;
@@ -164,6 +165,8 @@ function loggedIn() {
   $('whoami').setAttribute('data-role', state.me.role);
   $('logout').hidden = !state.me.auth;
   $('nav-ops').hidden = !!state.me.session;
+  // a token login sees its session's view; the search reads every session
+  $('nav-search').hidden = !!state.me.session;
   window.addEventListener('hashchange', route);
   route();
 }
@@ -189,10 +192,16 @@ function showLogin(msg) {
 // ---- routing
 
 function route() {
-  const h = location.hash.replace(/^#\/?/, '');
+  let h = location.hash.replace(/^#\/?/, '');
+  // ?name=value after the path: a search's terms, the entry a session
+  // opens at (keys in links are encoded, so a key holds no '?')
+  const qi = h.indexOf('?');
+  const params = new URLSearchParams(qi < 0 ? '' : h.slice(qi + 1));
+  if (qi >= 0) h = h.slice(0, qi);
   const [view, ...rest] = h.split('/');
   const arg = decodeURIComponent(rest.join('/'));
-  if (view === 'session' && arg) return showSession(arg);
+  if (view === 'session' && arg) return showSession(arg, params.get('seq') ? { entry: Number(params.get('entry')) || 0, seq: Number(params.get('seq')) } : null);
+  if (view === 'search') return showSearch(params); // web/search.js
   if (view === 'board' && arg) return showBoard(arg);
   if (view === 'timeline' && rest.length) return showTimeline(decodeURIComponent(rest[0]), rest[1] ? decodeURIComponent(rest[1]) : '');
   if (view === 'ops') return showOps();
@@ -375,7 +384,8 @@ function renderMessage(m) {
     at ? el('span', { class: 'at', title: when(at) }, new Date(at).toLocaleTimeString()) : null,
     usageLine(m) ? el('span', { class: 'usage' }, usageLine(m)) : null,
     run ? el('a', { class: 'run-link', href: '#/timeline/' + encodeURIComponent(state.sessionKey || '') + '/' + encodeURIComponent(run), title: 'run ' + run }, 'run ' + run.slice(0, 8)) : null);
-  return el('div', { class: 'msg', 'data-role': m.role }, meta, el('div', { class: 'text' }, body(m)));
+  const c = m.__console || {};
+  return el('div', { class: 'msg', 'data-role': m.role, 'data-n': c.n, 'data-seq': c.seq }, meta, el('div', { class: 'text' }, body(m)));
 }
 
 // shortKey is a session key short enough for a table: its last part,
@@ -404,7 +414,9 @@ function showField(f) {
   return [el('dt', {}, f.label || ''), el('dd', {}, v)];
 }
 
-function showSession(key) {
+// showSession is a session's page; at ({entry, seq}, from a search hit)
+// is a message it opens at, scrolled to and marked, instead of the newest.
+function showSession(key, at) {
   state.view = 'session:' + key;
   state.sessionKey = key;
   const live = el('div', { id: 'live' });
@@ -450,7 +462,7 @@ function showSession(key) {
   const load = debounce(async () => {
     let d;
     try {
-      d = await api('/api/session?key=' + encodeURIComponent(key));
+      d = await api('/api/session?key=' + encodeURIComponent(key) + (at && at.entry ? '&entry=' + at.entry : ''));
     } catch (e) {
       if (state.view !== 'session:' + key) return;
       render(el('h2', {}, 'Session ', el('code', {}, key)), el('p', { class: 'error', id: 'session-missing' }, e.message), el('p', {}, el('a', { href: '#/sessions' }, 'back to the sessions')));
@@ -475,7 +487,11 @@ function showSession(key) {
     const msgs = (d.history && d.history.messages) || [];
     transcript.replaceChildren(...msgs.map(renderMessage).filter(Boolean));
     if (!transcript.children.length) transcript.append(el('p', { class: 'muted' }, d.history ? 'no messages' : 'no transcript to show'));
-    if (atBottom) transcript.scrollTop = transcript.scrollHeight;
+    const hit = at ? markHit(transcript, d.history, key, at) : null;
+    if (hit && first) {
+      hit.scrollIntoView({ block: 'center' });
+      hit.focus({ preventScroll: true });
+    } else if (atBottom) transcript.scrollTop = transcript.scrollHeight;
     first = false;
     statusCard.replaceChildren(...(d.card || []).flatMap(showField));
     const evs = (d.signals && d.signals.events) || [];
@@ -508,6 +524,29 @@ function showSession(key) {
     live.setAttribute('data-state', 'running');
   });
   load();
+}
+
+// markHit marks the message a search hit named (by its stream sequence,
+// which a reset never reuses) and returns it; a note says where the page
+// is when it shows older entries than the newest, or that the message is
+// gone.
+function markHit(transcript, h, key, at) {
+  const m = transcript.querySelector('.msg[data-seq="' + at.seq + '"]');
+  const shown = h ? h.shown || 0 : 0, total = h ? h.totalEntries || 0 : 0, from = h ? h.first || 0 : 0;
+  const note = el('p', { class: 'muted', id: 'hit-note' });
+  if (!m) {
+    note.className = 'note';
+    note.append('The message of this search hit (entry ' + at.entry + ') is not in this transcript any more: the session was reset or deleted, or archived, since it was indexed. ');
+  } else {
+    m.classList.add('hit');
+    m.tabIndex = -1;
+    m.setAttribute('aria-current', 'true');
+  }
+  if (from + shown < total) note.append('Entries ' + (from + 1) + '–' + (from + shown) + ' of ' + total + ', around the search hit. ');
+  if (!m || from + shown < total) note.append(el('a', { href: '#/session/' + encodeURIComponent(key), id: 'show-newest' }, 'show the newest'));
+  const old = $('hit-note');
+  if (note.childNodes.length) { if (old) old.replaceWith(note); else transcript.before(note); } else if (old) old.remove();
+  return m;
 }
 
 // settingsForm is an admin's settings of a session: model and thinking
