@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/sessionbus/sessionbus/streams/transcripts"
+)
+
+// A turn's context is every entry from the session's compaction point to
+// the transcript's end, and reading it afresh made each turn's bus cost
+// grow with the transcript. The gateway keeps instead, per live session,
+// the context its last run read (ctxSnap), and a run reads only what was
+// appended since, checking first that the entry the snapshot ends with is
+// still there, at the same stream sequence, with the same bytes. Appends
+// are compare-and-sets on the subject's last sequence, so that entry being
+// unchanged means every entry before it is too; a reset or a rewrite
+// (delete, append again) gives every entry a new sequence. Anything else
+// the snapshot cannot vouch for (a compaction entry among the new ones, a
+// transcript shorter than the snapshot, a recreated stream, a context
+// that a fresh read would cut short) makes the run read afresh.
+
+// ctxSnap is one session's context as a run read it. It is never changed
+// once cached: runs share its slices and map read-only.
+type ctxSnap struct {
+	gen      uint64 // the transcript stream's generation it was read in
+	end      uint64 // the transcript's length it was read at
+	lastSeq  uint64 // stream sequence of entry end-1
+	lastData []byte // entry end-1's bytes
+	entries  []transcripts.Entry
+	latest   *compactionEntry
+	start    uint64
+	// span is the estimate of every entry from start to end, those the
+	// context leaves out (older compaction entries) included: what a
+	// fresh read weighs before it may stop early (loadFresh)
+	span int64
+	est  map[uint64]int64 // estimates by entry number, read-only
+	cost int              // bytes accounted to it
+}
+
+// snapEntryOverhead is what one cached entry costs besides its bytes: the
+// Entry itself and an estimate of its slot in the estimates map.
+const snapEntryOverhead = int(unsafe.Sizeof(transcripts.Entry{})) + 32
+
+// snapOverhead is a snapshot's fixed cost besides its key and entries.
+const snapOverhead = int(unsafe.Sizeof(ctxSnap{})+unsafe.Sizeof(ctxNode{})) + 64
+
+func (s *ctxSnap) entryCost(e transcripts.Entry) int { return len(e.Data) + snapEntryOverhead }
+
+type ctxNode struct {
+	key        string
+	snap       *ctxSnap
+	prev, next *ctxNode
+}
+
+// ctxCache is a least-recently-used map of session contexts bounded by
+// their bytes, safe for concurrent use.
+type ctxCache struct {
+	max int
+
+	mu    sync.Mutex
+	m     map[string]*ctxNode
+	lru   ctxNode // sentinel: lru.next is the most recently used
+	bytes int
+	stats ContextCacheStats
+}
+
+// ContextCacheStats describes a gateway's cache of session contexts.
+type ContextCacheStats struct {
+	Sessions int // sessions whose context is held
+	Entries  int // transcript entries held, over every session
+	Bytes    int // bytes accounted: entries' bytes plus overheads
+	MaxBytes int // the bound on Bytes (bus.contextCacheBytes)
+	// Hits are contexts served from the cache plus the entries appended
+	// since; Misses contexts read afresh with none held; Rebuilds
+	// contexts read afresh because the one held could not be vouched for.
+	Hits, Misses, Rebuilds uint64
+	Evictions              uint64 // contexts dropped to stay under MaxBytes
+	// EntriesRead counts the transcript entries runs fetched to build
+	// their contexts, cache or not (a hit fetches the new entries and the
+	// one the snapshot ends with).
+	EntriesRead uint64
+}
+
+func newCtxCache(maxBytes int) *ctxCache {
+	c := &ctxCache{max: maxBytes, m: map[string]*ctxNode{}}
+	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	return c
+}
+
+func (c *ctxCache) unlink(n *ctxNode) { n.prev.next, n.next.prev = n.next, n.prev }
+
+func (c *ctxCache) pushFront(n *ctxNode) {
+	n.prev, n.next = &c.lru, c.lru.next
+	c.lru.next.prev = n
+	c.lru.next = n
+}
+
+// get is the session's snapshot read in generation gen, nil when none is.
+func (c *ctxCache) get(key string, gen uint64) *ctxSnap {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.m[key]
+	if !ok || n.snap.gen != gen {
+		return nil
+	}
+	c.unlink(n)
+	c.pushFront(n)
+	return n.snap
+}
+
+// put keeps s as the session's snapshot (nil: drops the one held),
+// evicting the least recently used to stay within the bound. A snapshot
+// over half the bound is not kept: it would flush nearly everything.
+func (c *ctxCache) put(key string, s *ctxSnap) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[key]; ok {
+		c.remove(old)
+	}
+	if s == nil || s.cost+len(key) > c.max/2 {
+		return
+	}
+	n := &ctxNode{key: key, snap: s}
+	c.m[key] = n
+	c.pushFront(n)
+	c.bytes += s.cost + len(key)
+	c.stats.Entries += len(s.entries)
+	for c.bytes > c.max {
+		c.remove(c.lru.prev)
+		c.stats.Evictions++
+	}
+}
+
+func (c *ctxCache) remove(n *ctxNode) {
+	c.unlink(n)
+	delete(c.m, n.key)
+	c.bytes -= n.snap.cost + len(n.key)
+	c.stats.Entries -= len(n.snap.entries)
+}
+
+// count adds to the counters: how a context was had, and the entries read.
+func (c *ctxCache) count(hit, miss, rebuild bool, read int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case hit:
+		c.stats.Hits++
+	case miss:
+		c.stats.Misses++
+	case rebuild:
+		c.stats.Rebuilds++
+	}
+	c.stats.EntriesRead += uint64(read)
+}
+
+func (c *ctxCache) snapshot() ContextCacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Sessions, s.Bytes, s.MaxBytes = len(c.m), c.bytes, c.max
+	return s
+}
+
+// ContextCacheStats reports the gateway's cache of session contexts (zero
+// when bus.contextCacheBytes is 0).
+func (g *Gateway) ContextCacheStats() ContextCacheStats {
+	if g.ctxCache == nil {
+		return ContextCacheStats{}
+	}
+	return g.ctxCache.snapshot()
+}
