@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 
 	"github.com/sessionbus/sessionbus/config"
@@ -41,7 +40,7 @@ type turnContext struct {
 	// 10,000-entry session again for each was most of its CPU; base
 	// holds those of a cached context, shared read-only with other runs
 	est  map[uint64]int64
-	base map[uint64]int64
+	base *ctxSnap
 }
 
 // estimate is an entry's token estimate, computed once.
@@ -49,7 +48,7 @@ func (c *turnContext) estimate(e transcripts.Entry) int64 {
 	if v, ok := c.est[e.N]; ok {
 		return v
 	}
-	if v, ok := c.base[e.N]; ok {
+	if v, ok := c.base.estimate(e.N); ok {
 		return v
 	}
 	v := runtime.EstimateTokens(e.Data)
@@ -192,28 +191,21 @@ func (r *run) loadSince(ctx context.Context, held *ctxSnap, limits config.ModelL
 	if len(fresh) == 0 && held.span <= 2*limits.ContextWindow {
 		return held.turnContext(limits, reserve, r.req.ExtraSystemPrompt), held, read, nil
 	}
-	next := &ctxSnap{gen: held.gen, latest: held.latest, start: held.start, span: held.span, cost: held.cost}
-	next.entries = make([]transcripts.Entry, len(held.entries), len(held.entries)+len(fresh))
-	copy(next.entries, held.entries)
-	next.est = make(map[uint64]int64, len(held.est)+len(fresh))
-	maps.Copy(next.est, held.est)
-	for _, e := range fresh {
+	span := held.span
+	ests := make([]int64, len(fresh))
+	for i, e := range fresh {
 		if isCompaction(e.Data) {
 			return nil, nil, read, nil // the context starts elsewhere now
 		}
-		v := runtime.EstimateTokens(e.Data)
-		next.est[e.N] = v
-		next.span += v
-		next.entries = append(next.entries, e)
-		next.cost += next.entryCost(e)
+		ests[i] = runtime.EstimateTokens(e.Data)
+		span += ests[i]
 	}
-	if next.span > 2*limits.ContextWindow {
+	if span > 2*limits.ContextWindow {
 		// a fresh read stops early this far past the window, and the
 		// compaction that follows reads the rest its own way
 		return nil, nil, read, nil
 	}
-	last := fresh[len(fresh)-1]
-	next.end, next.lastSeq, next.lastData = last.N+1, last.Seq, last.Data
+	next := held.extend(fresh, ests, span)
 	return next.turnContext(limits, reserve, r.req.ExtraSystemPrompt), next, read, nil
 }
 
@@ -223,8 +215,11 @@ func (r *run) loadSince(ctx context.Context, held *ctxSnap, limits config.ModelL
 func (s *ctxSnap) turnContext(limits config.ModelLimits, reserve int64, system string) *turnContext {
 	n := len(s.entries)
 	tc := &turnContext{entries: s.entries[:n:n], latest: s.latest, start: s.start, end: s.end, complete: true,
-		limits: limits, reserve: reserve, base: s.est}
-	tc.used = tc.estimateUsed(tc.entries, system)
+		limits: limits, reserve: reserve, base: s}
+	tc.used = s.used
+	if !s.recorded {
+		tc.used += runtime.EstimateText(len(system))
+	}
 	return tc
 }
 
@@ -298,16 +293,17 @@ func (r *run) loadFresh(ctx context.Context, limits config.ModelLimits, reserve 
 func (tc *turnContext) snap(got []transcripts.Entry, end uint64) *ctxSnap {
 	last := got[len(got)-1]
 	s := &ctxSnap{end: end, lastSeq: last.Seq, lastData: last.Data, entries: tc.entries, latest: tc.latest, start: tc.start,
-		est: make(map[uint64]int64, len(tc.entries)), cost: snapOverhead}
+		ests: make([]int64, len(tc.entries)), cost: snapOverhead}
 	for _, e := range got {
 		if e.N >= tc.start {
 			s.span += tc.estimate(e)
 		}
 	}
-	for _, e := range tc.entries {
-		s.est[e.N] = tc.estimate(e)
+	for i, e := range tc.entries {
+		s.ests[i] = tc.estimate(e)
 		s.cost += s.entryCost(e)
 	}
+	s.used, s.recorded = tc.usedOf(tc.entries)
 	return s
 }
 
@@ -325,14 +321,24 @@ func entryAt(es []transcripts.Entry, n uint64) transcripts.Entry {
 // estimate of every entry after it; with no usage, the estimate of all
 // of them and of the system prompt.
 func (c *turnContext) estimateUsed(entries []transcripts.Entry, system string) int64 {
+	used, recorded := c.usedOf(entries)
+	if !recorded {
+		used += runtime.EstimateText(len(system))
+	}
+	return used
+}
+
+// usedOf is estimateUsed without the system prompt; recorded reports that
+// an entry carried the provider's count (the system prompt is in it).
+func (c *turnContext) usedOf(entries []transcripts.Entry) (used int64, recorded bool) {
 	var after int64
 	for i := len(entries) - 1; i >= 0; i-- {
 		if n := recordedContext(entries[i].Data); n > 0 && !isCompaction(entries[i].Data) {
-			return n + after
+			return n + after, true
 		}
 		after += c.estimate(entries[i])
 	}
-	return after + runtime.EstimateText(len(system))
+	return after, false
 }
 
 // recordedContext is the context size a reply entry recorded from its

@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"slices"
+	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -34,8 +37,60 @@ type ctxSnap struct {
 	// context leaves out (older compaction entries) included: what a
 	// fresh read weighs before it may stop early (loadFresh)
 	span int64
-	est  map[uint64]int64 // estimates by entry number, read-only
-	cost int              // bytes accounted to it
+	// ests are the entries' estimates, in their order; used is what
+	// estimateUsed makes of the entries without the system prompt, and
+	// recorded says an entry carried the provider's count
+	ests     []int64
+	used     int64
+	recorded bool
+	cost     int // bytes accounted to it
+	// grown is set once a snapshot made from this one appended to its
+	// slices in place: any other must copy them (runs read them meanwhile,
+	// but never past their own length)
+	grown atomic.Bool
+}
+
+// estimate is entry n's estimate if the snapshot holds it: the entries
+// after the first (a compaction entry, perhaps) are in number order.
+func (s *ctxSnap) estimate(n uint64) (int64, bool) {
+	if s == nil || len(s.entries) == 0 {
+		return 0, false
+	}
+	if s.entries[0].N == n {
+		return s.ests[0], true
+	}
+	rest := s.entries[1:]
+	i := sort.Search(len(rest), func(i int) bool { return rest[i].N >= n })
+	if i < len(rest) && rest[i].N == n {
+		return s.ests[i+1], true
+	}
+	return 0, false
+}
+
+// extend is the snapshot with entries fresh (none of them a compaction
+// entry) appended, their estimates ests, and span the new span. The first
+// extension of a snapshot appends to its slices in place; later ones copy.
+func (s *ctxSnap) extend(fresh []transcripts.Entry, ests []int64, span int64) *ctxSnap {
+	next := &ctxSnap{gen: s.gen, latest: s.latest, start: s.start, span: span, cost: s.cost}
+	if s.grown.CompareAndSwap(false, true) {
+		next.entries = append(s.entries, fresh...)
+		next.ests = append(s.ests, ests...)
+	} else {
+		next.entries = append(slices.Clone(s.entries), fresh...)
+		next.ests = append(slices.Clone(s.ests), ests...)
+	}
+	next.used, next.recorded = s.used, s.recorded
+	for i, e := range fresh {
+		next.cost += next.entryCost(e)
+		if n := recordedContext(e.Data); n > 0 {
+			next.used, next.recorded = n, true // the provider's count from here
+		} else {
+			next.used += ests[i]
+		}
+	}
+	last := fresh[len(fresh)-1]
+	next.end, next.lastSeq, next.lastData = last.N+1, last.Seq, last.Data
+	return next
 }
 
 // snapEntryOverhead is what one cached entry costs besides its bytes: the

@@ -17,6 +17,7 @@ import (
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/runs"
+	"github.com/sessionbus/sessionbus/streams/runqueue"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
@@ -264,4 +265,56 @@ func TestContextCacheMetrics(t *testing.T) {
 	if fams, _ := obs.reg.Gather(); len(fams) != 0 {
 		t.Fatalf("%d families left after Stop", len(fams))
 	}
+}
+
+// A context from the cache weighs what a fresh read weighs too (the
+// estimate compaction decides by), with and without a provider's count
+// on the entries, and holds the same entries.
+func TestContextCacheSameEstimate(t *testing.T) {
+	e := newEnv(t)
+	g := e.gateway("g1", Options{})
+	ctx := context.Background()
+	const key = "agent:main:estimates"
+	r := &run{g: g, req: &runqueue.Request{SessionKey: key, AgentID: "main", ExtraSystemPrompt: "be brief"}, enc: bus.EncodeKey(key)}
+	limits := g.cfg.ModelLimits(r.modelRef())
+	reserve := g.cfg.Agents.Defaults.Compaction.Reserve(limits.ContextWindow)
+	appendEntries := func(entries ...string) {
+		t.Helper()
+		for _, en := range entries {
+			if _, err := e.tr.Append(ctx, r.enc, []byte(en)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(step string, wantHit bool) {
+		t.Helper()
+		before := g.ContextCacheStats()
+		got, err := r.loadContext(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, _, err := r.loadFresh(ctx, limits, reserve)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hit := g.ContextCacheStats().Hits > before.Hits; hit != wantHit {
+			t.Fatalf("%s: hit %v, want %v", step, hit, wantHit)
+		}
+		if got.used != want.used || got.start != want.start || got.end != want.end || got.complete != want.complete ||
+			fmt.Sprint(got.history()) != fmt.Sprint(want.history()) {
+			t.Fatalf("%s: cached context (used %d, start %d, end %d, %d entries) differs from a fresh read (used %d, start %d, end %d, %d entries)",
+				step, got.used, got.start, got.end, len(got.entries), want.used, want.start, want.end, len(want.entries))
+		}
+	}
+	appendEntries(`{"role":"user","content":"a question of some length"}`, `{"role":"assistant","content":"an answer"}`)
+	check("first", false)
+	appendEntries(`{"role":"user","content":"again"}`)
+	check("no usage yet", true)
+	appendEntries(`{"role":"assistant","content":"counted","__sessionbus":{"run":"r1","part":"reply","context":4321}}`, `{"role":"user","content":"after the count"}`)
+	check("a provider's count", true)
+	appendEntries(`{"role":"user","content":"more"}`)
+	check("after the count", true)
+	check("nothing new", true)
+	appendEntries(`{"role":"assistant","content":"counted again","__sessionbus":{"run":"r2","part":"reply","context":9999}}`)
+	check("a newer count", true)
 }
