@@ -141,28 +141,29 @@ func (r *run) loadContext(ctx context.Context) (*turnContext, error) {
 	reserve := r.g.cfg.Agents.Defaults.Compaction.Reserve(limits.ContextWindow)
 	c := r.g.ctxCache
 	if c == nil {
-		tc, _, _, err := r.loadFresh(ctx, limits, reserve)
+		tc, _, read, err := r.loadFresh(ctx, limits, reserve)
+		r.g.ctxReads.Add(uint64(read))
 		return tc, err
 	}
 	gen := r.g.tr.Generation()
 	held := c.get(r.req.SessionKey, gen)
 	if held != nil {
 		tc, snap, read, err := r.loadSince(ctx, held, limits, reserve)
+		r.g.ctxReads.Add(uint64(read))
 		if err != nil {
-			c.count(false, false, false, read)
 			return nil, err
 		}
 		if tc != nil {
-			c.count(true, false, false, read)
+			c.count(hit)
 			c.put(r.req.SessionKey, snap)
 			return tc, nil
 		}
-		c.count(false, false, true, read)
+		c.count(rebuild)
 	} else {
-		c.count(false, true, false, 0)
+		c.count(miss)
 	}
 	tc, snap, read, err := r.loadFresh(ctx, limits, reserve)
-	c.count(false, false, false, read)
+	r.g.ctxReads.Add(uint64(read))
 	if err != nil {
 		return nil, err
 	}

@@ -132,8 +132,8 @@ type ContextCacheStats struct {
 	Hits, Misses, Rebuilds uint64
 	Evictions              uint64 // contexts dropped to stay under MaxBytes
 	// EntriesRead counts the transcript entries runs fetched to build
-	// their contexts, cache or not (a hit fetches the new entries and the
-	// one the snapshot ends with).
+	// their contexts, with the cache or without it (a hit fetches the new
+	// entries and the one the snapshot ends with).
 	EntriesRead uint64
 }
 
@@ -194,11 +194,20 @@ func (c *ctxCache) remove(n *ctxNode) {
 	c.stats.Entries -= len(n.snap.entries)
 }
 
-// count adds to the counters: how a context was had, and the entries read.
-func (c *ctxCache) count(hit, miss, rebuild bool, read int) {
+// How a run had its context: from the cache (and what was appended since),
+// afresh with none cached, afresh with the cached one not vouched for.
+type ctxOutcome int
+
+const (
+	hit ctxOutcome = iota
+	miss
+	rebuild
+)
+
+func (c *ctxCache) count(o ctxOutcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
+	switch o {
 	case hit:
 		c.stats.Hits++
 	case miss:
@@ -206,7 +215,6 @@ func (c *ctxCache) count(hit, miss, rebuild bool, read int) {
 	case rebuild:
 		c.stats.Rebuilds++
 	}
-	c.stats.EntriesRead += uint64(read)
 }
 
 func (c *ctxCache) snapshot() ContextCacheStats {
@@ -217,11 +225,13 @@ func (c *ctxCache) snapshot() ContextCacheStats {
 	return s
 }
 
-// ContextCacheStats reports the gateway's cache of session contexts (zero
-// when bus.contextCacheBytes is 0).
+// ContextCacheStats reports the gateway's cache of session contexts: only
+// EntriesRead when bus.contextCacheBytes is 0.
 func (g *Gateway) ContextCacheStats() ContextCacheStats {
-	if g.ctxCache == nil {
-		return ContextCacheStats{}
+	var s ContextCacheStats
+	if g.ctxCache != nil {
+		s = g.ctxCache.snapshot()
 	}
-	return g.ctxCache.snapshot()
+	s.EntriesRead = g.ctxReads.Load()
+	return s
 }

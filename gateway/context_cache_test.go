@@ -160,8 +160,8 @@ func TestContextCacheSameContextAsWithout(t *testing.T) {
 			t.Fatalf("turn %s: the model got\n%.2000s\nwith the cache, and\n%.2000s\nwithout", with[i].name, with[i].messages, without[i].messages)
 		}
 	}
-	if s := without[len(without)-1].stats; s != (ContextCacheStats{}) {
-		t.Fatalf("cache off: stats %+v, want none", s)
+	if s := without[len(without)-1].stats; s != (ContextCacheStats{EntriesRead: s.EntriesRead}) || s.EntriesRead < 300+302+306 {
+		t.Fatalf("cache off: stats %+v, want only the entries read, the first three turns the whole session each", s)
 	}
 	if !strings.Contains(with[3].messages, "SUMMARY OF THE SEED") || !strings.Contains(with[4].messages, "EDITED") ||
 		strings.Contains(with[5].messages, "SUMMARY") || !strings.Contains(with[5].messages, "after reset 0") {

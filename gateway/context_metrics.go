@@ -19,7 +19,7 @@ func (g *Gateway) registerMetrics(o Observer) {
 		return
 	}
 	r := prometheus.WrapRegistererWith(prometheus.Labels{"gateway": g.id}, reg.Registry())
-	col := ctxCollector{g.ctxCache}
+	col := ctxCollector{g}
 	if err := r.Register(col); err != nil {
 		g.log.Warn("gateway: context cache metrics not registered (another gateway with this id in the process?)", "err", err)
 		return
@@ -48,7 +48,7 @@ func ctxDesc(name, help string) *prometheus.Desc {
 }
 
 // ctxCollector reads the cache's figures at each scrape.
-type ctxCollector struct{ c *ctxCache }
+type ctxCollector struct{ g *Gateway }
 
 func (ctxCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := ctxDescs
@@ -58,7 +58,7 @@ func (ctxCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (k ctxCollector) Collect(ch chan<- prometheus.Metric) {
-	s, d := k.c.snapshot(), ctxDescs
+	s, d := k.g.ContextCacheStats(), ctxDescs
 	counter := func(desc *prometheus.Desc, v uint64) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v))
 	}

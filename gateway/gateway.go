@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -148,6 +149,7 @@ type Gateway struct {
 	// ctxCache keeps live sessions' model contexts between runs (nil:
 	// bus.contextCacheBytes is 0); unregister takes its metrics away
 	ctxCache   *ctxCache
+	ctxReads   atomic.Uint64 // transcript entries read for contexts
 	unregister func()
 }
 
