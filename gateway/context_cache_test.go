@@ -318,3 +318,64 @@ func TestContextCacheSameEstimate(t *testing.T) {
 	appendEntries(`{"role":"assistant","content":"counted again","__sessionbus":{"run":"r2","part":"reply","context":9999}}`)
 	check("a newer count", true)
 }
+
+// twoGatewayTurns runs turns of an openai agent over a 40-entry session
+// on n gateways with the given bus.contextCacheBytes, each turn after the
+// last ended, whichever gateway takes it; it returns the messages the
+// model got for each turn and the gateways' cache stats.
+func twoGatewayTurns(t *testing.T, n int, cacheBytes string) ([]string, []ContextCacheStats) {
+	e := newEnv(t)
+	model := newModelLog(t)
+	e.cfg.Agents.List = append(e.cfg.Agents.List, config.Agent{ID: "llm", Runtime: "openai",
+		OpenAI: map[string]any{"baseURL": model.srv.URL + "/v1", "model": "stub"}})
+	e.cfg.Bus.ContextCacheBytes = cacheBytes
+	var gs []*Gateway
+	for i := range n {
+		gs = append(gs, e.gateway(fmt.Sprintf("g%d", i+1), Options{}))
+	}
+	const key = "agent:llm:shared"
+	for i := range 40 {
+		b, _ := json.Marshal(map[string]any{"role": []string{"user", "assistant"}[i%2], "content": fmt.Sprintf("seed %d", i)})
+		if _, err := e.tr.Append(context.Background(), bus.EncodeKey(key), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		req := e.request(key, "llm", fmt.Sprintf("turn %d", i))
+		e.submit(req)
+		if rec := e.wait(req.RunID); rec.Status != runs.OK {
+			t.Fatalf("turn %d: %+v", i, rec)
+		}
+	}
+	var stats []ContextCacheStats
+	for _, g := range gs {
+		stats = append(stats, g.ContextCacheStats())
+	}
+	return model.requests(), stats
+}
+
+// Two gateways with caches take turns of one session, each writing
+// entries the other's cached context lacks: every turn's context is what
+// one gateway without a cache gives the model.
+func TestContextCacheTwoGatewaysWriting(t *testing.T) {
+	with, stats := twoGatewayTurns(t, 2, "64mb")
+	without, _ := twoGatewayTurns(t, 1, "0")
+	if !slices.Equal(with, without) {
+		for i := range min(len(with), len(without)) {
+			if with[i] != without[i] {
+				t.Fatalf("turn %d: the model got\n%.1500s\nfrom two caching gateways, and\n%.1500s\nfrom one without a cache", i, with[i], without[i])
+			}
+		}
+		t.Fatalf("%d requests with the caches, %d without", len(with), len(without))
+	}
+	t.Logf("cache stats per gateway: %+v", stats)
+	var hits, misses, rebuilds uint64
+	for _, s := range stats {
+		hits, misses, rebuilds = hits+s.Hits, misses+s.Misses, rebuilds+s.Rebuilds
+	}
+	// 10 turns on 2 gateways: at most one miss each, every other turn a
+	// hit (nothing they wrote makes a context they hold unusable)
+	if misses > 2 || hits != 10-misses || rebuilds != 0 {
+		t.Fatalf("hits %d misses %d rebuilds %d over %+v", hits, misses, rebuilds, stats)
+	}
+}
