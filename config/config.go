@@ -81,6 +81,10 @@ type Bus struct {
 	// SubagentSweepInterval is how often each gateway sweeps the child
 	// registry: run timeouts, half-done spawns, announces not delivered.
 	SubagentSweepInterval time.Duration `mapstructure:"subagentSweepInterval"`
+	// ContextCacheBytes bounds each gateway's cache of live sessions'
+	// model contexts (a size such as 64mb; 0 turns it off): with it a
+	// turn reads only the entries appended since the last one.
+	ContextCacheBytes string `mapstructure:"contextCacheBytes"`
 }
 
 // Tools is OpenClaw's `tools` section.

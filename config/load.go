@@ -20,6 +20,7 @@ const (
 	DefaultArchiveAfterMinutes = 60
 	DefaultSubagentConcurrency = 8
 	DefaultMaxDiskBytes        = "10gb"
+	DefaultContextCacheBytes   = "64mb"
 	DefaultResetMode           = "daily"
 	DefaultResetAtHour         = 4
 	DefaultMaintenanceMode     = "enforce"
@@ -39,6 +40,7 @@ var defaults = map[string]any{
 	"bus.deliverMaxAge":                              "168h",
 	"bus.announceRetries":                            5,
 	"bus.subagentSweepInterval":                      "2s",
+	"bus.contextCacheBytes":                          DefaultContextCacheBytes,
 	"tools.sessions.visibility":                      DefaultVisibility,
 	"tools.agentToAgent.enabled":                     false,
 	"tools.agentToAgent.allow":                       []string{},

@@ -81,6 +81,7 @@ func TestMalformedValuesRefuse(t *testing.T) {
 		"bus: {prefix: 'a.b'}\n":                              "bus.prefix",
 		"bus: {runRecordMaxAge: soon}\n":                      "runrecordmaxage",
 		"bus: {deliverMaxAge: 10s}\n":                         "bus.deliverMaxAge",
+		"bus: {contextCacheBytes: plenty}\n":                  "bus.contextCacheBytes",
 	} {
 		_, err := Load(write(t, "c.yaml", body), nil)
 		if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {
@@ -111,6 +112,23 @@ func TestMalformedDiskBudgetDisables(t *testing.T) {
 		c, err := Load(write(t, "c.yaml", body), nil)
 		if n, ok := c.DiskBudget(); err != nil || !ok || n != want {
 			t.Fatalf("%q: budget %d %v %v, want %d", in, n, ok, err, want)
+		}
+	}
+}
+
+// The context cache's bound: a size, 0 for none, 64mb when unset.
+func TestContextCacheBytes(t *testing.T) {
+	for in, want := range map[string]int64{"": 64 << 20, "0": 0, "16mb": 16 << 20, "1048576": 1 << 20} {
+		body := "{}\n"
+		if in != "" {
+			body = "bus: {contextCacheBytes: " + in + "}\n"
+		}
+		c, err := Load(write(t, "c.yaml", body), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if n, err := c.ContextCache(); err != nil || n != want {
+			t.Fatalf("%q: %d %v, want %d", in, n, err, want)
 		}
 	}
 }

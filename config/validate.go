@@ -44,6 +44,9 @@ func (c *Config) Validate(log *slog.Logger) error {
 	if d := c.Bus.SubagentSweepInterval; d < 100*time.Millisecond || d > time.Minute {
 		return fmt.Errorf("bus.subagentSweepInterval %s must be a duration between 100ms and 1m (such as 2s)", d)
 	}
+	if _, err := c.ContextCache(); err != nil {
+		return err
+	}
 	switch v := strings.ToLower(strings.TrimSpace(c.Tools.Sessions.Visibility)); v {
 	case "self", "tree", "agent", "all":
 		c.Tools.Sessions.Visibility = v
@@ -218,6 +221,20 @@ func (p *SendPolicy) validate() error {
 func (c *Config) DiskBudget() (int64, bool) {
 	n, err := ParseBytes(c.Session.Maintenance.MaxDiskBytes)
 	return n, err == nil
+}
+
+// ContextCache is bus.contextCacheBytes in bytes (0: no cache); unset is
+// the default.
+func (c *Config) ContextCache() (int64, error) {
+	v := c.Bus.ContextCacheBytes
+	if strings.TrimSpace(v) == "" {
+		v = DefaultContextCacheBytes
+	}
+	n, err := ParseBytes(v)
+	if err != nil {
+		return 0, fmt.Errorf("bus.contextCacheBytes %q: %v; set a size such as 64mb, or 0 to turn the cache off", c.Bus.ContextCacheBytes, err)
+	}
+	return n, nil
 }
 
 // ParseBytes reads sizes such as "2gb", "512mb", "1048576" (kb, mb, gb

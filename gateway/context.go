@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/gateway/runtime"
@@ -36,13 +37,18 @@ type turnContext struct {
 	reserve  int64
 	// est keeps each entry's estimate by number: a compaction weighs
 	// every entry several times (fit, cut, chunks), and decoding a
-	// 10,000-entry session again for each was most of its CPU
-	est map[uint64]int64
+	// 10,000-entry session again for each was most of its CPU; base
+	// holds those of a cached context, shared read-only with other runs
+	est  map[uint64]int64
+	base *ctxSnap
 }
 
 // estimate is an entry's token estimate, computed once.
 func (c *turnContext) estimate(e transcripts.Entry) int64 {
 	if v, ok := c.est[e.N]; ok {
+		return v
+	}
+	if v, ok := c.base.estimate(e.N); ok {
 		return v
 	}
 	v := runtime.EstimateTokens(e.Data)
@@ -128,18 +134,109 @@ func (r *run) modelRef() string {
 	return r.g.cfg.AgentModel(r.req.AgentID)
 }
 
-// loadContext reads the turn's context through the transcript index,
-// walking back from the end in pages until it reaches the first entry the
-// latest compaction kept, or the start, or holds far more than the window
-// (the session then needs compacting, which reads the rest itself).
+// loadContext reads the turn's context: through the gateway's cache of
+// session contexts when it has one (context_cache.go), else afresh.
 func (r *run) loadContext(ctx context.Context) (*turnContext, error) {
 	limits := r.g.cfg.ModelLimits(r.modelRef())
-	tc := &turnContext{limits: limits, reserve: r.g.cfg.Agents.Defaults.Compaction.Reserve(limits.ContextWindow)}
-	var read []transcripts.Entry // newest page first, then older ones
+	reserve := r.g.cfg.Agents.Defaults.Compaction.Reserve(limits.ContextWindow)
+	c := r.g.ctxCache
+	if c == nil {
+		tc, _, read, err := r.loadFresh(ctx, limits, reserve)
+		r.g.ctxReads.Add(uint64(read))
+		return tc, err
+	}
+	gen := r.g.tr.Generation()
+	held := c.get(r.req.SessionKey, gen)
+	if held != nil {
+		tc, snap, read, err := r.loadSince(ctx, held, limits, reserve)
+		r.g.ctxReads.Add(uint64(read))
+		if err != nil {
+			return nil, err
+		}
+		if tc != nil {
+			c.count(hit)
+			c.put(r.req.SessionKey, snap)
+			return tc, nil
+		}
+		c.count(rebuild)
+	} else {
+		c.count(miss)
+	}
+	tc, snap, read, err := r.loadFresh(ctx, limits, reserve)
+	r.g.ctxReads.Add(uint64(read))
+	if err != nil {
+		return nil, err
+	}
+	if snap != nil {
+		snap.gen = gen
+	}
+	c.put(r.req.SessionKey, snap) // nil: nothing to keep, and drop what was held
+	return tc, nil
+}
+
+// loadSince is the context of held plus the entries appended since it was
+// read, which it fetches with the entry held ends with. tc is nil when
+// held cannot be vouched for (a context read afresh might differ); snap
+// is the context to keep; read counts the entries fetched.
+func (r *run) loadSince(ctx context.Context, held *ctxSnap, limits config.ModelLimits, reserve int64) (tc *turnContext, snap *ctxSnap, read int, err error) {
+	es, err := r.g.tr.Read(ctx, r.enc, held.end-1, math.MaxUint64)
+	if err != nil {
+		return nil, nil, len(es), fmt.Errorf("read context: %w", err)
+	}
+	read = len(es)
+	// the entry held ends with, unchanged: every entry before it is too
+	if len(es) == 0 || es[0].N != held.end-1 || es[0].Seq != held.lastSeq || !bytes.Equal(es[0].Data, held.lastData) {
+		return nil, nil, read, nil
+	}
+	fresh := es[1:]
+	if len(fresh) == 0 && held.span <= 2*limits.ContextWindow {
+		return held.turnContext(limits, reserve, r.req.ExtraSystemPrompt), held, read, nil
+	}
+	span := held.span
+	ests := make([]int64, len(fresh))
+	for i, e := range fresh {
+		if isCompaction(e.Data) {
+			return nil, nil, read, nil // the context starts elsewhere now
+		}
+		ests[i] = runtime.EstimateTokens(e.Data)
+		span += ests[i]
+	}
+	if span > 2*limits.ContextWindow {
+		// a fresh read stops early this far past the window, and the
+		// compaction that follows reads the rest its own way
+		return nil, nil, read, nil
+	}
+	next := held.extend(fresh, ests, span)
+	return next.turnContext(limits, reserve, r.req.ExtraSystemPrompt), next, read, nil
+}
+
+// turnContext is a run's own context over the snapshot: its entries and
+// estimates are shared, so the run's additions (its prompt) and changes
+// (a trim, a compaction) go to copies.
+func (s *ctxSnap) turnContext(limits config.ModelLimits, reserve int64, system string) *turnContext {
+	n := len(s.entries)
+	tc := &turnContext{entries: s.entries[:n:n], latest: s.latest, start: s.start, end: s.end, complete: true,
+		limits: limits, reserve: reserve, base: s}
+	tc.used = s.used
+	if !s.recorded {
+		tc.used += runtime.EstimateText(len(system))
+	}
+	return tc
+}
+
+// loadFresh reads the turn's context through the transcript index,
+// walking back from the end in pages until it reaches the first entry the
+// latest compaction kept, or the start, or holds far more than the window
+// (the session then needs compacting, which reads the rest itself). snap
+// is the context to cache (nil when it was cut short or is empty); read
+// counts the entries fetched.
+func (r *run) loadFresh(ctx context.Context, limits config.ModelLimits, reserve int64) (tc *turnContext, snap *ctxSnap, read int, err error) {
+	tc = &turnContext{limits: limits, reserve: reserve}
+	var got []transcripts.Entry // newest page first, then older ones
 	var est int64
 	page, end, err := r.g.tr.Tail(ctx, r.enc, contextPage, 0)
 	if err != nil {
-		return nil, fmt.Errorf("read context: %w", err)
+		return nil, nil, 0, fmt.Errorf("read context: %w", err)
 	}
 	tc.end = end
 	lowest := end
@@ -147,13 +244,13 @@ func (r *run) loadContext(ctx context.Context) (*turnContext, error) {
 		if !first {
 			from := lowest - min(lowest, contextPage)
 			if page, err = r.g.tr.Read(ctx, r.enc, from, lowest); err != nil {
-				return nil, fmt.Errorf("read context: %w", err)
+				return nil, nil, len(got), fmt.Errorf("read context: %w", err)
 			}
 		}
 		if len(page) == 0 {
 			break
 		}
-		read = append(page, read...)
+		got = append(page, got...)
 		lowest = page[0].N
 		for i := len(page) - 1; i >= 0 && tc.latest == nil; i-- {
 			tc.latest = parseCompaction(page[i])
@@ -171,17 +268,44 @@ func (r *run) loadContext(ctx context.Context) (*turnContext, error) {
 	tc.complete = lowest == 0 || (tc.latest != nil && lowest <= tc.latest.FirstKeptEntry)
 	if tc.latest != nil {
 		tc.start = tc.latest.FirstKeptEntry
-		tc.entries = append(tc.entries, transcripts.Entry{N: tc.latest.N, Data: entryAt(read, tc.latest.N).Data})
-	} else if len(read) > 0 {
-		tc.start = read[0].N
+		tc.entries = append(tc.entries, entryAt(got, tc.latest.N))
+	} else if len(got) > 0 {
+		tc.start = got[0].N
 	}
-	for _, e := range read {
+	for _, e := range got {
 		if e.N >= tc.start && !isCompaction(e.Data) {
 			tc.entries = append(tc.entries, e)
 		}
 	}
 	tc.used = tc.estimateUsed(tc.entries, r.req.ExtraSystemPrompt)
-	return tc, nil
+	if n := len(tc.entries); n > 0 {
+		tc.entries = tc.entries[:n:n] // the run's additions go to a copy
+	}
+	if tc.complete && len(got) > 0 && got[len(got)-1].N == end-1 {
+		if snap = tc.snap(got, end); snap.span > 2*limits.ContextWindow {
+			snap = nil // the next run reads afresh anyway (loadSince)
+		}
+	}
+	return tc, snap, len(got), nil
+}
+
+// snap is a complete context, read as got (the entries fetched, oldest
+// first, ending with entry end-1), as the cache keeps it.
+func (tc *turnContext) snap(got []transcripts.Entry, end uint64) *ctxSnap {
+	last := got[len(got)-1]
+	s := &ctxSnap{end: end, lastSeq: last.Seq, lastData: last.Data, entries: tc.entries, latest: tc.latest, start: tc.start,
+		ests: make([]int64, len(tc.entries)), cost: snapOverhead}
+	for _, e := range got {
+		if e.N >= tc.start {
+			s.span += tc.estimate(e)
+		}
+	}
+	for i, e := range tc.entries {
+		s.ests[i] = tc.estimate(e)
+		s.cost += s.entryCost(e)
+	}
+	s.used, s.recorded = tc.usedOf(tc.entries)
+	return s
 }
 
 func entryAt(es []transcripts.Entry, n uint64) transcripts.Entry {
@@ -198,14 +322,24 @@ func entryAt(es []transcripts.Entry, n uint64) transcripts.Entry {
 // estimate of every entry after it; with no usage, the estimate of all
 // of them and of the system prompt.
 func (c *turnContext) estimateUsed(entries []transcripts.Entry, system string) int64 {
+	used, recorded := c.usedOf(entries)
+	if !recorded {
+		used += runtime.EstimateText(len(system))
+	}
+	return used
+}
+
+// usedOf is estimateUsed without the system prompt; recorded reports that
+// an entry carried the provider's count (the system prompt is in it).
+func (c *turnContext) usedOf(entries []transcripts.Entry) (used int64, recorded bool) {
 	var after int64
 	for i := len(entries) - 1; i >= 0; i-- {
 		if n := recordedContext(entries[i].Data); n > 0 && !isCompaction(entries[i].Data) {
-			return n + after
+			return n + after, true
 		}
 		after += c.estimate(entries[i])
 	}
-	return after + runtime.EstimateText(len(system))
+	return after, false
 }
 
 // recordedContext is the context size a reply entry recorded from its

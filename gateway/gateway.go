@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -144,6 +146,11 @@ type Gateway struct {
 	// delivery attempts before it is recorded failed
 	sweepEvery      time.Duration
 	announceRetries int
+	// ctxCache keeps live sessions' model contexts between runs (nil:
+	// bus.contextCacheBytes is 0); unregister takes its metrics away
+	ctxCache   *ctxCache
+	ctxReads   atomic.Uint64 // transcript entries read for contexts
+	unregister func()
 }
 
 // Start opens the run protocol's storage and starts consuming with the
@@ -204,6 +211,7 @@ func StartWithOptions(ctx context.Context, nc *nats.Conn, cfg *config.Config, op
 		iter.Stop()
 		return fail(err)
 	}
+	g.registerMetrics(o.Observer)
 	g.wg.Add(5)
 	go g.lifecycleLoop()
 	go g.dispatch()
@@ -258,6 +266,13 @@ func newGateway(nc *nats.Conn, cfg *config.Config, op *bus.Operator, id string, 
 		g.needsToken[a.ID] = a.Runtime == runtime.KindExec
 	}
 	g.noteRunUsers(o)
+	cacheBytes, err := cfg.ContextCache()
+	if err != nil {
+		return nil, err
+	}
+	if cacheBytes > 0 {
+		g.ctxCache = newCtxCache(int(min(cacheBytes, int64(math.MaxInt))))
+	}
 	g.alias = rules.ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
 	if g.echo, err = runtime.New(config.Agent{ID: "echo"}); err != nil {
 		return nil, err
@@ -494,4 +509,7 @@ func (g *Gateway) Stop() {
 	g.slots.Stop()
 	g.runs.Close()
 	g.tr.Close()
+	if g.unregister != nil {
+		g.unregister()
+	}
 }

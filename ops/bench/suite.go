@@ -174,6 +174,7 @@ var registry = []spec{
 	{name: "worker_cold_start_1m", baseline: "raw_kv_watch_1m", run: runWorkerColdStart1M},
 	{name: "list_restart_1m", baseline: "list_1m", run: runListRestart1M},
 	{name: "send_wait", baseline: "raw_js_publish", run: runSendWait},
+	{name: "send_wait_long", baseline: "send_wait", run: runSendWaitLong},
 	{name: "announce_latency", baseline: "raw_js_publish", run: runAnnounceLatency},
 	{name: "board_update", baseline: "announce_latency", run: runBoardUpdate},
 	{name: "raw_send_chain", baseline: "raw_js_publish", run: runRawSendChain},
