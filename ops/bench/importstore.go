@@ -24,6 +24,9 @@ const importEntries = 4 // transcript messages per generated session
 
 func runImport100k(ctx context.Context, e *env) (Result, error) {
 	n := e.sz.list100k
+	if e.o.Quick {
+		n = 100 // every session costs several synced writes
+	}
 	dir := filepath.Join(e.dir, "openclaw-import")
 	if err := e.timed(fmt.Sprintf("openclaw store: %d sessions, %d messages each", n, importEntries), n, func() error {
 		return WriteOpenClawStore(dir, n, importEntries, e.loadNow)
