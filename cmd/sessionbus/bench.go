@@ -23,6 +23,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	syncFlag := syncFlags(fs)
 	insecure := fs.Bool("insecure", false, "run the server without NATS-level auth, as serve --insecure does (default: with auth, as serve runs: every connection a role's user, baselines too)")
 	_ = fs.Bool("auth", true, "accepted for older scripts: auth is on unless --insecure")
+	idle := fs.Duration("idle", 0, "how long bytes_per_session_100k sits idle between its two measurements (default: two lifecycle sweeps, 2m10s)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	lf := loadFlags(fs)
 	tf := tenantsFlags(fs)
@@ -31,6 +32,10 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sessionbus bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *idle < 0 {
+		fmt.Fprintf(stderr, "sessionbus bench: --idle %v must not be negative\n", *idle)
 		return 2
 	}
 	syncMode, err := syncFlag()
@@ -56,7 +61,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 2
 	}
-	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp, Sync: syncMode, Insecure: *insecure}
+	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp, Sync: syncMode, Insecure: *insecure, Idle: *idle}
 	if *quiet {
 		opts.Log = nil
 	}

@@ -44,11 +44,11 @@ func importOpenClaw(server serverFlags, creds, prefix, dir string, o openclawsto
 		if p.Sessions == p.TotalSessions && p.Elapsed.Seconds() < 1 {
 			return // a small import: the summary line says it all
 		}
-		rate := 0.0
+		rate, srate := 0.0, 0.0
 		if s := p.Elapsed.Seconds(); s > 0 {
-			rate = float64(p.Entries) / s
+			rate, srate = float64(p.Entries)/s, float64(p.Sessions)/s
 		}
-		fmt.Fprintf(stderr, "progress: %d/%d sessions, %d entries appended, %.0fs (%.0f entries/s)\n", p.Sessions, p.TotalSessions, p.Entries, p.Elapsed.Seconds(), rate)
+		fmt.Fprintf(stderr, "progress: %d/%d sessions, %d entries appended, %.0fs (%.0f sessions/s, %.0f entries/s)\n", p.Sessions, p.TotalSessions, p.Entries, p.Elapsed.Seconds(), srate, rate)
 	}
 	sum, err := openclawstore.Import(ctx, st, store, tr, o)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/archives"
-	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // Budget is the disk budget's state (session.maintenance.maxDiskBytes):
@@ -84,15 +83,25 @@ type Evicted struct {
 // its archive evicted in turn). Every eviction is logged at WARN.
 func (o *Ops) Enforce(ctx context.Context, limit, target int64) ([]Evicted, error) {
 	var out []Evicted
-	var live []*sessions.Entry // loaded when first needed
+	var live []stamp // loaded when first needed
 	target = min(max(target, 0), limit)
 	for range 100_000 {
-		b, all, err := o.State(ctx, limit, true)
-		if err != nil || (len(out) == 0 && !b.Over) || b.Used <= target {
+		// the sums and the oldest done archive, not the whole list: this
+		// runs every minute over every archive
+		u, oldest, err := o.Archives.Tally(ctx)
+		if err != nil {
 			return out, err
 		}
-		if i := slices.IndexFunc(all, func(m *archives.Meta) bool { return m.State == archives.StateDone }); i >= 0 {
-			m := all[i] // List is oldest first
+		live0, err := o.liveBytes(ctx)
+		if err != nil {
+			return out, err
+		}
+		b := &Budget{Enabled: true, Limit: limit, Archives: u, LiveBytes: live0, Used: u.Compressed + live0}
+		b.Over = b.Used > limit
+		if (len(out) == 0 && !b.Over) || b.Used <= target {
+			return out, nil
+		}
+		if m := oldest; m != nil {
 			if err := o.Archives.Delete(ctx, m.ID); err != nil {
 				return out, fmt.Errorf("evict archive %s: %w", m.ID, err)
 			}
@@ -102,7 +111,7 @@ func (o *Ops) Enforce(ctx context.Context, limit, target int64) ([]Evicted, erro
 			continue
 		}
 		if live == nil {
-			if live, err = o.allEntries(ctx); err != nil {
+			if live, err = o.allStamps(ctx); err != nil {
 				return out, err
 			}
 		}
@@ -123,16 +132,29 @@ func (o *Ops) Enforce(ctx context.Context, limit, target int64) ([]Evicted, erro
 	return out, errors.New("disk budget: eviction did not converge")
 }
 
-// allEntries reads every live entry, least recently updated first, in one
-// watch of the bucket: its current values arrive pipelined, not one
+// stamp is what maintenance and the disk budget read of a live entry:
+// which it is, how recently it was updated and whether it is protected.
+// A whole Entry for each of 100,000 sessions, held for a pass every
+// minute, was most of what a gateway's heap grew by while idle.
+type stamp struct {
+	Key       string `json:"-"`
+	SessionID string `json:"sessionId"`
+	CreatedAt int64  `json:"createdAt"`
+	UpdatedAt int64  `json:"updatedAt"`
+	Status    string `json:"status"`
+	Pinned    bool   `json:"pinned"`
+}
+
+// allStamps reads every live entry's stamp, least recently updated first,
+// in one watch of the bucket: its current values arrive pipelined, not one
 // request each (10,000 sessions take one pass, not 10,000 round trips).
-func (o *Ops) allEntries(ctx context.Context) ([]*sessions.Entry, error) {
+func (o *Ops) allStamps(ctx context.Context) ([]stamp, error) {
 	w, err := o.Sessions.KV().WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = w.Stop() }()
-	var out []*sessions.Entry
+	var out []stamp
 	for {
 		var kve jetstream.KeyValueEntry
 		select {
@@ -151,15 +173,15 @@ func (o *Ops) allEntries(ctx context.Context) ([]*sessions.Entry, error) {
 		if err != nil {
 			continue
 		}
-		e := &sessions.Entry{}
-		if err := json.Unmarshal(kve.Value(), e); err != nil {
+		var e stamp
+		if err := json.Unmarshal(kve.Value(), &e); err != nil {
 			o.log().Warn("lifecycle: a session entry does not decode; left alone", "key", key, "err", err)
 			continue
 		}
 		e.Key = key
 		out = append(out, e)
 	}
-	slices.SortStableFunc(out, func(a, b *sessions.Entry) int {
+	slices.SortStableFunc(out, func(a, b stamp) int {
 		return cmp.Or(cmp.Compare(a.UpdatedAt, b.UpdatedAt), cmp.Compare(a.Key, b.Key))
 	})
 	return out, nil

@@ -1,15 +1,17 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/archives"
 	"github.com/sessionbus/sessionbus/kv/claims"
-	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
 // Maintenance is session.maintenance's entry and archive policy (the disk
@@ -60,7 +62,7 @@ type Report struct {
 // warn mode every action is logged at WARN and nothing changes.
 func (o *Ops) Maintain(ctx context.Context, p Maintenance) (*Report, error) {
 	now := o.now()
-	entries, err := o.allEntries(ctx) // least recently updated first
+	entries, err := o.allStamps(ctx) // least recently updated first
 	if err != nil {
 		return nil, err
 	}
@@ -87,16 +89,17 @@ func (o *Ops) Maintain(ctx context.Context, p Maintenance) (*Report, error) {
 		live--
 	}
 	if p.ArchiveRetention > 0 {
-		all, err := o.Archives.List(ctx) // oldest first
-		if err != nil {
+		old := now.Add(-p.ArchiveRetention).UnixMilli()
+		var expired []Action
+		if err := o.Archives.Each(ctx, func(m *archives.Meta) {
+			if (m.Reason == archives.ReasonReset || m.Reason == archives.ReasonDeleted) && m.State == archives.StateDone && m.At < old {
+				expired = append(expired, Action{Kind: ActionArchive, Key: m.Key, ID: m.ID, At: m.At})
+			}
+		}); err != nil {
 			return nil, err
 		}
-		old := now.Add(-p.ArchiveRetention).UnixMilli()
-		for _, m := range all {
-			if (m.Reason == archives.ReasonReset || m.Reason == archives.ReasonDeleted) && m.State == archives.StateDone && m.At < old {
-				todo = append(todo, Action{Kind: ActionArchive, Key: m.Key, ID: m.ID, At: m.At})
-			}
-		}
+		slices.SortStableFunc(expired, func(a, b Action) int { return cmp.Or(cmp.Compare(a.At, b.At), strings.Compare(a.ID, b.ID)) })
+		todo = append(todo, expired...)
 	}
 	rep := &Report{Enforce: p.Enforce, Actions: todo}
 	var errs []error
@@ -130,7 +133,7 @@ func (o *Ops) apply(ctx context.Context, a *Action) error {
 // protected sessions are never pruned or capped: pinned ones, and those an
 // OpenClaw store marks running. (A session whose turn is writing its
 // transcript fails its archive step and is left for a later pass.)
-func protected(e *sessions.Entry) bool {
+func protected(e stamp) bool {
 	return e.Pinned || e.Status == "running"
 }
 

@@ -38,7 +38,7 @@ var maintenanceAges = map[string]time.Duration{
 
 func (e *env) keys() []string {
 	e.t.Helper()
-	all, err := e.ops.allEntries(e.ctx)
+	all, err := e.ops.allStamps(e.ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/archives"
@@ -15,21 +17,25 @@ import (
 // completed. Safe to run in many processes at once: every step is
 // idempotent.
 func (o *Ops) Finish(ctx context.Context) (int, error) {
-	all, err := o.Archives.List(ctx)
-	if err != nil {
-		return 0, err
-	}
 	grace := o.PendingGrace
 	if grace == 0 {
 		grace = DefaultPendingGrace
 	}
 	now := o.now().UnixMilli()
+	// only the pending archives are kept from the pass (it runs every
+	// minute over every archive), oldest first as List gives them
+	var pending []*archives.Meta
+	if err := o.Archives.Each(ctx, func(m *archives.Meta) {
+		if m.State == archives.StatePending && now-m.At >= grace.Milliseconds() {
+			pending = append(pending, m)
+		}
+	}); err != nil {
+		return 0, err
+	}
+	slices.SortStableFunc(pending, func(a, b *archives.Meta) int { return cmp.Compare(a.At, b.At) })
 	n := 0
 	var errs []error
-	for _, m := range all {
-		if m.State != archives.StatePending || now-m.At < grace.Milliseconds() {
-			continue
-		}
+	for _, m := range pending {
 		release, err := o.lock(ctx, m.Key, "finish")
 		if err != nil {
 			continue // its operation is at work, or another sweep is

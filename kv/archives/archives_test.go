@@ -145,3 +145,39 @@ func TestListUsage(t *testing.T) {
 		t.Fatalf("after delete: %d", len(all))
 	}
 }
+
+// TestTallyKeepsTheOldestDone: Tally's sums are Usage's, and the archive it
+// keeps is the oldest done one (pending ones are their operation's record
+// and never evicted); an empty store tallies to nothing.
+func TestTallyKeepsTheOldestDone(t *testing.T) {
+	st, _, ctx := open(t)
+	if u, oldest, err := st.Tally(ctx); err != nil || u.Archives != 0 || oldest != nil {
+		t.Fatalf("empty store: %+v %v %v", u, oldest, err)
+	}
+	for i := range 4 {
+		m := &Meta{ID: fmt.Sprintf("a%d", i), Key: fmt.Sprintf("agent:main:k%d", i), Reason: ReasonDeleted}
+		if err := st.Write(ctx, m, linesOf(SampleEntries(20, uint64(i))), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"a1", "a3"} { // a0, the oldest, stays pending
+		if err := st.SetState(ctx, id, StateDone); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _, err := st.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, oldest, err := st.Tally(ctx)
+	if err != nil || u != want || u.Pending != 2 {
+		t.Fatalf("tally %+v, usage %+v, %v", u, want, err)
+	}
+	if oldest == nil || oldest.ID != "a1" || oldest.State != StateDone {
+		t.Fatalf("oldest done = %+v", oldest)
+	}
+	n := 0
+	if err := st.Each(ctx, func(*Meta) { n++ }); err != nil || n != 4 {
+		t.Fatalf("each saw %d archives, %v", n, err)
+	}
+}

@@ -48,6 +48,9 @@ type Options struct {
 	// Insecure runs the server without NATS-level auth, as `serve
 	// --insecure` does; by default it runs with auth, as serve does.
 	Insecure bool
+	// Idle is how long bytes_per_session_100k sits idle between its two
+	// measurements; zero is two lifecycle sweeps and a little.
+	Idle time.Duration
 }
 
 // Result is one benchmark's figures. Field names are the public JSON contract.
@@ -109,6 +112,16 @@ type Result struct {
 	// and how fast a rebuild from the stream indexed.
 	IndexBytesPerEntry *float64 `json:"index_bytes_per_entry,omitempty"`
 	RebuildPerSec      *float64 `json:"rebuild_entries_per_sec,omitempty"`
+	// bytes_per_session_100k: the process's live heap per session after a
+	// GC, with the sessions loaded and again after the idle period; its
+	// RSS then (MiB), after the idle period and the most it reached in
+	// between; how long it sat idle (IdleCPUPerMin is its CPU meanwhile).
+	HeapPerSession     *float64 `json:"heap_bytes_per_session,omitempty"`
+	HeapPerSessionIdle *float64 `json:"heap_bytes_per_session_idle,omitempty"`
+	RSSMB              *float64 `json:"rss_mb,omitempty"`
+	RSSMBIdle          *float64 `json:"rss_mb_idle,omitempty"`
+	RSSMBPeak          *float64 `json:"rss_mb_peak,omitempty"`
+	IdleSeconds        *float64 `json:"idle_seconds,omitempty"`
 }
 
 // Load is one shared data load, timed.
@@ -164,6 +177,8 @@ var registry = []spec{
 	{name: "console_list_100k", baseline: "list_100k", run: runConsoleList100k},
 	{name: "list_label_100k", baseline: "raw_request_reply", run: runListLabel100k},
 	{name: "list_search_100k", baseline: "raw_request_reply", run: runListSearch100k},
+	// before the million rows load the bucket past 100k
+	{name: "bytes_per_session_100k", baseline: "list_100k", run: runBytesPerSession100k},
 	// A million sessions (docs/scale.md); every later benchmark runs with
 	// them indexed.
 	{name: "list_1m", baseline: "list_10k", run: runList1M},
@@ -213,6 +228,8 @@ var registry = []spec{
 	{name: "archive_read_10k", baseline: "raw_direct_get_50", run: runArchiveRead10k},
 	{name: "search_1m", baseline: "raw_request_reply", run: runSearch1M},
 	{name: "index_lag", baseline: "raw_js_publish", run: runIndexLag},
+	// after the list and million rows: its 100k sessions join the bucket
+	{name: "import_100k", baseline: "raw_js_publish", run: runImport100k},
 	// after every benchmark that runs gateways: the turns it queues stay
 	// queued, and no later gateway must pick them up
 	{name: "inbound_routed", baseline: "raw_js_publish", run: runInboundRouted},

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/flows/importer/openclawstore"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
@@ -210,5 +212,49 @@ func TestImportRefusesInvalidStoreWritingNothing(t *testing.T) {
 	if sum.Sessions != 7 || len(sum.Invalid) != 2 || sum.Invalid[0].Key != "agent:bad:broken" ||
 		sum.Invalid[0].Error != "store entry is not a JSON object" || sum.Invalid[1].Key != "agent:bad:with space" {
 		t.Fatalf("summary = %+v, want the 7 good sessions imported and the 2 bad ones listed", sum)
+	}
+}
+
+// TestImportOfNewSessionsWritesEachTwice: a session new to sessionbus is
+// created carrying its import mark and marked done after its append, two
+// writes of its entry (one without a transcript); recording the mark in an
+// update of its own cost a synced write more per session.
+func TestImportOfNewSessionsWritesEachTwice(t *testing.T) {
+	s := handlerstest.Start(t, allVisible)
+	d := s.Worker.Deps
+	lastSeq := func() uint64 {
+		t.Helper()
+		st, err := d.Store.KV().Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq
+	}
+	before := lastSeq()
+	sum := importFixture(t, s, fixtureState(t))
+	if sum.Created != 7 || sum.Imported != 10 {
+		t.Fatalf("summary = %+v", sum)
+	}
+	// four of the seven have a transcript: created with the mark, then
+	// marked done; the other three are only created
+	const withTranscript = 4
+	if writes, want := lastSeq()-before, uint64(sum.Created+withTranscript); writes != want {
+		t.Fatalf("%d writes of the session entries for %d new sessions, want %d", writes, sum.Created, want)
+	}
+	e, _, err := d.Store.Get(t.Context(), "agent:main:main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := e.Import(openclawstore.ImportID("main", e.SessionID))
+	if m == nil || !m.Done || m.At != 0 || m.N != 4 {
+		t.Fatalf("import mark of agent:main:main = %+v", m)
+	}
+	// and the import stays idempotent: a second run writes no entry
+	before = lastSeq()
+	if again := importFixture(t, s, fixtureState(t)); again.Created != 0 || again.Imported != 0 || again.Present != 10 {
+		t.Fatalf("second run = %+v", again)
+	}
+	if writes := lastSeq() - before; writes != 0 {
+		t.Fatalf("a second run wrote the session entries %d times", writes)
 	}
 }
