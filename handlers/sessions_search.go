@@ -18,7 +18,7 @@ const (
 	searchMaxResults = 25
 	searchMaxQuery   = 512
 	searchMaxOffset  = 10000
-	searchMaxKeys    = 1000 // the index's bound on a sessionKeys filter
+	searchMaxKeys    = 1000 // the index's bound on a sessionKeys or agents filter
 )
 
 type (
@@ -131,23 +131,18 @@ func (d *Deps) searchScope(r *requester) searchScope {
 	}
 	// an allow list: the agents it admits, among those that have sessions
 	agents := []string{own}
+	seen := map[string]bool{own: true} // each agent's patterns matched once
 	d.Index.Each(func(e *sessions.Entry) bool {
 		a := rules.AgentIDFromKey(e.Key)
-		if len(agents) < searchMaxKeys && !containsString(agents, a) && r.a2a.IsAllowed(own, a) {
-			agents = append(agents, a)
+		if !seen[a] {
+			seen[a] = true
+			if r.a2a.IsAllowed(own, a) {
+				agents = append(agents, a)
+			}
 		}
-		return true
+		return len(agents) < searchMaxKeys
 	})
 	return searchScope{agents: agents}
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // searchHits turns the index's answer into the tool's result. Each hit
