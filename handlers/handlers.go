@@ -11,6 +11,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/nats-io/nats.go"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
@@ -80,6 +81,11 @@ type Deps struct {
 	Quotas    *quota.Limits
 	quotaOpts []quota.Option // WithQuotaOptions
 
+	// searchConn asks the transcript search's indexers (sessions_search);
+	// StartWorker sets it to the worker's connection. Nil: the tool
+	// answers 503.
+	searchConn *nats.Conn
+
 	routerOnce sync.Once
 	router     *routing.Router // the ingress's, built on first use (routes)
 
@@ -118,6 +124,7 @@ func Tools(d *Deps) map[string]bus.Handler {
 		"subagents":        subagentsTool,
 		"sessions_spawn":   sessionsSpawn,
 		"agents_list":      agentsList,
+		"sessions_search":  sessionsSearch,
 	}
 	out := make(map[string]bus.Handler, len(all))
 	for name, t := range all {

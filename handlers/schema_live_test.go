@@ -15,6 +15,8 @@ import (
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/flows/importer"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
+	"github.com/sessionbus/sessionbus/ops/search"
+	"github.com/sessionbus/sessionbus/rules"
 )
 
 // TestSchemaValidatesLiveReplies calls every tool through NATS against a
@@ -22,7 +24,10 @@ import (
 // each reply against the tool's published result schema (which forbids
 // fields it does not name).
 func TestSchemaValidatesLiveReplies(t *testing.T) {
-	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.Sessions.Visibility = "agent" })
+	s := handlerstest.Start(t, func(c *config.Config) {
+		c.Tools.Sessions.Visibility = "agent"
+		optInSearch(c)
+	})
 	const main = "agent:main:main"
 	s.Import(importer.ImportOptions{SessionKey: main, Label: "home"},
 		`{"role":"user","content":"hello there"}`,
@@ -31,6 +36,8 @@ func TestSchemaValidatesLiveReplies(t *testing.T) {
 	)
 	s.Import(importer.ImportOptions{SessionKey: "agent:main:discord:group:42", Label: "team"},
 		`{"role":"user","content":"team chat"}`)
+
+	caughtUp(t, s, startIndexer(t, s, search.Options{}))
 
 	spawned := s.MustCall(main, "sessions_spawn", `{"task":"summarize","label":"kid","attachments":[{"name":"a.txt","content":"aGk=","encoding":"base64"}]}`)
 	child, _ := spawned["childSessionKey"].(string)
@@ -59,6 +66,9 @@ func TestSchemaValidatesLiveReplies(t *testing.T) {
 		{main, "subagents", `{"action":"steer","target":"kid","message":"faster"}`, ""},
 		{main, "sessions_spawn", `{"task":"x","mode":"session"}`, "error"},
 		{main, "agents_list", `{}`, ""},
+		{main, "sessions_search", `{"query":"hello"}`, ""},
+		{main, "sessions_search", `{"query":"nothing like it","limit":1,"offset":3,"sessionKey":"main"}`, ""},
+		{main, "sessions_search", `{"query":"hello","sessionKey":"agent:other:main"}`, "forbidden"},
 		{main, "sessions_history", "{\"sessionKey\":\"" + child + "\"}", ""},
 	}
 	seen := map[string]bool{}
@@ -154,7 +164,9 @@ func TestSchemaSubjectAndInfo(t *testing.T) {
 		}
 		return out
 	}
-	if got, want := offered("agent:main:main"), schema.Names(); !slices.Equal(got, want) {
+	// every tool but the opt-in ones, which config has not named
+	want := slices.DeleteFunc(schema.Names(), func(n string) bool { return slices.Contains(rules.OptInTools, n) })
+	if got := offered("agent:main:main"); !slices.Equal(got, want) || len(want) != len(schema.Names())-1 {
 		t.Errorf("main session is offered %v, want %v", got, want)
 	}
 	// a leaf sub-agent: the same check a call passes decides

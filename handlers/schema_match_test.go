@@ -142,7 +142,7 @@ func TestSchemaParamsMatchHandlers(t *testing.T) {
 	entry := map[string]string{
 		"sessions_list": "sessionsList", "sessions_history": "sessionsHistory", "sessions_send": "sessionsSend",
 		"session_status": "sessionStatus", "sessions_yield": "sessionsYield", "subagents": "subagentsTool",
-		"sessions_spawn": "sessionsSpawn", "agents_list": "agentsList",
+		"sessions_spawn": "sessionsSpawn", "agents_list": "agentsList", "sessions_search": "sessionsSearch",
 	}
 	if got, want := slices.Sorted(maps.Keys(entry)), slices.Sorted(slices.Values(schema.Names())); !slices.Equal(got, want) {
 		t.Fatalf("tools with an entry point %v, schema tools %v", got, want)

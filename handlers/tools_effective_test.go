@@ -70,7 +70,8 @@ func TestInboundTools(t *testing.T) {
 		has, hasn []string
 	}{
 		{"user42", []string{
-			"Tools of " + toolsGroupKey + ": 6 of 8 allowed",
+			"Tools of " + toolsGroupKey + ": 6 of 9 allowed",
+			"sessions_search: removed by the profile stage (tools.alsoAllow)",
 			"agents_list: removed by the global stage (tools.deny)",
 			"sessions_send: removed by the group stage (channels.telegram.groups[-100].toolsBySender[id:user42].deny)",
 		}, []string{"sessions_spawn: removed"}},
@@ -146,6 +147,7 @@ func TestSessionToolsOp(t *testing.T) {
 	}
 	want["agents_list"] = "global tools.deny"
 	want["sessions_spawn"] = "group channels.telegram.groups[-100].tools.deny"
+	want["sessions_search"] = "profile tools.alsoAllow" // opt-in, not named
 	if len(got) != len(want) {
 		t.Fatalf("tools %v, want %v", got, want)
 	}
@@ -154,7 +156,7 @@ func TestSessionToolsOp(t *testing.T) {
 			t.Errorf("%s: %q, want %q", k, got[k], v)
 		}
 	}
-	if !strings.Contains(res["text"].(string), "6 of 8 allowed") {
+	if !strings.Contains(res["text"].(string), "6 of 9 allowed") {
 		t.Errorf("text: %s", res["text"])
 	}
 	// what it says is what the worker does

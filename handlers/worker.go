@@ -63,7 +63,7 @@ func StartWorker(ctx context.Context, nc *nats.Conn, cfg *config.Config, v *bus.
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Deps{Config: cfg, Names: bus.NewNames(cfg.Bus.Prefix), Log: log, Now: time.Now}
+	d := &Deps{Config: cfg, Names: bus.NewNames(cfg.Bus.Prefix), Log: log, Now: time.Now, searchConn: nc}
 	w := &Worker{Deps: d}
 	fail := func(err error) (*Worker, error) { w.close(); return nil, err }
 	var err error

@@ -25,7 +25,17 @@ var SubagentAlwaysDenied = []string{"gateway", "agents_list", "whatsapp_login", 
 
 // SubagentLeafDenied are the tools a leaf sub-agent (one at the deepest
 // allowed depth) additionally loses: it may not orchestrate children.
-var SubagentLeafDenied = []string{"subagents", "sessions_list", "sessions_history", "sessions_spawn"}
+// sessions_search is among them, as in OpenClaw's later catalog: it reads
+// what sessions_history reads.
+var SubagentLeafDenied = []string{"subagents", "sessions_list", "sessions_history", "sessions_spawn", "sessions_search"}
+
+// OptInTools are served but refused to every session until config names
+// them exactly (no wildcard, no group) in tools.allow, tools.alsoAllow or
+// an agent's agents.list[].tools.allow/alsoAllow. sessions_search reads
+// the text of every transcript its caller may see through the transcript
+// index, which a deployment runs on purpose; a config written before it
+// existed (tools.allow ["*"], group:sessions) must not start offering it.
+var OptInTools = []string{"sessions_search"}
 
 // RoleForDepth is the role of a session at depth d under maxSpawnDepth:
 // 0 ⇒ main, below the maximum ⇒ orchestrator, else leaf.
@@ -94,10 +104,11 @@ var toolProfiles = map[string][]string{
 
 // toolGroups are the group aliases allow/alsoAllow/deny lists may name:
 // group:sessions is every session tool, group:openclaw every core
-// tool, which here is every tool this build serves.
+// tool, which here is every tool this build serves. A group denies an
+// opt-in tool (OptInTools) but never opts in to one.
 var toolGroups = map[string][]string{
-	"group:sessions": {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status"},
-	"group:openclaw": {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "agents_list"},
+	"group:sessions": {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "sessions_search"},
+	"group:openclaw": {"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "agents_list", "sessions_search"},
 }
 
 // ProfileTools is the tool set of a built-in profile; nil for "full", ""
@@ -178,6 +189,10 @@ func (p ToolPolicy) Check(s SessionRole, tool string) *Denial {
 		return &Denial{Tool: tool, Stage: StageProvider, Key: p.ProviderProfileKey, Rule: fmt.Sprintf("the %q tool profile of this model (%s; list it in %s to add it)",
 			normalizeToolName(p.ProviderProfile), p.ProviderProfileKey, p.ProviderAlsoAllowKey)}
 	}
+	if contains(OptInTools, name) && !p.optedIn(name) {
+		return &Denial{Tool: tool, Stage: StageProfile, Key: p.AlsoAllowKey, Rule: fmt.Sprintf(
+			"any session until config names it (an opt-in tool: list %q in %s or tools.allow)", name, p.AlsoAllowKey)}
+	}
 	if matchAny(p.Deny, name) {
 		return &Denial{Tool: tool, Stage: StageGlobal, Key: "tools.deny", Rule: "any session (tools.deny)"}
 	}
@@ -204,6 +219,19 @@ func (p ToolPolicy) Check(s SessionRole, tool string) *Denial {
 		return nil
 	}
 	return p.checkSubagent(s, tool, name)
+}
+
+// optedIn reports whether config names the opt-in tool name exactly in an
+// allow list that applies to p's sessions.
+func (p ToolPolicy) optedIn(name string) bool {
+	for _, list := range [][]string{p.AlsoAllow, p.Allow, p.AgentAllow} {
+		for _, x := range list {
+			if normalizeToolName(x) == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkSubagent is the last stage, the sub-agent policy (tools.subagents and

@@ -22,12 +22,13 @@ const (
 
 // SandboxDefaultAllow and SandboxDefaultDeny are the tool lists of a
 // sandboxed session when neither tools.sandbox.tools nor the agent's own
-// set them: OpenClaw's defaults. Of the tools this build serves, the
-// allow list leaves out agents_list; the deny list names host and channel
+// set them: OpenClaw's defaults, with sessions_search beside the other
+// session reads (a sandboxed caller searches its tree only). Of the tools
+// this build serves, the allow list leaves out agents_list; the deny list names host and channel
 // tools it does not serve, so a config written for OpenClaw means the same.
 var (
 	SandboxDefaultAllow = []string{"exec", "process", "read", "write", "edit", "apply_patch", "image",
-		"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "switch_model"}
+		"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "switch_model", "sessions_search"}
 	SandboxDefaultDeny = []string{"browser", "canvas", "nodes", "cron", "gateway",
 		"telegram", "whatsapp", "discord", "irc", "googlechat", "slack", "signal", "imessage", "line", "feishu", "matrix", "msteams"}
 )

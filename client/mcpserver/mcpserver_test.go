@@ -16,6 +16,7 @@ import (
 	"github.com/sessionbus/sessionbus/client"
 	"github.com/sessionbus/sessionbus/client/mcpserver"
 	"github.com/sessionbus/sessionbus/client/schema"
+	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/flows/importer"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 )
@@ -25,10 +26,11 @@ func TestMain(m *testing.M) { os.Exit(bustest.CheckLeaks(m.Run())) }
 const mainKey = "agent:main:main"
 
 // stack is a real server and worker with two sessions; the MCP server acts
-// as caller.
+// as caller. The config opts in to sessions_search, so every tool is
+// offered to a main session.
 func stack(t *testing.T, caller string, o mcpserver.Options) (*handlerstest.Stack, *mcp.Server) {
 	t.Helper()
-	s := handlerstest.Start(t, nil)
+	s := handlerstest.Start(t, func(c *config.Config) { c.Tools.AlsoAllow = []string{"sessions_search"} })
 	s.Import(importer.ImportOptions{SessionKey: mainKey, Label: "home"},
 		`{"role":"user","content":"What is the capital of France?"}`,
 		`{"role":"assistant","content":"Paris."}`)
@@ -152,6 +154,40 @@ func exercise(t *testing.T, cs *mcp.ClientSession, structured bool) {
 	if err != nil || !res.IsError || !strings.Contains(text(res), `"sessionKey required"`) || !strings.Contains(text(res), `"code":400`) {
 		t.Errorf("sessions_history without sessionKey: %v %v", text(res), err)
 	}
+	// no indexer runs here: the host reads that one must, and how
+	res, err = cs.CallTool(bustest.Context(t), &mcp.CallToolParams{Name: "sessions_search", Arguments: map[string]any{"query": "capital"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "sessionbus indexer") || !strings.Contains(text(res), `"code":503`) {
+		t.Errorf("sessions_search without an indexer: %v %v", text(res), err)
+	}
+}
+
+// The sessions_search tool is offered with its schema: the query it
+// requires and the bounds the index applies.
+func TestMCPSessionsSearchSchema(t *testing.T) {
+	_, srv := stack(t, mainKey, mcpserver.Options{Structured: true})
+	tools, err := connectInMemory(t, srv).ListTools(bustest.Context(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		if tl.Name != "sessions_search" {
+			continue
+		}
+		in, _ := json.Marshal(tl.InputSchema)
+		out, _ := json.Marshal(tl.OutputSchema)
+		for _, want := range []string{`"required":["query"]`, `"maxLength":512`, `"maximum":25`, `"sessionKey"`, `"offset"`} {
+			if !strings.Contains(string(in), want) {
+				t.Errorf("input schema lacks %s: %s", want, in)
+			}
+		}
+		for _, want := range []string{`"snippet"`, `"seq"`, `"sessionId"`, `"nextOffset"`} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("output schema lacks %s: %s", want, out)
+			}
+		}
+		return
+	}
+	t.Fatal("sessions_search is not offered to a session that opted in")
 }
 
 func TestMCPInMemory(t *testing.T) {
@@ -192,7 +228,7 @@ func TestMCPAppliesToolPolicy(t *testing.T) {
 			t.Errorf("%s: offered %v, refused %v", name, offered[name], refused)
 		}
 	}
-	if offered["sessions_list"] || len(offered) == 0 {
+	if offered["sessions_list"] || offered["sessions_search"] || len(offered) == 0 {
 		t.Errorf("leaf sub-agent offered %v", offered)
 	}
 }

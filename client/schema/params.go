@@ -42,6 +42,14 @@ type SessionsHistoryParams struct {
 	IncludeTools bool   `json:"includeTools,omitempty" jsonschema:"Include tool result messages (default false)."`
 }
 
+// SessionsSearchParams are sessions_search's parameters.
+type SessionsSearchParams struct {
+	Query      string `json:"query" jsonschema:"Words to find, as one phrase: in order, case and diacritics ignored (at most 512 characters)."`
+	Limit      int    `json:"limit,omitempty" jsonschema:"Maximum hits to return (default 25, at most 25)."`
+	Offset     int    `json:"offset,omitempty" jsonschema:"Hits to skip, for paging (use the returned nextOffset; at most 10000)."`
+	SessionKey string `json:"sessionKey,omitempty" jsonschema:"Search only this visible session: key, display key (main), \"current\", or a session id."`
+}
+
 // SessionsSendParams are sessions_send's parameters.
 type SessionsSendParams struct {
 	Message        string `json:"message" jsonschema:"The message to send."`

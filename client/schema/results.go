@@ -89,6 +89,25 @@ type SessionsHistoryResult struct {
 	TotalMessages    *int             `json:"totalMessages,omitempty"`
 }
 
+// SearchHit is one transcript entry sessions_search found.
+type SearchHit struct {
+	SessionKey string `json:"sessionKey" jsonschema:"The session, as sessions_list shows its key."`
+	SessionID  string `json:"sessionId,omitempty" jsonschema:"The session's current sessionId."`
+	Seq        uint64 `json:"seq" jsonschema:"The entry's 1-based place in the transcript (sessions_history's __openclaw.seq)."`
+	Role       string `json:"role" jsonschema:"user or assistant (toolResult when the index holds tool results)."`
+	Timestamp  int64  `json:"timestamp" jsonschema:"When the entry was stored, unix milliseconds."`
+	Snippet    string `json:"snippet" jsonschema:"The words around the match, matched words between « and »."`
+}
+
+// SessionsSearchResult is sessions_search's result: newest hits first.
+type SessionsSearchResult struct {
+	Results    []SearchHit `json:"results"`
+	Count      int         `json:"count"`
+	HasMore    bool        `json:"hasMore"`
+	NextOffset *int        `json:"nextOffset,omitempty"`
+	Indexing   bool        `json:"indexing,omitempty" jsonschema:"The index has not caught up with the transcripts: the newest entries may not be found yet."`
+}
+
 // SendDelivery is how sessions_send's reply is delivered.
 type SendDelivery struct {
 	Status string `json:"status"`

@@ -63,6 +63,18 @@ var defs = []def{
 		},
 	},
 	{
+		name:   "sessions_search",
+		desc:   "Search the transcripts of the sessions you can see for a phrase (user and assistant text). Follow up with sessions_history on a returned sessionKey for the surrounding messages.",
+		params: reflect.TypeFor[SessionsSearchParams](), results: []reflect.Type{reflect.TypeFor[SessionsSearchResult]()},
+		tune: func(p map[string]*jsonschema.Schema) {
+			p["query"].MinLength, p["query"].MaxLength = ptr(1), ptr(512)
+			minimum(p, 1, "limit")
+			p["limit"].Maximum = ptr(25.0)
+			minimum(p, 0, "offset")
+			p["offset"].Maximum = ptr(10000.0)
+		},
+	},
+	{
 		name:   "sessions_send",
 		desc:   "Send a message into another visible session by sessionKey or label. Waits for the target run and returns the updated assistant reply when available.",
 		params: reflect.TypeFor[SessionsSendParams](), results: []reflect.Type{reflect.TypeFor[SessionsSendResult]()},

@@ -21,7 +21,8 @@ func TestSessionToolsCommand(t *testing.T) {
 	tools := func(args ...string) (int, string, string) { return st.session("tools", args...) }
 	code, out, errs := tools(key)
 	for _, want := range []string{
-		"Tools of agent:main:side: 6 of 8 allowed",
+		"Tools of agent:main:side: 6 of 9 allowed",
+		"sessions_search: removed by the profile stage (tools.alsoAllow)",
 		"agents_list: removed by the sandbox stage (tools.sandbox.tools.allow (default))",
 		"sessions_yield: removed by the global stage (tools.deny)",
 	} {
@@ -36,7 +37,7 @@ func TestSessionToolsCommand(t *testing.T) {
 			Allowed     bool
 		}
 	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res.Tools) != 8 {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res.Tools) != 9 {
 		t.Fatalf("--json: exit %d %v %s", code, err, out)
 	}
 	if code, _, errs := tools("agent:main:nobody"); code != 1 || !strings.Contains(errs, `"code":404,"error":"unknown session agent:main:nobody`) {

@@ -64,8 +64,8 @@ func TestOpenAIOffersASubagentOnlyItsTools(t *testing.T) {
 		t.Fatalf("orchestrator offered %v, want %v", got, want)
 	}
 
-	// a top-level session (nil) is offered every tool
-	if rules.SessionTools(cfg, "agent:research:main", nil, "", ToolNames()) != nil {
-		t.Fatal("a main session must not be restricted")
+	// a top-level session is offered every tool but the opt-in ones
+	if got := rules.SessionTools(cfg, "agent:research:main", nil, "", ToolNames()); len(got) != len(ToolNames())-len(rules.OptInTools) {
+		t.Fatalf("a main session is restricted to %v", got)
 	}
 }

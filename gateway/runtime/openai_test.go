@@ -165,11 +165,11 @@ func TestOpenAIToolCallThenAnswer(t *testing.T) {
 		}
 		names = append(names, fn["name"].(string))
 	}
-	want := []string{"sessions_list", "sessions_history", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "agents_list"}
+	want := []string{"sessions_list", "sessions_history", "sessions_search", "sessions_send", "sessions_spawn", "sessions_yield", "subagents", "session_status", "agents_list"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
-	spawn := first["tools"].([]any)[3].(map[string]any)["function"].(map[string]any)["parameters"].(map[string]any)
+	spawn := first["tools"].([]any)[4].(map[string]any)["function"].(map[string]any)["parameters"].(map[string]any)
 	if req := spawn["required"].([]any); len(req) != 1 || req[0] != "task" {
 		t.Fatalf("sessions_spawn required %v", req)
 	}

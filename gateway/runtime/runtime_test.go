@@ -128,7 +128,7 @@ func TestToolTable(t *testing.T) {
 			t.Fatalf("%s: schema does not marshal", s.Name)
 		}
 	}
-	if len(seen) != 8 {
+	if len(seen) != 9 {
 		t.Fatalf("%d tools", len(seen))
 	}
 }

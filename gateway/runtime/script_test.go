@@ -277,7 +277,7 @@ func TestScriptConfigErrors(t *testing.T) {
 		{"error and reply", config.Agent{ID: "main", Script: rules(map[string]any{"error": "x", "reply": "y"})},
 			"agents.list[main].script.rules[0]: error and reply are exclusive"},
 		{"unknown tool", config.Agent{ID: "main", Script: rules(map[string]any{"tool": map[string]any{"name": "session_spawn"}})},
-			`agents.list[main].script.rules[0].tool.name: "session_spawn" is not a session tool; use one of sessions_list, sessions_history, sessions_send, sessions_spawn, sessions_yield, subagents, session_status`},
+			`agents.list[main].script.rules[0].tool.name: "session_spawn" is not a session tool; use one of sessions_list, sessions_history, sessions_search, sessions_send, sessions_spawn, sessions_yield, subagents, session_status`},
 		{"tool without name", config.Agent{ID: "main", Script: rules(map[string]any{"tool": map[string]any{"params": map[string]any{}}})},
 			"agents.list[main].script.rules[0].tool.name: required"},
 		{"tool params not a mapping", config.Agent{ID: "main", Script: rules(map[string]any{"tool": map[string]any{"name": "sessions_list", "params": "limit=1"}})},

@@ -20,6 +20,7 @@ const (
 	MaxQueryChars  = 512
 	MaxOffset      = 10000
 	MaxSessionKeys = 1000
+	MaxAgents      = 1000
 	// MarkOpen and MarkClose surround each matched term in a snippet.
 	MarkOpen  = "«"
 	MarkClose = "»"
@@ -46,6 +47,10 @@ type Query struct {
 	Channel     string   `json:"channel,omitempty"`
 	Kind        string   `json:"kind,omitempty"`
 	SessionKeys []string `json:"sessionKeys,omitempty"`
+	// Agents matches the entries of any of these agents: the agents a
+	// caller may see, which the sessions_search tool passes when its
+	// visibility spans more than one agent but not all of them.
+	Agents []string `json:"agents,omitempty"`
 	// Since and Until bound when the stream stored the entry: RFC 3339
 	// text or unix milliseconds.
 	Since json.RawMessage `json:"since,omitempty"`
@@ -91,7 +96,7 @@ func Parse(body []byte) (*Query, error) {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&q); err != nil {
-		return nil, fmt.Errorf("malformed search request: %v (send a JSON object such as {\"query\":\"text\",\"limit\":25}; fields: query, limit, offset, order, agent, channel, kind, sessionKeys, since, until, archived, status)", err)
+		return nil, fmt.Errorf("malformed search request: %v (send a JSON object such as {\"query\":\"text\",\"limit\":25}; fields: query, limit, offset, order, agent, agents, channel, kind, sessionKeys, since, until, archived, status)", err)
 	}
 	return &q, q.check()
 }
@@ -131,6 +136,9 @@ func (q *Query) check() error {
 	}
 	if len(q.SessionKeys) > MaxSessionKeys {
 		return fmt.Errorf("%d sessionKeys: at most %d", len(q.SessionKeys), MaxSessionKeys)
+	}
+	if len(q.Agents) > MaxAgents {
+		return fmt.Errorf("%d agents: at most %d", len(q.Agents), MaxAgents)
 	}
 	var err error
 	if q.since, err = parseTime("since", q.Since); err != nil {
@@ -200,12 +208,17 @@ WHERE fts MATCH ?`)
 	if q.until > 0 {
 		add("e.ts < ?", q.until)
 	}
-	if len(q.SessionKeys) > 0 {
-		sb.WriteString(" AND e.key IN (" + strings.TrimSuffix(strings.Repeat("?,", len(q.SessionKeys)), ",") + ")")
-		for _, k := range q.SessionKeys {
-			args = append(args, k)
+	in := func(col string, vals []string, norm func(string) string) {
+		if len(vals) == 0 {
+			return
+		}
+		sb.WriteString(" AND " + col + " IN (" + strings.TrimSuffix(strings.Repeat("?,", len(vals)), ",") + ")")
+		for _, v := range vals {
+			args = append(args, norm(v))
 		}
 	}
+	in("e.key", q.SessionKeys, func(k string) string { return k })
+	in("e.agent", q.Agents, rules.NormalizeAgentID)
 	switch {
 	case q.Order == OrderRank:
 		sb.WriteString(" ORDER BY fts.rank, fts.rowid DESC")

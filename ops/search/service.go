@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionbus/sessionbus/bus"
+	"github.com/sessionbus/sessionbus/handlers"
 )
 
 // ServiceName is the micro service of the indexers (`nats micro info
@@ -165,7 +165,7 @@ func Ask(ctx context.Context, nc *nats.Conn, names bus.Names, q *Query) (*Result
 	if err != nil {
 		return nil, err
 	}
-	reply, err := nc.RequestWithContext(ctx, names.Search(), body)
+	data, err := handlers.AskIndex(ctx, nc, names.Search(), body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, noIndexer{bus.Errorf(bus.CodeUnavailable, "no search indexer answers on %s: start `sessionbus indexer` (or `serve`, which runs one)", names.Search())}
@@ -175,17 +175,13 @@ func Ask(ctx context.Context, nc *nats.Conn, names bus.Names, q *Query) (*Result
 		// most often one.
 		return nil, bus.Errorf(bus.CodeUnavailable, "no answer from %s (%v): only the ops or admin credentials may search; with those, an indexer may be overloaded", names.Search(), err)
 	case err != nil:
+		if _, ok := bus.AsError(err); ok {
+			return nil, err // the indexer's refusal
+		}
 		return nil, fmt.Errorf("search %s: %w", names.Search(), err)
 	}
-	if desc := reply.Header.Get(bus.HeaderServiceErr); desc != "" {
-		code, _ := strconv.Atoi(reply.Header.Get(bus.HeaderServiceCode))
-		if code == 0 {
-			code = bus.CodeInternal
-		}
-		return nil, &bus.Error{Code: code, Message: desc}
-	}
 	var res Result
-	if err := json.Unmarshal(reply.Data, &res); err != nil {
+	if err := json.Unmarshal(data, &res); err != nil {
 		return nil, fmt.Errorf("search: undecodable answer: %w", err)
 	}
 	return &res, nil
