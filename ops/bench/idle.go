@@ -41,7 +41,7 @@ func runBytesPerSession100k(ctx context.Context, e *env) (Result, error) {
 	// the load's own garbage and the server's write caches settle (they
 	// expire within seconds), as they have in a process that loaded its
 	// sessions at start
-	if err := sleepCtx(ctx, settle(e.o.Quick)); err != nil {
+	if err := pause(ctx, settle(e.o.Quick)); err != nil {
 		return Result{}, err
 	}
 	idle := e.o.Idle
@@ -114,17 +114,6 @@ func settle(quick bool) time.Duration {
 		return 100 * time.Millisecond
 	}
 	return 15 * time.Second
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // memNow is the live heap after a GC, and the RSS after it.
