@@ -22,29 +22,7 @@ func (c *Config) Validate(log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	if !regexp.MustCompile(`^[a-zA-Z0-9_-]+$`).MatchString(c.Bus.Prefix) {
-		return fmt.Errorf("bus.prefix %q must be one subject token of letters, digits, - or _", c.Bus.Prefix)
-	}
-	switch c.Bus.Replicas {
-	case 1, 3, 5:
-	default:
-		return fmt.Errorf("bus.replicas %d must be 1, 3 or 5 (the replica count of new streams and buckets)", c.Bus.Replicas)
-	}
-	if c.Bus.MaxRunHops < 1 {
-		return fmt.Errorf("bus.maxRunHops %d must be 1 or more", c.Bus.MaxRunHops)
-	}
-	for key, d := range map[string]time.Duration{"bus.runRecordMaxAge": c.Bus.RunRecordMaxAge, "bus.deliverMaxAge": c.Bus.DeliverMaxAge} {
-		if d < time.Minute {
-			return fmt.Errorf("%s %s must be a duration of at least 1m (such as 168h)", key, d)
-		}
-	}
-	if c.Bus.AnnounceRetries < 1 {
-		return fmt.Errorf("bus.announceRetries %d must be 1 or more", c.Bus.AnnounceRetries)
-	}
-	if d := c.Bus.SubagentSweepInterval; d < 100*time.Millisecond || d > time.Minute {
-		return fmt.Errorf("bus.subagentSweepInterval %s must be a duration between 100ms and 1m (such as 2s)", d)
-	}
-	if _, err := c.ContextCache(); err != nil {
+	if err := c.validateBus(); err != nil {
 		return err
 	}
 	switch v := strings.ToLower(strings.TrimSpace(c.Tools.Sessions.Visibility)); v {
@@ -281,4 +259,35 @@ func usablePatterns(ps []string, log *slog.Logger) []string {
 		return ps
 	}
 	return kept
+}
+
+// validateBus checks the bus section: the settings a deployment's
+// processes must agree on, each refused with what to write instead.
+func (c *Config) validateBus() error {
+	if !regexp.MustCompile(`^[a-zA-Z0-9_-]+$`).MatchString(c.Bus.Prefix) {
+		return fmt.Errorf("bus.prefix %q must be one subject token of letters, digits, - or _", c.Bus.Prefix)
+	}
+	switch c.Bus.Replicas {
+	case 1, 3, 5:
+	default:
+		return fmt.Errorf("bus.replicas %d must be 1, 3 or 5 (the replica count of new streams and buckets)", c.Bus.Replicas)
+	}
+	if c.Bus.MaxRunHops < 1 {
+		return fmt.Errorf("bus.maxRunHops %d must be 1 or more", c.Bus.MaxRunHops)
+	}
+	for key, d := range map[string]time.Duration{"bus.runRecordMaxAge": c.Bus.RunRecordMaxAge, "bus.deliverMaxAge": c.Bus.DeliverMaxAge} {
+		if d < time.Minute {
+			return fmt.Errorf("%s %s must be a duration of at least 1m (such as 168h)", key, d)
+		}
+	}
+	if c.Bus.AnnounceRetries < 1 {
+		return fmt.Errorf("bus.announceRetries %d must be 1 or more", c.Bus.AnnounceRetries)
+	}
+	if d := c.Bus.SubagentSweepInterval; d < 100*time.Millisecond || d > time.Minute {
+		return fmt.Errorf("bus.subagentSweepInterval %s must be a duration between 100ms and 1m (such as 2s)", d)
+	}
+	if _, err := c.ContextCache(); err != nil {
+		return err
+	}
+	return nil
 }
