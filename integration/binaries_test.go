@@ -110,7 +110,8 @@ func start(t *testing.T, args ...string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: cmd, stdout: bufio.NewReader(out), stderr: &strings.Builder{}, done: make(chan error, 1)}
-	cmd.Stderr = &syncWriter{w: p.stderr}
+	p.errw = &syncWriter{w: p.stderr} // errText reads under its lock
+	cmd.Stderr = p.errw
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +195,9 @@ func (p *proc) collect(t *testing.T, prefix string) (string, string) {
 	case l := <-lines:
 		return l, seen.String()
 	case err := <-errs:
-		t.Fatalf("process ended before %q: %v; stderr: %s", prefix, err, p.stderr.String())
+		t.Fatalf("process ended before %q: %v; stderr: %s", prefix, err, p.errText())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("no %q line within 60s; stderr: %s", prefix, p.stderr.String())
+		t.Fatalf("no %q line within 60s; stderr: %s", prefix, p.errText())
 	}
 	return "", ""
 }

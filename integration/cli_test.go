@@ -118,7 +118,7 @@ func TestCLIContract(t *testing.T) {
 	select {
 	case err := <-srv.done:
 		if err != nil {
-			t.Fatalf("serve exit after SIGTERM: %v; stderr %s", err, srv.stderr.String())
+			t.Fatalf("serve exit after SIGTERM: %v; stderr %s", err, srv.errText())
 		}
 		srv.done <- nil // for the cleanup
 	case <-time.After(30 * time.Second):

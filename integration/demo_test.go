@@ -22,7 +22,7 @@ func demoRun(t *testing.T, data string, extra ...string) string {
 	select {
 	case err := <-p.done:
 		if err != nil {
-			t.Fatalf("serve --demo exit after SIGINT: %v; stderr %s", err, p.stderr.String())
+			t.Fatalf("serve --demo exit after SIGINT: %v; stderr %s", err, p.errText())
 		}
 		p.done <- nil // for the cleanup
 	case <-time.After(60 * time.Second):

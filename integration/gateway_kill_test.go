@@ -195,7 +195,7 @@ func TestGatewayKill(t *testing.T) {
 	select {
 	case err := <-survivor.done:
 		survivor.done <- err
-		t.Fatalf("%s exited: %v: %s", gatewayKillSurvivor, err, survivor.stderr.String())
+		t.Fatalf("%s exited: %v: %s", gatewayKillSurvivor, err, survivor.errText())
 	default:
 	}
 

@@ -65,7 +65,7 @@ func TestJSExample(t *testing.T) {
 		"SESSIONBUS_AS=agent:main:main", "SESSIONBUS_SEND_TO=agent:main:helper")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("node example.mjs: %v\n%s\nserve stderr: %s", err, out, srv.stderr.String())
+		t.Fatalf("node example.mjs: %v\n%s\nserve stderr: %s", err, out, srv.errText())
 	}
 	got := string(out)
 	t.Logf("example output:\n%s", got)
@@ -79,7 +79,7 @@ func TestJSExample(t *testing.T) {
 	for _, want := range []string{
 		"connected: " + addr,
 		"service: sessionbus tools ",
-		",sessions_history,sessions_list,sessions_send,sessions_spawn,",
+		",sessions_history,sessions_list,sessions_search,sessions_send,sessions_spawn,",
 		"sessions_list: 2 sessions: ",
 		"agent:main:helper",
 		"sessions_history: agent:main:helper has 2 messages, last: helper here",

@@ -100,7 +100,7 @@ func TestServeCluster(t *testing.T) {
 	case err := <-srv.done:
 		srv.done <- err
 		if err != nil {
-			t.Fatalf("serve --cluster exit: %v: %s", err, srv.stderr.String())
+			t.Fatalf("serve --cluster exit: %v: %s", err, srv.errText())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("serve --cluster did not stop within 60s of SIGTERM")

@@ -137,10 +137,10 @@ func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	case err := <-srv.done:
 		srv.done <- err // for the cleanup
 		if err != nil {
-			t.Fatalf("serve exit after SIGTERM: %v; stderr %s", err, srv.stderr.String())
+			t.Fatalf("serve exit after SIGTERM: %v; stderr %s", err, srv.errText())
 		}
 	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not exit within 60s of SIGTERM; stderr %s", srv.stderr.String())
+		t.Fatalf("serve did not exit within 60s of SIGTERM; stderr %s", srv.errText())
 	}
 
 	runIDs := map[string]string{} // runId -> status the send answered
@@ -200,7 +200,7 @@ func TestServeSIGTERMWhileSendsWait(t *testing.T) {
 	case err := <-again.done:
 		again.done <- err
 		if err != nil {
-			t.Fatalf("restarted serve exit after SIGTERM: %v; stderr %s", err, again.stderr.String())
+			t.Fatalf("restarted serve exit after SIGTERM: %v; stderr %s", err, again.errText())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("restarted serve did not exit within 60s of SIGTERM")
@@ -278,7 +278,7 @@ func TestWorkerAndGatewaySIGTERM(t *testing.T) {
 		case err := <-p.done:
 			p.done <- err
 			if err != nil {
-				t.Fatalf("%s exit after SIGTERM: %v; stderr %s", name, err, p.stderr.String())
+				t.Fatalf("%s exit after SIGTERM: %v; stderr %s", name, err, p.errText())
 			}
 		case <-time.After(60 * time.Second):
 			t.Fatalf("%s did not exit within 60s of SIGTERM", name)

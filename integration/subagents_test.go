@@ -268,7 +268,7 @@ func TestSubagentTimeoutsWhileEveryGatewayIsDown(t *testing.T) {
 		case err := <-p.done:
 			p.done <- err
 		case <-time.After(60 * time.Second):
-			t.Fatalf("a gateway did not stop within 60s of SIGTERM: %s", p.stderr.String())
+			t.Fatalf("a gateway did not stop within 60s of SIGTERM: %s", p.errText())
 		}
 	}
 	stopped := time.Now()
