@@ -13,7 +13,7 @@ func TestLifecycleKeys(t *testing.T) {
 	c := Default()
 	m := c.Session.Maintenance
 	if c.Session.Reset.Mode != "daily" || *c.Session.Reset.AtHour != 4 || c.Session.Reset.IdleMinutes != nil ||
-		m.Mode != "enforce" || m.PruneAge() != 30*24*time.Hour || m.MaxEntries != 5000 || m.HighWater(1000) != 800 {
+		m.Mode != "warn" || m.PruneAge() != 30*24*time.Hour || m.MaxEntries != 5000 || m.HighWater(1000) != 800 {
 		t.Fatalf("defaults: reset %+v maintenance %+v", c.Session.Reset, m)
 	}
 	if r, _ := m.ArchiveRetention(); r != 0 {

@@ -23,7 +23,7 @@ const (
 	DefaultContextCacheBytes   = "64mb"
 	DefaultResetMode           = "daily"
 	DefaultResetAtHour         = 4
-	DefaultMaintenanceMode     = "enforce"
+	DefaultMaintenanceMode     = "warn"
 	DefaultPruneAfter          = "30d"
 	DefaultMaxEntries          = 5000
 )

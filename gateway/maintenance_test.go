@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sessionbus/sessionbus/bus/bustest"
+	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
 
@@ -34,9 +35,10 @@ func (l *lockedBuffer) String() string {
 
 // TestSweepRunsMaintenanceOnce: two gateways' lifecycle sweeps share the
 // maintenance lease; the one that holds it prunes exactly the entries past
-// pruneAfter (default 30d), each once, and the other prunes nothing.
+// pruneAfter (default 30d), each once (in enforce mode), and the other prunes nothing.
 func TestSweepRunsMaintenanceOnce(t *testing.T) {
 	e := newEnv(t)
+	e.cfg.Session.Maintenance.Mode = config.MaintenanceEnforce // the default, warn, changes nothing
 	ctx := context.Background()
 	store, err := sessions.Open(ctx, e.js, e.names)
 	if err != nil {
