@@ -225,7 +225,7 @@ func (ix *Index) Apply(ctx context.Context, b *Batch) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := applyRows(ctx, tx, b.Rows); err != nil {
+	if err := applyRows(ctx, tx, b.Rows, ""); err != nil {
 		return err
 	}
 	for k, below := range b.Purges {
@@ -256,11 +256,13 @@ func (ix *Index) Apply(ctx context.Context, b *Batch) error {
 	return tx.Commit()
 }
 
-func applyRows(ctx context.Context, tx *sql.Tx, rows []Row) error {
+// applyRows indexes rows under their Seq, each once; archive names the
+// archive they came from ("" for the stream's).
+func applyRows(ctx context.Context, tx *sql.Tx, rows []Row, archive string) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO entries(seq, key, agent, n, role, ts) VALUES(?,?,?,?,?,?)`)
+	ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO entries(seq, key, agent, n, role, ts, archive) VALUES(?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -271,14 +273,14 @@ func applyRows(ctx context.Context, tx *sql.Tx, rows []Row) error {
 	}
 	defer txt.Close()
 	for _, r := range rows {
-		res, err := ins.ExecContext(ctx, r.Seq, r.Key, r.Agent, r.N, r.Role, r.TS)
+		res, err := ins.ExecContext(ctx, int64(r.Seq), r.Key, r.Agent, r.N, r.Role, r.TS, archive)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			continue // already indexed: a sequence is applied once
 		}
-		if _, err := txt.ExecContext(ctx, r.Seq, r.Text); err != nil {
+		if _, err := txt.ExecContext(ctx, int64(r.Seq), r.Text); err != nil {
 			return err
 		}
 	}
@@ -349,24 +351,12 @@ func (ix *Index) addArchive(ctx context.Context, m *archives.Meta, rows []Row) e
 		return err
 	}
 	next := min(lowest, 0)
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO entries(seq, key, agent, n, role, ts, archive) VALUES(?,?,?,?,?,?,?)`)
-	if err != nil {
-		return err
-	}
-	defer ins.Close()
-	txt, err := tx.PrepareContext(ctx, `INSERT INTO fts(rowid, text) VALUES(?,?)`)
-	if err != nil {
-		return err
-	}
-	defer txt.Close()
-	for _, r := range rows {
+	for i := range rows { // below every sequence held: an archive's rows count down
 		next--
-		if _, err := ins.ExecContext(ctx, next, r.Key, r.Agent, r.N, r.Role, r.TS, m.ID); err != nil {
-			return err
-		}
-		if _, err := txt.ExecContext(ctx, next, r.Text); err != nil {
-			return err
-		}
+		rows[i].Seq = uint64(next)
+	}
+	if err := applyRows(ctx, tx, rows, m.ID); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO archives(id, key, session_id, at) VALUES(?,?,?,?)`, m.ID, m.Key, m.SessionID, m.At); err != nil {
 		return err
