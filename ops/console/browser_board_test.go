@@ -74,11 +74,11 @@ func TestBrowserBoardTree(t *testing.T) {
 		t.Errorf("board summary %q", got)
 	}
 	do(t, ctx, "steer the deepest node",
-		chromedp.Click(`tr.board-row[data-key="`+three+`"] button.steer`),
+		press(`tr.board-row[data-key="`+three+`"] button.steer`),
 		waitFor(`() => { const m = document.querySelector('#board-message'); return m.className === 'success' && m.textContent.startsWith('steer'); }`))
 	shot(t, ctx, "board-steered")
 	do(t, ctx, "kill the middle node",
-		chromedp.Click(`tr.board-row[data-key="`+two+`"] button.kill`),
+		press(`tr.board-row[data-key="`+two+`"] button.kill`),
 		waitFor(row, two, "killed"), waitFor(row, three, "killed"), waitFor(row, one, "running"))
 	f.finish("one")
 	do(t, ctx, "the top node ends", waitFor(row, one, "done"))

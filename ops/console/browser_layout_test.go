@@ -40,7 +40,7 @@ func TestBrowserLayoutAndThemes(t *testing.T) {
 	do(t, ctx, "steer from the board",
 		chromedp.Evaluate[chromedp.Void](hash("board", mainKey)+"; window.prompt = () => 'go left'; 1"),
 		waitFor(`(k) => !!document.querySelector('tr.board-row[data-key="' + k + '"] button.steer')`, child),
-		chromedp.Click(`tr.board-row[data-key="`+child+`"] button.steer`),
+		press(`tr.board-row[data-key="`+child+`"] button.steer`),
 		waitFor(`() => (document.querySelector('#board-message')?.textContent || '').startsWith('steer:')`))
 	if cls, text := eval[string](t, ctx, `document.querySelector('#board-message').className`), eval[string](t, ctx, `document.querySelector('#board-message').textContent`); cls != "success" {
 		t.Fatalf("an accepted steer shows as %q: %s", cls, text)

@@ -58,7 +58,7 @@ func TestBrowserWaitingChartsRestore(t *testing.T) {
 	do(t, ctx, "restore the archive",
 		// found and clicked in one step: the page redraws its tables every
 		// 5 s, and a node looked up before a redraw is gone at the click
-		waitFor(`(s) => { const b = document.querySelector(s); if (b) b.click(); return !!b; }`, restore),
+		press(restore),
 		waitFor(`() => document.querySelector('#ops-message')?.className === 'restored'`))
 	shot(t, ctx, "ops-charts-restored")
 	waitSignalWhere(t, f, doomed, func(ev signals.Event) bool {

@@ -123,7 +123,7 @@ func TestBrowserSearch(t *testing.T) {
 	if sw, iw := eval[int](t, ctx, `document.scrollingElement.scrollWidth`), eval[int](t, ctx, `window.innerWidth`); sw > iw {
 		t.Errorf("the search page at 390 px scrolls sideways: scrollWidth %d > innerWidth %d", sw, iw)
 	}
-	do(t, ctx, "older", chromedp.Click("#search-next"),
+	do(t, ctx, "older", press("#search-next"),
 		waitFor(`() => location.hash.includes('offset=25') && document.querySelector('#search-status')?.dataset.state === 'ready' && document.querySelector('#search-status').textContent.startsWith('26–50 ')`))
 }
 

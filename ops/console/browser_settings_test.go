@@ -26,11 +26,11 @@ func TestBrowserSettings(t *testing.T) {
 	reset := `document.querySelector('#settings-message').className = ''; 1`
 	do(t, ctx, "open the settings",
 		chromedp.Evaluate[chromedp.Void](hash("session", mainKey)+"; 1"),
-		chromedp.WaitVisible("#settings summary"), chromedp.Click("#settings summary"), chromedp.WaitVisible("#set-model"))
-	do(t, ctx, "model", chromedp.SetValue("#set-model", "openai/slow-fixture"), chromedp.Click("#apply-model"), waitFor(ok, "model"))
-	do(t, ctx, "thinking", chromedp.Evaluate[chromedp.Void](reset), chromedp.SetValue("#set-thinking", "high"), chromedp.Click("#apply-thinking"), waitFor(ok, "thinking"))
-	do(t, ctx, "send policy", chromedp.Evaluate[chromedp.Void](reset), chromedp.SetValue("#set-send-policy", "off"), chromedp.Click("#apply-send-policy"), waitFor(ok, "send policy"))
-	do(t, ctx, "goal", chromedp.Evaluate[chromedp.Void](reset), chromedp.SetValue("#set-goal", "ship the console"), chromedp.Click("#apply-goal"), waitFor(ok, "goal"))
+		chromedp.WaitVisible("#settings summary"), press("#settings summary"), chromedp.WaitVisible("#set-model"))
+	do(t, ctx, "model", chromedp.SetValue("#set-model", "openai/slow-fixture"), press("#apply-model"), waitFor(ok, "model"))
+	do(t, ctx, "thinking", chromedp.Evaluate[chromedp.Void](reset), chromedp.SetValue("#set-thinking", "high"), press("#apply-thinking"), waitFor(ok, "thinking"))
+	do(t, ctx, "send policy", chromedp.Evaluate[chromedp.Void](reset), chromedp.SetValue("#set-send-policy", "off"), press("#apply-send-policy"), waitFor(ok, "send policy"))
+	do(t, ctx, "goal", chromedp.Evaluate[chromedp.Void](reset), chromedp.SetValue("#set-goal", "ship the console"), press("#apply-goal"), waitFor(ok, "goal"))
 	shot(t, ctx, "settings")
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -55,8 +55,8 @@ func TestBrowserSettings(t *testing.T) {
 	// error, the entry unchanged
 	do(t, ctx, "a sub-agent's model",
 		chromedp.Evaluate[chromedp.Void](hash("session", child)+"; 1"),
-		chromedp.WaitVisible("#settings summary"), chromedp.Click("#settings summary"), chromedp.WaitVisible("#set-model"),
-		chromedp.SetValue("#set-model", "anthropic/claude-fixture"), chromedp.Click("#apply-model"),
+		chromedp.WaitVisible("#settings summary"), press("#settings summary"), chromedp.WaitVisible("#set-model"),
+		chromedp.SetValue("#set-model", "anthropic/claude-fixture"), press("#apply-model"),
 		waitFor(`() => { const m = document.querySelector('#settings-message'); return m.className === 'error' && m.textContent.includes('agentToAgent'); }`))
 	ce, _, err := f.stack.Worker.Deps.Store.Get(c, child)
 	if err != nil {

@@ -27,7 +27,7 @@ func TestBrowserStop(t *testing.T) {
 	runID := eval[string](t, ctx, `document.querySelector('#runs tr.run[data-status="running"] a').title`)
 	shot(t, ctx, "stop-running")
 	do(t, ctx, "stop it",
-		chromedp.Click("#stop"),
+		press("#stop"),
 		waitFor(`() => document.querySelector('#live').dataset.stop === 'aborted'`),
 		waitFor(`(id) => !!document.querySelector('#runs tr.run[data-status="aborted"] a[title="' + id + '"]')`, runID),
 		waitFor(`() => document.querySelector('#stop').hidden`))

@@ -109,6 +109,14 @@ func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action
 	}
 }
 
+// press clicks the element sel names once it is shown and enabled, through
+// the element's own click() rather than a mouse event at coordinates: the
+// pages re-render live (a status card, a board row, the signal log), and a
+// mouse click aimed before a re-render lands on whatever moved under it.
+func press(sel string) chromedp.Action[chromedp.Void] {
+	return waitFor(`(s) => { const b = document.querySelector(s); if (!b || b.disabled || !b.checkVisibility()) return false; b.click(); return true; }`, sel)
+}
+
 // waitFor polls a JavaScript function of args until it returns truthy.
 func waitFor(fn string, args ...any) chromedp.Action[chromedp.Void] {
 	return chromedp.PollFunction[chromedp.Void](fn, chromedp.WithPollingInterval(50*time.Millisecond),
@@ -159,7 +167,7 @@ func (f *fixture) login(t *testing.T, ctx context.Context, role auth.Role) {
 		chromedp.Navigate(f.c.URL()),
 		chromedp.WaitVisible("#login-creds"),
 		chromedp.SetValue("#login-creds", f.credsText(role)),
-		chromedp.Click("#login-submit"),
+		press("#login-submit"),
 		waitFor(`(role) => document.querySelector('#whoami')?.dataset.role === role`, map[auth.Role]string{auth.RoleAdmin: "admin", auth.RoleOps: "viewer"}[role]),
 	)
 }
@@ -223,7 +231,7 @@ func TestBrowserBoardLiveAndKill(t *testing.T) {
 		t.Fatal("the board replaced the victim's Kill button when another child's row changed")
 	}
 	do(t, ctx, "kill from the board",
-		chromedp.Click(kill),
+		press(kill),
 		waitFor(row, victim, "killed"))
 	shot(t, ctx, "board-killed")
 	rec, _, err := f.stack.Worker.Deps.Subagents.Get(context.Background(), victim)
@@ -251,7 +259,7 @@ func TestBrowserChat(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](hash("session", mainKey)+"; 1"),
 		chromedp.WaitVisible("#chat-text"), waitFor(`() => !document.querySelector("#chat-send").disabled`),
 		chromedp.SetValue("#chat-text", "ping from the browser"),
-		chromedp.Click("#chat-send"),
+		press("#chat-send"),
 		waitFor(`() => [...document.querySelectorAll('#transcript .msg[data-role="assistant"] .text')].some(e => e.textContent.includes('pong: ping from the browser'))`),
 		// the turn ended: its live box is empty again
 		waitFor(`() => { const l = document.querySelector('#live'); return l.dataset.state === 'done' && l.textContent === ''; }`))

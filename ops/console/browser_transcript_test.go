@@ -115,7 +115,7 @@ func TestBrowserTimeline(t *testing.T) {
 	do(t, ctx, "open a run's timeline from the session page",
 		chromedp.Evaluate[chromedp.Void](hash("session", mainKey)+"; 1"),
 		waitFor(`() => !!document.querySelector('#runs tr.run a')`),
-		chromedp.Click(`#runs tr.run a`),
+		press(`#runs tr.run a`),
 		waitFor(`() => document.querySelectorAll('#timeline tr[data-kind="model reply"]').length === 1`))
 	shot(t, ctx, "timeline")
 	kinds := eval[string](t, ctx, `[...document.querySelectorAll('#timeline tr')].map(r => r.dataset.kind).join(',')`)
