@@ -181,7 +181,7 @@ func createMarked(ctx context.Context, store *sessions.Store, tr *transcripts.St
 	if len(msgs) == 0 {
 		return e, rev, true, nil
 	}
-	first, err := tr.AppendIfLen(ctx, enc, count, msgs...)
+	first, err := tr.AppendEachIfLen(ctx, enc, count, msgs...)
 	if errors.Is(err, transcripts.ErrConflict) {
 		// another writer moved the transcript since it was counted: the
 		// mark is recorded, and appendOnce reconciles from there
@@ -223,7 +223,7 @@ func importID(msgs [][]byte) string {
 // there with the file, byte for byte, and appends only what is missing. A
 // crash anywhere leaves the mark, the appended prefix or both, and the next
 // run finishes the job without doubling an entry. Appends are conditional on
-// the transcript's length (AppendIfLen), so two identical imports running at
+// the transcript's length (AppendEachIfLen), so two identical imports running at
 // once cannot both append the file: the one that loses a position re-reads,
 // finds the other's entries equal to its own and appends only what is left.
 func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Store, key, enc string, res *ImportResult, msgs [][]byte) error {
@@ -283,7 +283,7 @@ func appendOnceTry(ctx context.Context, store *sessions.Store, tr *transcripts.S
 		}
 		res.FirstEntry = count
 	}
-	if _, err := tr.AppendIfLen(ctx, enc, end, msgs[present:]...); err != nil {
+	if _, err := tr.AppendEachIfLen(ctx, enc, end, msgs[present:]...); err != nil {
 		if errors.Is(err, transcripts.ErrConflict) {
 			return err
 		}

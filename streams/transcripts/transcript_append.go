@@ -22,7 +22,7 @@ import (
 // entries are given, a concurrent writer may land between two batches.
 // If a later batch fails, earlier batches stay written and the error says so.
 func (t *Store) Append(ctx context.Context, encKey string, entries ...[]byte) (uint64, error) {
-	return t.appendEntries(ctx, encKey, false, 0, entries)
+	return t.appendEntries(ctx, encKey, false, 0, entries, false)
 }
 
 // AppendIfLen appends entries only if the transcript holds exactly want
@@ -32,10 +32,24 @@ func (t *Store) Append(ctx context.Context, encKey string, entries ...[]byte) (u
 // Append would retry after the other writer's entries. An importer uses it
 // so two runs of the same import cannot both append the same lines.
 func (t *Store) AppendIfLen(ctx context.Context, encKey string, want uint64, entries ...[]byte) (uint64, error) {
-	return t.appendEntries(ctx, encKey, true, want, entries)
+	return t.appendEntries(ctx, encKey, true, want, entries, false)
 }
 
-func (t *Store) appendEntries(ctx context.Context, encKey string, exact bool, want uint64, entries [][]byte) (uint64, error) {
+// AppendEachIfLen is AppendIfLen for a writer that finds and finishes a
+// prefix of its own (an importer, whose mark says where its entries start):
+// on a single server the entries are published one at a time, each a
+// compare-and-set on the one before, so no other writer lands between them,
+// but a crash may leave the first few stored. There an atomic batch costs
+// far more than the writes it saves: nats-server stages each one in a file
+// store of its own, created, synced and removed per batch (4 entries: 29 ms
+// as a batch against 2.3 ms as four synced publishes, on a loaded 2-core
+// machine). On a cluster, where a batch is one replicated proposal, it is
+// AppendIfLen.
+func (t *Store) AppendEachIfLen(ctx context.Context, encKey string, want uint64, entries ...[]byte) (uint64, error) {
+	return t.appendEntries(ctx, encKey, true, want, entries, !t.replicated)
+}
+
+func (t *Store) appendEntries(ctx context.Context, encKey string, exact bool, want uint64, entries [][]byte, each bool) (uint64, error) {
 	if len(entries) == 0 {
 		return 0, ErrEmptyEntry
 	}
@@ -81,12 +95,21 @@ func (t *Store) appendEntries(ctx context.Context, encKey string, exact bool, wa
 					n, prev = top.n+1, top.seq
 				}
 			}
-			seqs, err = t.publishEntries(ctx, p, encKey, n, prev, batch)
+			seqs, err = t.publishEntries(ctx, p, encKey, n, prev, batch, each)
+			if off == 0 && (err == nil || len(seqs) > 0) {
+				firstN = n
+			}
 			if err == nil {
-				if off == 0 {
-					firstN = n
-				}
 				break
+			}
+			if len(seqs) > 0 {
+				// one at a time, the first few landed: they stay (the
+				// index catches up at the next read or write), and the
+				// caller finds them as its prefix
+				if bus.IsWrongLastSeq(err) {
+					err = fmt.Errorf("%w: %s changed while appending", ErrConflict, encKey)
+				}
+				return firstN, t.partial(err, encKey, off+len(seqs), len(entries))
 			}
 			if !bus.IsWrongLastSeq(err) {
 				return firstN, t.partial(err, encKey, off, len(entries))
@@ -157,8 +180,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 // publishEntries appends one batch (≤ MaxBatch) as entries n... after the
 // entry at stream seq prev, with a
 // compare-and-set on the subject and returns the entries' stream sequences.
-func (t *Store) publishEntries(ctx context.Context, p *pipe, encKey string, n, prev uint64, batch [][]byte) ([]uint64, error) {
+// each publishes the entries one at a time instead of as an atomic batch;
+// its error may then come with the sequences of the entries stored before it.
+func (t *Store) publishEntries(ctx context.Context, p *pipe, encKey string, n, prev uint64, batch [][]byte, each bool) ([]uint64, error) {
 	subject := t.names.Transcript(encKey)
+	if each && len(batch) > 1 {
+		seqs := make([]uint64, 0, len(batch))
+		for i := range batch {
+			s, err := t.publishEntries(ctx, p, encKey, n+uint64(i), prev, batch[i:i+1], false)
+			if err != nil {
+				return seqs, err
+			}
+			seqs = append(seqs, s[0])
+			prev = s[0]
+		}
+		return seqs, nil
+	}
 	msgs := buildEntryMsgs(subject, n, prev, batch, newBatchID)
 	last := msgs[len(msgs)-1]
 	for _, m := range msgs[:len(msgs)-1] {

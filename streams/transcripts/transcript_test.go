@@ -309,6 +309,49 @@ func TestHeadersAndBatchContiguity(t *testing.T) {
 	}
 }
 
+// AppendEachIfLen on one server stores its entries one publish each, every
+// one a compare-and-set on the entry before it (no atomic batch, which the
+// server stages in a file store of its own), reads back like any append,
+// and refuses a wrong length without writing.
+func TestAppendEachIfLenPublishesOneAtATime(t *testing.T) {
+	f := newFixture(t)
+	key := "agent.main.imported"
+	f.appendN(key, 0, 2)
+	es := make([][]byte, 5)
+	for i := range es {
+		es[i] = body(key, 2+i)
+	}
+	if _, err := f.tr.AppendEachIfLen(ctx(t), key, 1, es...); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a wrong length: %v, want ErrConflict", err)
+	}
+	got, err := f.tr.AppendEachIfLen(ctx(t), key, 2, es...)
+	if err != nil || got != 2 {
+		t.Fatalf("append each: entry %d, %v; want 2", got, err)
+	}
+	f.checkAll(key, 7)
+	all, err := f.tr.Read(ctx(t), key, 0, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.js.Stream(ctx(t), "SB_TRANSCRIPTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range all[2:] {
+		m, err := st.GetMsg(ctx(t), e.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := strconv.FormatUint(all[i+1].Seq, 10)
+		if m.Header.Get("Sb-Prev") != prev || m.Header.Get("Nats-Batch-Id") != "" {
+			t.Fatalf("entry %d: Sb-Prev %q (want %s), batch id %q: not a publish of its own chained to the one before",
+				i+2, m.Header.Get("Sb-Prev"), prev, m.Header.Get("Nats-Batch-Id"))
+		}
+	}
+	f.appendN(key, 7, 1) // and the index carries on from it
+	f.checkAll(key, 8)
+}
+
 // A batch whose CAS header is wrong, or which is incomplete, stores nothing.
 func TestAtomicBatchFailureWritesNothing(t *testing.T) {
 	f := newFixture(t)
