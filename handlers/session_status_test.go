@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
@@ -16,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 const opsMain = "agent:ops:main"
@@ -500,5 +503,117 @@ func TestStatusUsageBackfillFollowsNewEntries(t *testing.T) {
 		if lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`)); !hasLine(lines, "🧮 Tokens: 300 in / 40 out") {
 			t.Fatalf("newer usage: %s", strings.Join(lines, "\n"))
 		}
+	}
+}
+
+// The worker keeps each session's latest usage under the transcript's
+// newest entry and checks that entry on every card: a write from another
+// process (here a store on a connection of its own, as another worker or
+// gateway would be) is on the next card, whatever it did to the
+// transcript.
+func TestStatusUsageFreshAfterWritesElsewhere(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	ctx := bustest.Context(t)
+	nc, js := bustest.Connect(t, s.Server)
+	other, err := transcripts.Open(ctx, nc, js, s.Worker.Deps.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	enc := bus.EncodeKey(mainKey)
+	turn := func(in, out int) string {
+		return fmt.Sprintf(`{"type":"message","message":{"role":"assistant","content":"r","usage":{"input":%d,"output":%d,"totalTokens":%d}}}`, in, out, in+out)
+	}
+	want := func(step, line string) {
+		t.Helper()
+		for range 2 { // the second card is the one the kept usage answers
+			lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`))
+			if line == "" {
+				for _, l := range lines {
+					if strings.HasPrefix(l, "🧮 Tokens") {
+						t.Fatalf("%s: want no usage, got %q", step, l)
+					}
+				}
+			} else if !hasLine(lines, line) {
+				t.Fatalf("%s: no %q in\n%s", step, line, strings.Join(lines, "\n"))
+			}
+		}
+	}
+	appendAll := func(lines ...string) {
+		t.Helper()
+		var es [][]byte
+		for _, l := range lines {
+			es = append(es, []byte(l))
+		}
+		if _, err := other.Append(ctx, enc, es...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hi"}`, turn(100, 20), `{"role":"user","content":"and now?"}`)
+	want("imported", "🧮 Tokens: 100 in / 20 out")
+
+	// deleted and written again: the newest entry has the same number and
+	// bytes as before, only its stream sequence tells it is another one
+	if err := other.Delete(ctx, enc); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(`{"role":"user","content":"hi"}`, turn(700, 80), `{"role":"user","content":"and now?"}`)
+	want("rewritten", "🧮 Tokens: 700 in / 80 out")
+
+	// a turn whose newest entry carries no usage: read through the index
+	appendAll(turn(300, 40), `{"role":"user","content":"next"}`)
+	want("appended", "🧮 Tokens: 300 in / 40 out")
+
+	// a turn that ends with its usage record
+	appendAll(`{"role":"user","content":"again"}`, turn(500, 60))
+	want("appended with usage last", "🧮 Tokens: 500 in / 60 out")
+
+	if err := other.Delete(ctx, enc); err != nil {
+		t.Fatal(err)
+	}
+	want("deleted", "")
+}
+
+// A repeated card of an unchanged transcript reads its newest entry only:
+// no read of the transcript index.
+func TestStatusUsageRepeatReadsNewestOnly(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hi"}`,
+		`{"type":"message","message":{"role":"assistant","content":"r","usage":{"input":100,"output":20,"totalTokens":120}}}`,
+		`{"role":"user","content":"and now?"}`)
+	s.MustCall(mainKey, "session_status", `{}`)
+
+	names := s.Worker.Deps.Names
+	var mu sync.Mutex
+	var gets []string
+	sub, err := s.Conn.Subscribe("$JS.API.DIRECT.GET.>", func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		gets = append(gets, m.Subject)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`)); !hasLine(lines, "🧮 Tokens: 100 in / 20 out") {
+		t.Fatalf("card: %s", strings.Join(lines, "\n"))
+	}
+	// the replies came after the requests: every get of the call is in
+	if err := s.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var transcript []string
+	for _, g := range gets {
+		if strings.Contains(g, names.TranscriptsStream()) || strings.Contains(g, names.TranscriptIndexBucket()) {
+			transcript = append(transcript, g)
+		}
+	}
+	if want := "$JS.API.DIRECT.GET." + names.TranscriptsStream() + "." + names.Transcript(bus.EncodeKey(mainKey)); len(transcript) != 1 || transcript[0] != want {
+		t.Fatalf("transcript reads of a repeated card: %q, want only %q", transcript, want)
 	}
 }

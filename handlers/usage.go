@@ -3,9 +3,11 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"hash/maphash"
 
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 // usageTailEntries is how many of the newest transcript entries
@@ -55,17 +57,89 @@ func (u usage) backfill(l usage) usage {
 // entries; zero when there is none or the read fails (the card then shows
 // what the entry has).
 //
+// A transcript changes only by appends (each a new, higher stream
+// sequence) and deletes (the subject purged), so the worker remembers, per
+// session, the answer it found and the newest entry it found it under: a
+// repeated card reads that entry alone (one direct get, not the index) and,
+// while it is the same one, answers the same usage. Any write since, from
+// any worker, makes the newest entry a different one, or none.
+func (d *Deps) latestUsage(ctx context.Context, key string) usage {
+	if d.usageTops == nil {
+		u, _, _ := d.latestUsageTail(ctx, key)
+		return u
+	}
+	gen := d.Transcripts.Generation()
+	top, found, err := d.Transcripts.Newest(ctx, bus.EncodeKey(key))
+	if err != nil {
+		d.Log.Warn("session_status: transcript usage", "session", key, "err", err)
+		return usage{}
+	}
+	if !found {
+		return usage{}
+	}
+	mark := newUsageTop(gen, top)
+	if m, ok := d.usageTops.Get(key); ok && m.sameEntry(mark) {
+		return m.u
+	}
+	if u, ok := parseUsage(top.Data); ok {
+		// the newest entry is the latest usage record: no tail to read
+		mark.u = u
+		d.usageTops.Add(key, mark)
+		return u
+	}
+	u, last, ok := d.latestUsageTail(ctx, key)
+	if ok && last.Seq == top.Seq && last.N == top.N {
+		// the tail read ended at the entry just seen: nothing was appended
+		// in between, so u is the answer for that entry
+		mark.u = u
+		d.usageTops.Add(key, mark)
+	}
+	return u
+}
+
+// usageTop is the usage latestUsage found for a transcript whose newest
+// entry was the one named: stream generation, sequence, entry number,
+// length and a hash of its bytes (a stream recreated before this process
+// counted a new generation restarts its sequences: the bytes tell).
+type usageTop struct {
+	gen, seq, n uint64
+	size        int
+	sum         uint64
+	u           usage
+}
+
+// usageTopSeed hashes the newest entries latestUsage compares.
+var usageTopSeed = maphash.MakeSeed()
+
+func newUsageTop(gen uint64, e transcripts.Entry) usageTop {
+	return usageTop{gen: gen, seq: e.Seq, n: e.N, size: len(e.Data), sum: maphash.Bytes(usageTopSeed, e.Data)}
+}
+
+func (a usageTop) sameEntry(b usageTop) bool {
+	return a.gen == b.gen && a.seq == b.seq && a.n == b.n && a.size == b.size && a.sum == b.sum
+}
+
+// usageTopEntries bounds the sessions whose latest usage a worker keeps
+// (about 150 bytes each with the key).
+const usageTopEntries = 16 << 10
+
+// latestUsageTail reads the usage from the transcript's last entries
+// through the index. ok is false when the read failed; last is the newest
+// entry read (zero for an empty transcript).
+//
 // What an entry holds never changes, so the worker remembers what each one
 // it parsed said (by stream generation and sequence, like the history
-// views): a repeated status card reads the transcript's index and newest
-// entry only, not the twenty entries again.
-func (d *Deps) latestUsage(ctx context.Context, key string) usage {
+// views): the entries it parsed before are not fetched again.
+func (d *Deps) latestUsageTail(ctx context.Context, key string) (u usage, last transcripts.Entry, ok bool) {
 	gen := d.Transcripts.Generation()
 	known := func(seq, _ uint64) bool { return d.usageSeen != nil && d.usageSeen.Contains(usageKey{gen, seq}) }
 	es, _, err := d.Transcripts.TailCached(ctx, bus.EncodeKey(key), usageTailEntries, 0, known)
 	if err != nil {
 		d.Log.Warn("session_status: transcript usage", "session", key, "err", err)
-		return usage{}
+		return usage{}, transcripts.Entry{}, false
+	}
+	if len(es) > 0 {
+		last = transcripts.Entry{N: es[len(es)-1].N, Seq: es[len(es)-1].Seq}
 	}
 	for i := len(es) - 1; i >= 0; i-- {
 		var u usageSeen
@@ -73,7 +147,7 @@ func (d *Deps) latestUsage(ctx context.Context, key string) usage {
 			var ok bool
 			if u, ok = d.usageSeen.Get(usageKey{gen, es[i].Seq}); !ok {
 				// evicted since the read trusted it: read it all again
-				return d.latestUsageUncached(ctx, key)
+				return d.latestUsageUncached(ctx, key), last, false
 			}
 		} else {
 			u.u, u.ok = parseUsage(es[i].Data)
@@ -82,10 +156,10 @@ func (d *Deps) latestUsage(ctx context.Context, key string) usage {
 			}
 		}
 		if u.ok {
-			return u.u
+			return u.u, last, true
 		}
 	}
-	return usage{}
+	return usage{}, last, true
 }
 
 // latestUsageUncached is latestUsage fetching every entry.

@@ -46,6 +46,42 @@ func (t *Store) Read(ctx context.Context, encKey string, from, to uint64) ([]Ent
 	return es, nil
 }
 
+// Newest reads the session's newest entry alone: one direct get of the
+// transcript subject's last message, the index not read (on a replicated
+// store the stream leader answers, as for any read that must be current).
+// found is false for an empty transcript. Appends give every entry a new,
+// higher stream sequence and a delete purges the subject, so within one
+// Generation an unchanged newest entry (sequence and number) means an
+// unchanged transcript: what lets a caller keep what it made of the tail.
+func (t *Store) Newest(ctx context.Context, encKey string) (e Entry, found bool, err error) {
+	ctx, cancel, p, err := t.begin(ctx, encKey)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	defer cancel()
+	defer t.putPipe(p)
+	subject := t.names.Transcript(encKey)
+	var top rawEntry
+	if t.replicated {
+		top, found, err = t.leaderGet(ctx, 0, subject)
+	} else {
+		var res []*nats.Msg
+		if res, err = p.roundTrip(ctx, []*nats.Msg{t.lastForReq(subject)}); err == nil {
+			top, found, err = parseEntryMsg(res[0])
+		}
+	}
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("newest entry of %s: %w", encKey, err)
+	}
+	if !found {
+		return Entry{}, false, nil
+	}
+	if top.subject != subject {
+		return Entry{}, false, fmt.Errorf("%w: newest entry of %s came from %q", ErrIndexCorrupt, encKey, top.subject)
+	}
+	return Entry{N: top.n, Seq: top.seq, Data: top.data, Time: top.time}, true, nil
+}
+
 // Tail returns the newest limit entries after skipping the offset newest
 // ones, oldest first, and the transcript's length. offset 0 is the tail;
 // an offset at or past the length gives no entries.
