@@ -450,25 +450,40 @@ func (d *Deps) statusReads(ctx context.Context, key string, e *sessions.Entry, s
 	if sp.hasChanges {
 		changes = &StateChanges{Events: []map[string]any{}}
 	}
-	if d.Signals != nil {
-		reads = append(reads, func() { version, versionErr = d.Signals.StateVersion(ctx, key) })
-		if sp.hasChanges {
-			reads = append(reads, func() {
-				c, err := d.Signals.Since(ctx, key, sp.changesSince, statusChangesLimit)
-				if err != nil {
-					changeErr = err
-					return
-				}
-				if c.Events == nil {
-					c.Events = []map[string]any{}
-				}
-				changes = &c
-			})
-		}
+	if d.Signals != nil && sp.hasChanges {
+		reads = append(reads, func() {
+			c, err := d.Signals.Since(ctx, key, sp.changesSince, statusChangesLimit)
+			if err != nil {
+				changeErr = err
+				return
+			}
+			if c.Events == nil {
+				c.Events = []map[string]any{}
+			}
+			changes = &c
+		})
 	}
 	u := entryUsage(e)
-	if u.sparse() {
-		reads = append(reads, func() { u = u.backfill(d.latestUsage(ctx, key)) })
+	if hw, ok := d.Signals.(headWave); ok && u.sparse() {
+		// the version read goes out in the transcript read's wave
+		reads = append(reads, func() {
+			l, reply, err := d.latestUsage(ctx, key, hw.StateVersionRequest(key))
+			u = u.backfill(l)
+			if err == nil {
+				version, err = hw.StateVersionReply(ctx, key, reply)
+			}
+			versionErr = err
+		})
+	} else {
+		if d.Signals != nil {
+			reads = append(reads, func() { version, versionErr = d.Signals.StateVersion(ctx, key) })
+		}
+		if u.sparse() {
+			reads = append(reads, func() {
+				l, _, _ := d.latestUsage(ctx, key, nil)
+				u = u.backfill(l)
+			})
+		}
 	}
 	if n := len(reads); n > 0 {
 		for _, read := range reads[:n-1] {

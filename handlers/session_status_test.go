@@ -18,6 +18,7 @@ import (
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/signals"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
@@ -615,5 +616,46 @@ func TestStatusUsageRepeatReadsNewestOnly(t *testing.T) {
 	}
 	if want := "$JS.API.DIRECT.GET." + names.TranscriptsStream() + "." + names.Transcript(bus.EncodeKey(mainKey)); len(transcript) != 1 || transcript[0] != want {
 		t.Fatalf("transcript reads of a repeated card: %q, want only %q", transcript, want)
+	}
+}
+
+// The state version read beside the transcript's newest entry (one wave)
+// follows an event another process appends, and a deleted log.
+func TestStatusStateVersionFreshAfterAppendElsewhere(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s.Server)
+	other, err := signals.Open(ctx, js, s.Worker.Deps.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a sparse entry: the card reads the transcript, and the version with it
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hi"}`,
+		`{"type":"message","message":{"role":"assistant","content":"r","usage":{"input":100,"output":20,"totalTokens":120}}}`)
+	version := func() float64 {
+		t.Helper()
+		res := s.MustCall(mainKey, "session_status", `{}`)
+		if !hasLine(cardLines(t, res), "🧮 Tokens: 100 in / 20 out") {
+			t.Fatalf("card: %v", res["statusText"])
+		}
+		v, _ := res["stateVersion"].(float64)
+		return v
+	}
+	before := version()
+	for i := range 2 {
+		ev, _, err := other.Append(ctx, signals.Event{SessionKey: mainKey, Kind: signals.KindHumanDirectMessage,
+			ActorType: signals.ActorHuman, DedupeKey: fmt.Sprint("elsewhere-", i), Summary: "human message via telegram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := version(); got != float64(ev.Sequence) || got <= before {
+			t.Fatalf("append %d: stateVersion %v, want %d (was %v)", i, got, ev.Sequence, before)
+		}
+	}
+	if err := other.Delete(ctx, mainKey); err != nil {
+		t.Fatal(err)
+	}
+	if got := version(); got != 0 {
+		t.Fatalf("deleted log: stateVersion %v, want 0", got)
 	}
 }

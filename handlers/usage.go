@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"hash/maphash"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/streams/transcripts"
@@ -63,38 +65,49 @@ func (u usage) backfill(l usage) usage {
 // repeated card reads that entry alone (one direct get, not the index) and,
 // while it is the same one, answers the same usage. Any write since, from
 // any worker, makes the newest entry a different one, or none.
-func (d *Deps) latestUsage(ctx context.Context, key string) usage {
-	if d.usageTops == nil {
-		u, _, _ := d.latestUsageTail(ctx, key)
-		return u
+//
+// also, when set, is a read of the caller's own sent in the same wave as
+// the newest entry's; its reply is returned, or the wave's error.
+func (d *Deps) latestUsage(ctx context.Context, key string, also *nats.Msg) (usage, *nats.Msg, error) {
+	var more []*nats.Msg
+	if also != nil {
+		more = append(more, also)
 	}
 	gen := d.Transcripts.Generation()
-	top, found, err := d.Transcripts.Newest(ctx, bus.EncodeKey(key))
+	top, found, replies, err := d.Transcripts.Newest(ctx, bus.EncodeKey(key), more...)
+	var reply *nats.Msg
+	if also != nil {
+		if replies == nil {
+			return usage{}, nil, err
+		}
+		reply = replies[0]
+	}
 	if err != nil {
 		d.Log.Warn("session_status: transcript usage", "session", key, "err", err)
-		return usage{}
+		return usage{}, reply, nil
 	}
 	if !found {
-		return usage{}
+		return usage{}, reply, nil
 	}
 	mark := newUsageTop(gen, top)
-	if m, ok := d.usageTops.Get(key); ok && m.sameEntry(mark) {
-		return m.u
+	if d.usageTops != nil {
+		if m, ok := d.usageTops.Get(key); ok && m.sameEntry(mark) {
+			return m.u, reply, nil
+		}
 	}
-	if u, ok := parseUsage(top.Data); ok {
-		// the newest entry is the latest usage record: no tail to read
+	u, ok := parseUsage(top.Data) // the newest entry is the latest usage record: no tail to read
+	if !ok {
+		var last transcripts.Entry
+		u, last, ok = d.latestUsageTail(ctx, key)
+		// kept only when the tail read ended at the entry just seen:
+		// nothing was appended in between, so u is the answer for it
+		ok = ok && last.Seq == top.Seq && last.N == top.N
+	}
+	if ok && d.usageTops != nil {
 		mark.u = u
 		d.usageTops.Add(key, mark)
-		return u
 	}
-	u, last, ok := d.latestUsageTail(ctx, key)
-	if ok && last.Seq == top.Seq && last.N == top.N {
-		// the tail read ended at the entry just seen: nothing was appended
-		// in between, so u is the answer for that entry
-		mark.u = u
-		d.usageTops.Add(key, mark)
-	}
-	return u
+	return u, reply, nil
 }
 
 // usageTop is the usage latestUsage found for a transcript whose newest
