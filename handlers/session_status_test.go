@@ -576,7 +576,8 @@ func TestStatusUsageFreshAfterWritesElsewhere(t *testing.T) {
 }
 
 // A repeated card of an unchanged transcript reads its newest entry only:
-// no read of the transcript index.
+// no read of the transcript index. After an append it reads the index, but
+// fetches no entry it parsed before (older than the usage record too).
 func TestStatusUsageRepeatReadsNewestOnly(t *testing.T) {
 	s := handlerstest.Start(t, nil)
 	s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hi"}`,
@@ -585,37 +586,47 @@ func TestStatusUsageRepeatReadsNewestOnly(t *testing.T) {
 	s.MustCall(mainKey, "session_status", `{}`)
 
 	names := s.Worker.Deps.Names
-	var mu sync.Mutex
-	var gets []string
-	sub, err := s.Conn.Subscribe("$JS.API.DIRECT.GET.>", func(m *nats.Msg) {
+	stream := "$JS.API.DIRECT.GET." + names.TranscriptsStream()
+	newest := stream + "." + names.Transcript(bus.EncodeKey(mainKey))
+	index := "$JS.API.DIRECT.GET.KV_" + names.TranscriptIndexBucket() + ".$KV." + names.TranscriptIndexBucket() + ".h." + bus.EncodeKey(mainKey)
+	// gets lists the transcript reads one card makes
+	gets := func() []string {
+		t.Helper()
+		var mu sync.Mutex
+		var got []string
+		sub, err := s.Conn.Subscribe("$JS.API.DIRECT.GET.>", func(m *nats.Msg) {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.HasPrefix(m.Subject, stream) || strings.Contains(m.Subject, names.TranscriptIndexBucket()) {
+				got = append(got, m.Subject)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := s.Conn.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`)); !hasLine(lines, "🧮 Tokens: 100 in / 20 out") {
+			t.Fatalf("card: %s", strings.Join(lines, "\n"))
+		}
+		// the replies came after the requests: every get of the call is in
+		if err := s.Conn.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		gets = append(gets, m.Subject)
-	})
-	if err != nil {
+		return got
+	}
+	if got := gets(); len(got) != 1 || got[0] != newest {
+		t.Fatalf("transcript reads of a repeated card: %q, want only %q", got, newest)
+	}
+	if _, err := s.Worker.Deps.Transcripts.Append(bustest.Context(t), bus.EncodeKey(mainKey), []byte(`{"role":"user","content":"more"}`)); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := s.Conn.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`)); !hasLine(lines, "🧮 Tokens: 100 in / 20 out") {
-		t.Fatalf("card: %s", strings.Join(lines, "\n"))
-	}
-	// the replies came after the requests: every get of the call is in
-	if err := s.Conn.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	var transcript []string
-	for _, g := range gets {
-		if strings.Contains(g, names.TranscriptsStream()) || strings.Contains(g, names.TranscriptIndexBucket()) {
-			transcript = append(transcript, g)
-		}
-	}
-	if want := "$JS.API.DIRECT.GET." + names.TranscriptsStream() + "." + names.Transcript(bus.EncodeKey(mainKey)); len(transcript) != 1 || transcript[0] != want {
-		t.Fatalf("transcript reads of a repeated card: %q, want only %q", transcript, want)
+	if got := fmt.Sprint(gets()); got != fmt.Sprint([]string{newest, index, newest}) {
+		t.Fatalf("transcript reads after an append: %s, want the newest entry, then the index head and the newest entry, no entry by sequence", got)
 	}
 }
 

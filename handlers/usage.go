@@ -154,25 +154,37 @@ func (d *Deps) latestUsageTail(ctx context.Context, key string) (u usage, last t
 	if len(es) > 0 {
 		last = transcripts.Entry{N: es[len(es)-1].N, Seq: es[len(es)-1].Seq}
 	}
+	// every entry fetched is parsed and remembered, the ones older than
+	// the usage record found too: else they would be fetched on every read
+	var found *usageSeen
 	for i := len(es) - 1; i >= 0; i-- {
-		var u usageSeen
 		if es[i].Data == nil {
-			var ok bool
-			if u, ok = d.usageSeen.Get(usageKey{gen, es[i].Seq}); !ok {
+			if found != nil {
+				continue
+			}
+			u, ok := d.usageSeen.Get(usageKey{gen, es[i].Seq})
+			if !ok {
 				// evicted since the read trusted it: read it all again
 				return d.latestUsageUncached(ctx, key), last, false
 			}
-		} else {
-			u.u, u.ok = parseUsage(es[i].Data)
-			if d.usageSeen != nil {
-				d.usageSeen.Add(usageKey{gen, es[i].Seq}, u)
+			if u.ok {
+				found = &u
 			}
+			continue
 		}
-		if u.ok {
-			return u.u, last, true
+		var u usageSeen
+		u.u, u.ok = parseUsage(es[i].Data)
+		if d.usageSeen != nil {
+			d.usageSeen.Add(usageKey{gen, es[i].Seq}, u)
+		}
+		if u.ok && found == nil {
+			found = &u
 		}
 	}
-	return usage{}, last, true
+	if found == nil {
+		return usage{}, last, true
+	}
+	return found.u, last, true
 }
 
 // latestUsageUncached is latestUsage fetching every entry.
