@@ -91,6 +91,7 @@ type Deps struct {
 
 	views     *viewCache                      // sessions_history's entry views, set by Tools
 	usageSeen *lru.Cache[usageKey, usageSeen] // session_status's usage parse per entry, set by Tools
+	usageTops *lru.Cache[string, usageTop]    // session_status's latest usage per session, set by Tools
 
 	// SpawnHook, when set, is called before each step of a spawn's
 	// creation (SpawnStep*); an error stops the spawn there, as a crash
@@ -114,6 +115,9 @@ func Tools(d *Deps) map[string]bus.Handler {
 	}
 	if d.usageSeen == nil {
 		d.usageSeen, _ = lru.New[usageKey, usageSeen](usageCacheEntries) // errors only for a size <= 0
+	}
+	if d.usageTops == nil {
+		d.usageTops, _ = lru.New[string, usageTop](usageTopEntries)
 	}
 	all := map[string]tool{
 		"sessions_list":    sessionsList,

@@ -435,40 +435,63 @@ func (d *Deps) effectiveModel(e *sessions.Entry) modelInfo {
 // statusReads runs the reads the card needs beside the index: the signal
 // log's head and changes, and the transcript's latest usage when the
 // entry's counters are sparse. They run together: one round trip's wait.
+// The last of them runs on the calling goroutine: a goroutine per read
+// cost a start and a stack growth (a NATS request's depth) on every call.
 // A failed signal-log read is a retryable 503: a card with state version 0
 // or an empty delta would tell the caller nothing changed when it may have.
 func (d *Deps) statusReads(ctx context.Context, key string, e *sessions.Entry, sp statusParams) (usage, uint64, *StateChanges, error) {
 	var (
 		wg                    sync.WaitGroup
-		u                     usage
 		version               uint64
 		changes               *StateChanges
 		versionErr, changeErr error
+		reads                 []func()
 	)
 	if sp.hasChanges {
 		changes = &StateChanges{Events: []map[string]any{}}
 	}
-	if d.Signals != nil {
-		wg.Go(func() { version, versionErr = d.Signals.StateVersion(ctx, key) })
-		if sp.hasChanges {
-			wg.Go(func() {
-				c, err := d.Signals.Since(ctx, key, sp.changesSince, statusChangesLimit)
-				if err != nil {
-					changeErr = err
-					return
-				}
-				if c.Events == nil {
-					c.Events = []map[string]any{}
-				}
-				changes = &c
+	if d.Signals != nil && sp.hasChanges {
+		reads = append(reads, func() {
+			c, err := d.Signals.Since(ctx, key, sp.changesSince, statusChangesLimit)
+			if err != nil {
+				changeErr = err
+				return
+			}
+			if c.Events == nil {
+				c.Events = []map[string]any{}
+			}
+			changes = &c
+		})
+	}
+	u := entryUsage(e)
+	if hw, ok := d.Signals.(headWave); ok && u.sparse() {
+		// the version read goes out in the transcript read's wave
+		reads = append(reads, func() {
+			l, reply, err := d.latestUsage(ctx, key, hw.StateVersionRequest(key))
+			u = u.backfill(l)
+			if err == nil {
+				version, err = hw.StateVersionReply(ctx, key, reply)
+			}
+			versionErr = err
+		})
+	} else {
+		if d.Signals != nil {
+			reads = append(reads, func() { version, versionErr = d.Signals.StateVersion(ctx, key) })
+		}
+		if u.sparse() {
+			reads = append(reads, func() {
+				l, _, _ := d.latestUsage(ctx, key, nil)
+				u = u.backfill(l)
 			})
 		}
 	}
-	u = entryUsage(e)
-	if u.sparse() {
-		wg.Go(func() { u = u.backfill(d.latestUsage(ctx, key)) })
+	if n := len(reads); n > 0 {
+		for _, read := range reads[:n-1] {
+			wg.Go(read)
+		}
+		reads[n-1]()
+		wg.Wait()
 	}
-	wg.Wait()
 	if err := errors.Join(versionErr, changeErr); err != nil {
 		d.Log.Warn("session_status: signal log read failed", "session", key, "err", err)
 		return u, 0, nil, bus.Errorf(bus.CodeUnavailable, "session_status: the signal log could not be read (%v); retry", err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/bus/bustest"
 	"github.com/sessionbus/sessionbus/config"
@@ -16,6 +18,8 @@ import (
 	"github.com/sessionbus/sessionbus/handlers"
 	"github.com/sessionbus/sessionbus/handlers/handlerstest"
 	"github.com/sessionbus/sessionbus/kv/sessions"
+	"github.com/sessionbus/sessionbus/streams/signals"
+	"github.com/sessionbus/sessionbus/streams/transcripts"
 )
 
 const opsMain = "agent:ops:main"
@@ -500,5 +504,169 @@ func TestStatusUsageBackfillFollowsNewEntries(t *testing.T) {
 		if lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`)); !hasLine(lines, "🧮 Tokens: 300 in / 40 out") {
 			t.Fatalf("newer usage: %s", strings.Join(lines, "\n"))
 		}
+	}
+}
+
+// The worker keeps each session's latest usage under the transcript's
+// newest entry and checks that entry on every card: a write from another
+// process (here a store on a connection of its own, as another worker or
+// gateway would be) is on the next card, whatever it did to the
+// transcript.
+func TestStatusUsageFreshAfterWritesElsewhere(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	ctx := bustest.Context(t)
+	nc, js := bustest.Connect(t, s.Server)
+	other, err := transcripts.Open(ctx, nc, js, s.Worker.Deps.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	enc := bus.EncodeKey(mainKey)
+	turn := func(in, out int) string {
+		return fmt.Sprintf(`{"type":"message","message":{"role":"assistant","content":"r","usage":{"input":%d,"output":%d,"totalTokens":%d}}}`, in, out, in+out)
+	}
+	want := func(step, line string) {
+		t.Helper()
+		for range 2 { // the second card is the one the kept usage answers
+			lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`))
+			if line == "" {
+				for _, l := range lines {
+					if strings.HasPrefix(l, "🧮 Tokens") {
+						t.Fatalf("%s: want no usage, got %q", step, l)
+					}
+				}
+			} else if !hasLine(lines, line) {
+				t.Fatalf("%s: no %q in\n%s", step, line, strings.Join(lines, "\n"))
+			}
+		}
+	}
+	appendAll := func(lines ...string) {
+		t.Helper()
+		var es [][]byte
+		for _, l := range lines {
+			es = append(es, []byte(l))
+		}
+		if _, err := other.Append(ctx, enc, es...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hi"}`, turn(100, 20), `{"role":"user","content":"and now?"}`)
+	want("imported", "🧮 Tokens: 100 in / 20 out")
+
+	// deleted and written again: the newest entry has the same number and
+	// bytes as before, only its stream sequence tells it is another one
+	if err := other.Delete(ctx, enc); err != nil {
+		t.Fatal(err)
+	}
+	appendAll(`{"role":"user","content":"hi"}`, turn(700, 80), `{"role":"user","content":"and now?"}`)
+	want("rewritten", "🧮 Tokens: 700 in / 80 out")
+
+	// a turn whose newest entry carries no usage: read through the index
+	appendAll(turn(300, 40), `{"role":"user","content":"next"}`)
+	want("appended", "🧮 Tokens: 300 in / 40 out")
+
+	// a turn that ends with its usage record
+	appendAll(`{"role":"user","content":"again"}`, turn(500, 60))
+	want("appended with usage last", "🧮 Tokens: 500 in / 60 out")
+
+	if err := other.Delete(ctx, enc); err != nil {
+		t.Fatal(err)
+	}
+	want("deleted", "")
+}
+
+// A repeated card of an unchanged transcript reads its newest entry only:
+// no read of the transcript index. After an append it reads the index, but
+// fetches no entry it parsed before (older than the usage record too).
+func TestStatusUsageRepeatReadsNewestOnly(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hi"}`,
+		`{"type":"message","message":{"role":"assistant","content":"r","usage":{"input":100,"output":20,"totalTokens":120}}}`,
+		`{"role":"user","content":"and now?"}`)
+	s.MustCall(mainKey, "session_status", `{}`)
+
+	names := s.Worker.Deps.Names
+	stream := "$JS.API.DIRECT.GET." + names.TranscriptsStream()
+	newest := stream + "." + names.Transcript(bus.EncodeKey(mainKey))
+	index := "$JS.API.DIRECT.GET.KV_" + names.TranscriptIndexBucket() + ".$KV." + names.TranscriptIndexBucket() + ".h." + bus.EncodeKey(mainKey)
+	// gets lists the transcript reads one card makes
+	gets := func() []string {
+		t.Helper()
+		var mu sync.Mutex
+		var got []string
+		sub, err := s.Conn.Subscribe("$JS.API.DIRECT.GET.>", func(m *nats.Msg) {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.HasPrefix(m.Subject, stream) || strings.Contains(m.Subject, names.TranscriptIndexBucket()) {
+				got = append(got, m.Subject)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := s.Conn.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if lines := cardLines(t, s.MustCall(mainKey, "session_status", `{}`)); !hasLine(lines, "🧮 Tokens: 100 in / 20 out") {
+			t.Fatalf("card: %s", strings.Join(lines, "\n"))
+		}
+		// the replies came after the requests: every get of the call is in
+		if err := s.Conn.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+	if got := gets(); len(got) != 1 || got[0] != newest {
+		t.Fatalf("transcript reads of a repeated card: %q, want only %q", got, newest)
+	}
+	if _, err := s.Worker.Deps.Transcripts.Append(bustest.Context(t), bus.EncodeKey(mainKey), []byte(`{"role":"user","content":"more"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(gets()); got != fmt.Sprint([]string{newest, index, newest}) {
+		t.Fatalf("transcript reads after an append: %s, want the newest entry, then the index head and the newest entry, no entry by sequence", got)
+	}
+}
+
+// The state version read beside the transcript's newest entry (one wave)
+// follows an event another process appends, and a deleted log.
+func TestStatusStateVersionFreshAfterAppendElsewhere(t *testing.T) {
+	s := handlerstest.Start(t, nil)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s.Server)
+	other, err := signals.Open(ctx, js, s.Worker.Deps.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a sparse entry: the card reads the transcript, and the version with it
+	s.Import(importer.ImportOptions{SessionKey: mainKey}, `{"role":"user","content":"hi"}`,
+		`{"type":"message","message":{"role":"assistant","content":"r","usage":{"input":100,"output":20,"totalTokens":120}}}`)
+	version := func() float64 {
+		t.Helper()
+		res := s.MustCall(mainKey, "session_status", `{}`)
+		if !hasLine(cardLines(t, res), "🧮 Tokens: 100 in / 20 out") {
+			t.Fatalf("card: %v", res["statusText"])
+		}
+		v, _ := res["stateVersion"].(float64)
+		return v
+	}
+	before := version()
+	for i := range 2 {
+		ev, _, err := other.Append(ctx, signals.Event{SessionKey: mainKey, Kind: signals.KindHumanDirectMessage,
+			ActorType: signals.ActorHuman, DedupeKey: fmt.Sprint("elsewhere-", i), Summary: "human message via telegram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := version(); got != float64(ev.Sequence) || got <= before {
+			t.Fatalf("append %d: stateVersion %v, want %d (was %v)", i, got, ev.Sequence, before)
+		}
+	}
+	if err := other.Delete(ctx, mainKey); err != nil {
+		t.Fatal(err)
+	}
+	if got := version(); got != 0 {
+		t.Fatalf("deleted log: stateVersion %v, want 0", got)
 	}
 }

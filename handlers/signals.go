@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionbus/sessionbus/flows/notices"
 	"github.com/sessionbus/sessionbus/rules"
 	"github.com/sessionbus/sessionbus/streams/signals"
@@ -13,6 +15,19 @@ type signalLog struct{ l *signals.Log }
 
 func (s signalLog) StateVersion(ctx context.Context, key string) (uint64, error) {
 	return s.l.StateVersion(ctx, key)
+}
+
+// headWave is a StateLog whose version read can go out in the wave of
+// session_status's transcript read: one wait, no goroutine of its own.
+type headWave interface {
+	StateVersionRequest(sessionKey string) *nats.Msg
+	StateVersionReply(ctx context.Context, sessionKey string, m *nats.Msg) (uint64, error)
+}
+
+func (s signalLog) StateVersionRequest(key string) *nats.Msg { return s.l.StateVersionRequest(key) }
+
+func (s signalLog) StateVersionReply(ctx context.Context, key string, m *nats.Msg) (uint64, error) {
+	return s.l.StateVersionReply(ctx, key, m)
 }
 
 func (s signalLog) Since(ctx context.Context, key string, after uint64, limit int) (StateChanges, error) {

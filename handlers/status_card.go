@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -36,12 +35,12 @@ func (d *Deps) statusCard(r *requester, e *sessions.Entry, m modelInfo, u usage)
 	}
 	if u.cacheRead > 0 || u.cacheWrite > 0 {
 		hit := u.cacheRead * 100 / (u.cacheRead + u.cacheWrite + u.input)
-		lines = append(lines, fmt.Sprintf("🗄️ Cache: %d%% hit · %s cached, %s new", hit, formatTokens(u.cacheRead), formatTokens(u.cacheWrite)))
+		lines = append(lines, "🗄️ Cache: "+strconv.FormatInt(hit, 10)+"% hit · "+formatTokens(u.cacheRead)+" cached, "+formatTokens(u.cacheWrite)+" new")
 	}
 	if u.total > 0 || e.ContextTokens > 0 || e.Rares().CompactionCount > 0 {
 		l := "📚 Context: " + formatTokens(u.total)
 		if e.ContextTokens > 0 {
-			l += "/" + formatTokens(e.ContextTokens) + fmt.Sprintf(" (%d%%)", u.total*100/e.ContextTokens)
+			l += "/" + formatTokens(e.ContextTokens) + " (" + strconv.FormatInt(u.total*100/e.ContextTokens, 10) + "%)"
 		}
 		lines = append(lines, l+" · 🧹 Compactions: "+strconv.FormatInt(e.Rares().CompactionCount, 10))
 	}

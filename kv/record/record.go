@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,19 +71,8 @@ func (b Bucket[T]) WithEcho(e *Echo[T]) Bucket[T] {
 // write look missing.
 func (b Bucket[T]) Get(ctx context.Context, key string) (*T, uint64, error) {
 	e, err := b.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) && b.replicated(ctx) {
-		data, rev, found, lerr := b.leaderGet(ctx, key)
-		switch {
-		case lerr != nil:
-			return nil, 0, lerr
-		case !found:
-			return nil, 0, err
-		}
-		v, derr := b.Decode(data)
-		if derr != nil {
-			return nil, 0, fmt.Errorf("%s %s: %w", b.noun, key, derr)
-		}
-		return v, rev, nil
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return b.confirmMissing(ctx, key)
 	}
 	if err != nil {
 		return nil, 0, err
@@ -92,6 +82,56 @@ func (b Bucket[T]) Get(ctx context.Context, key string) (*T, uint64, error) {
 		return nil, 0, fmt.Errorf("%s %s: %w", b.noun, key, err)
 	}
 	return v, e.Revision(), nil
+}
+
+// GetRequest is the direct get of key's last value that Get sends, for a
+// caller that pipelines it with other reads; GetReply decodes its reply.
+func (b Bucket[T]) GetRequest(key string) *nats.Msg {
+	return &nats.Msg{Subject: jetstream.DefaultAPIPrefix + "DIRECT.GET.KV_" + b.kv.Bucket() + "." + Subject(b.kv, key)}
+}
+
+// GetReply is Get's answer from the reply to GetRequest(key): a missing,
+// deleted or purged key is jetstream.ErrKeyNotFound, confirmed with the
+// stream leader on a replicated bucket as Get does.
+func (b Bucket[T]) GetReply(ctx context.Context, key string, m *nats.Msg) (*T, uint64, error) {
+	switch st := m.Header.Get("Status"); st {
+	case "":
+	case "404":
+		return b.confirmMissing(ctx, key)
+	default:
+		return nil, 0, fmt.Errorf("%s %s: direct get: status %s %s", b.noun, key, st, m.Header.Get("Description"))
+	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return b.confirmMissing(ctx, key)
+	}
+	rev, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: direct get reply without %s", b.noun, key, jetstream.SequenceHeader)
+	}
+	v, err := b.Decode(m.Data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: %w", b.noun, key, err)
+	}
+	return v, rev, nil
+}
+
+// confirmMissing is Get's answer to a direct get that found nothing.
+func (b Bucket[T]) confirmMissing(ctx context.Context, key string) (*T, uint64, error) {
+	if !b.replicated(ctx) {
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	data, rev, found, err := b.leaderGet(ctx, key)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case !found:
+		return nil, 0, jetstream.ErrKeyNotFound
+	}
+	v, err := b.Decode(data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s %s: %w", b.noun, key, err)
+	}
+	return v, rev, nil
 }
 
 // Decode parses one stored value.

@@ -353,3 +353,40 @@ func TestClassifyActorAndNotifies(t *testing.T) {
 		t.Fatalf("notify flags %v", got)
 	}
 }
+
+// The version read a caller pipelines (StateVersionRequest, sent on a
+// connection of its own, answered by StateVersionReply) says what
+// StateVersion says: no head, a head raised by appends, a deleted head.
+func TestStateVersionPipelined(t *testing.T) {
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s)
+	other, _ := bustest.Connect(t, s)
+	ctx := bustest.Context(t)
+	l, err := Open(ctx, js, bus.NewNames(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "agent:main:main"
+	check := func(step string, want uint64) {
+		t.Helper()
+		direct, err := l.StateVersion(ctx, key)
+		if err != nil || direct != want {
+			t.Fatalf("%s: StateVersion = %d, %v; want %d", step, direct, err, want)
+		}
+		m, err := other.RequestMsgWithContext(ctx, l.StateVersionRequest(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := l.StateVersionReply(ctx, key, m); err != nil || got != want {
+			t.Fatalf("%s: pipelined = %d, %v; want %d", step, got, err, want)
+		}
+	}
+	check("no head", 0)
+	appendOne(t, ctx, l, key, KindHumanDirectMessage, "a")
+	ev := appendOne(t, ctx, l, key, KindHumanDirectMessage, "b")
+	check("appended", ev.Sequence)
+	if err := l.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", 0)
+}

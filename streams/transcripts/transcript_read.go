@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/sessionbus/sessionbus/bus"
 )
 
 // Count is the number of entries in the session's transcript (repairing a
@@ -44,6 +46,52 @@ func (t *Store) Read(ctx context.Context, encKey string, from, to uint64) ([]Ent
 		return nil, fmt.Errorf("read %s [%d,%d): %w", encKey, from, to, err)
 	}
 	return es, nil
+}
+
+// Newest reads the session's newest entry alone: one direct get of the
+// transcript subject's last message, the index not read (on a replicated
+// store the stream leader answers, as for any read that must be current).
+// found is false for an empty transcript. Appends give every entry a new,
+// higher stream sequence and a delete purges the subject, so within one
+// Generation an unchanged newest entry (sequence and number) means an
+// unchanged transcript: what lets a caller keep what it made of the tail.
+//
+// also are requests of the caller's own (reads of other streams) sent in
+// the same wave; their replies come back in order, unparsed. They are nil
+// when the wave failed.
+func (t *Store) Newest(ctx context.Context, encKey string, also ...*nats.Msg) (e Entry, found bool, replies []*nats.Msg, err error) {
+	ctx, cancel, p, err := t.begin(ctx, encKey)
+	if err != nil {
+		return Entry{}, false, nil, err
+	}
+	defer cancel()
+	defer t.putPipe(p)
+	subject := t.names.Transcript(encKey)
+	req := t.lastForReq(subject)
+	if t.replicated {
+		req = bus.LeaderGetRequest(t.api, t.names.TranscriptsStream(), 0, subject)
+	}
+	res, err := p.roundTrip(ctx, append([]*nats.Msg{req}, also...))
+	if err != nil {
+		return Entry{}, false, nil, fmt.Errorf("newest entry of %s: %w", encKey, err)
+	}
+	replies = res[1:]
+	if t.replicated {
+		if res[0], err = bus.LeaderGetReply(t.names.TranscriptsStream(), res[0]); err != nil {
+			return Entry{}, false, replies, fmt.Errorf("newest entry of %s: %w", encKey, leaderErr(t.names.TranscriptsStream(), err))
+		}
+	}
+	top, found, err := parseEntryMsg(res[0])
+	if err != nil {
+		return Entry{}, false, replies, fmt.Errorf("newest entry of %s: %w", encKey, err)
+	}
+	if !found {
+		return Entry{}, false, replies, nil
+	}
+	if top.subject != subject {
+		return Entry{}, false, replies, fmt.Errorf("%w: newest entry of %s came from %q", ErrIndexCorrupt, encKey, top.subject)
+	}
+	return Entry{N: top.n, Seq: top.seq, Data: top.data, Time: top.time}, true, replies, nil
 }
 
 // Tail returns the newest limit entries after skipping the offset newest

@@ -896,3 +896,33 @@ func TestTailCachedSkipsHeldEntries(t *testing.T) {
 		t.Fatalf("generation %d after a recreation, want 1", g)
 	}
 }
+
+// Newest reads the newest entry alone (a session whose key extends this
+// one does not answer for it) and passes the caller's own requests
+// through in the same wave.
+func TestNewest(t *testing.T) {
+	f := newFixture(t)
+	const key = "agent.main.main"
+	also := &nats.Msg{Subject: "$JS.API.DIRECT.GET.SB_TRANSCRIPTS.sb.tr.nowhere"}
+	check := func(step string, wantFound bool, wantN int) {
+		t.Helper()
+		e, found, replies, err := f.tr.Newest(ctx(t), key, also)
+		if err != nil || found != wantFound {
+			t.Fatalf("%s: found %v err %v, want found %v", step, found, err, wantFound)
+		}
+		if found && (e.N != uint64(wantN) || string(e.Data) != string(body(key, wantN)) || e.Seq == 0) {
+			t.Fatalf("%s: newest %d seq %d %s, want entry %d", step, e.N, e.Seq, e.Data, wantN)
+		}
+		if len(replies) != 1 || replies[0].Header.Get("Status") != "404" {
+			t.Fatalf("%s: the passed request's reply: %v", step, replies)
+		}
+	}
+	check("empty", false, 0)
+	f.appendN(key, 0, 3)
+	f.appendN(key+".x", 0, 1)
+	check("appended", true, 2)
+	if err := f.tr.Delete(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", false, 0)
+}
