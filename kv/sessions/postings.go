@@ -33,6 +33,10 @@ var denseMin = 1024
 
 const denseShare = 32
 
+// denseAt reports whether a list of n slots, in an index of nslots, is
+// past the line to turn dense.
+func denseAt(n, nslots int) bool { return n > denseMin && n > nslots/denseShare }
+
 func (x *postings) reset() { x.lists = make(map[trigram]*posting) }
 
 // add files slot under each of grams; nslots is the index's slot count.
@@ -44,7 +48,7 @@ func (x *postings) add(slot uint32, grams []trigram, nslots int) {
 			x.lists[g] = p
 		}
 		p.add(slot)
-		if p.bits == nil && p.n > denseMin && p.n > nslots/denseShare {
+		if p.bits == nil && denseAt(p.n, nslots) {
 			p.toDense()
 		}
 	}

@@ -99,16 +99,22 @@ func appendTrigrams(dst []trigram, f string) []trigram {
 	return dst
 }
 
+// appendEntryTrigrams appends the trigrams of e's searched fields,
+// duplicates and all.
+func appendEntryTrigrams(dst []trigram, e *Entry) []trigram {
+	for _, f := range e.searchFields() {
+		dst = appendTrigrams(dst, f)
+	}
+	return dst
+}
+
 // entryTrigrams is the sorted set of the trigrams of e's searched fields.
 func entryTrigrams(e *Entry) []trigram {
 	n := 0
 	for _, f := range e.searchFields() {
 		n += len(f)
 	}
-	g := make([]trigram, 0, n)
-	for _, f := range e.searchFields() {
-		g = appendTrigrams(g, f)
-	}
+	g := appendEntryTrigrams(make([]trigram, 0, n), e)
 	if len(g) == 0 {
 		return nil
 	}
