@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -93,4 +94,38 @@ func TestBulkBuiltSearchMatchesScan(t *testing.T) {
 		c.round(round)
 		c.check(ix, round)
 	}
+}
+
+// BenchmarkTrigramBuild compares what filing 200k sessions' trigrams costs
+// under the index lock: built in bulk at the load's end, and added slot by
+// slot as the load filed them before (their trigrams listed beforehand,
+// off the lock, as the load's decoders did).
+//
+//	go test -run '^$' -bench TrigramBuild ./kv/sessions/
+func BenchmarkTrigramBuild(b *testing.B) {
+	n := 200_000
+	slots := make([]*Entry, n)
+	grams := make([][]trigram, n)
+	for i := range slots {
+		slots[i] = Sample(i, 1_790_000_000_000)
+		grams[i] = entryTrigrams(slots[i])
+	}
+	b.Run("bulk", func(b *testing.B) {
+		for b.Loop() {
+			var x postings
+			x.reset()
+			x.build(slots, runtime.GOMAXPROCS(0))
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+	})
+	b.Run("one-by-one", func(b *testing.B) {
+		for b.Loop() {
+			var x postings
+			x.reset()
+			for s, g := range grams {
+				x.add(uint32(s), g, n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+	})
 }
