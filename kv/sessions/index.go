@@ -46,7 +46,7 @@ type Index struct {
 	// that several keys share have the others in sharedIDs.
 	bySessionID keyTable
 	sharedIDs   map[string][]uint32
-	search      signatures
+	search      postings
 	intern      interner
 	applied     uint64
 	err         error
@@ -127,7 +127,7 @@ func (ix *Index) clear() {
 	ix.byLabel = make(map[string][]uint32)
 	ix.bySessionID = keyTable{keyOf: func(s uint32) string { return ix.slots[s].SessionID }}
 	ix.sharedIDs = make(map[string][]uint32)
-	ix.search = signatures{}
+	ix.search.reset()
 	ix.intern = interner{}
 	ix.applied = 0
 	ix.loading = false

@@ -10,14 +10,15 @@ import (
 )
 
 // change is one watched change made ready to file: the entry decoded,
-// interned, packed, derived and its search signature computed, all of which
-// needs no lock, so readers wait only for commit.
+// interned, packed, derived and (after the initial load) its search
+// trigrams listed, all of which needs no lock, so readers wait only for
+// commit.
 type change struct {
-	key  string
-	e    *Entry // nil: the key was deleted (or its value is corrupt)
-	sig  signature
-	rev  uint64
-	skip bool // an undecodable key: nothing to file
+	key   string
+	e     *Entry    // nil: the key was deleted (or its value is corrupt)
+	grams []trigram // e's searched trigrams; nil during the initial load
+	rev   uint64
+	skip  bool // an undecodable key: nothing to file
 }
 
 // apply files one change the watch brought (a put or a delete) in every
@@ -38,10 +39,12 @@ func (ix *Index) apply(ke jetstream.KeyValueEntry) {
 	ix.changed.Broadcast()
 }
 
-// prepare decodes ke into a change. withPrev: reuse the strings of the
-// entry it replaces (the initial load, which sees each key once, skips the
-// lookup so that several goroutines can prepare at once).
-func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, withPrev bool) change {
+// prepare decodes ke into a change. live: a change after the initial
+// load, which reuses the strings of the entry it replaces and lists its
+// trigrams (the load sees each key once, so it skips the lookup and
+// several goroutines can prepare at once, and it files the trigrams of
+// every entry in one go at its end).
+func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, live bool) change {
 	key, err := bus.DecodeKey(ke.Key())
 	if err != nil {
 		ix.log.Warn("session index: undecodable key", "key", ke.Key(), "err", err)
@@ -59,7 +62,7 @@ func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, withPrev bool
 	e.Key = key
 	in.entry(e)
 	var prev *Entry
-	if withPrev {
+	if live {
 		ix.mu.RLock()
 		if slot, ok := ix.byKey.get(key); ok {
 			prev = ix.slots[slot]
@@ -70,13 +73,19 @@ func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, withPrev bool
 	if ix.derive != nil {
 		e.Derived = ix.derive(e)
 	}
-	c.key, c.e, c.sig = e.Key, e, entrySignature(e)
+	c.key, c.e = e.Key, e
+	if live {
+		c.grams = entryTrigrams(e)
+	}
 	return c
 }
 
 // commit files c in every lookup (mu held); the caller advances applied.
+// During the initial load it leaves the trigram lists alone: filing ~70
+// trigrams per entry one by one under the lock would hold up the load,
+// and the load builds the lists in bulk once every entry is in.
 func (ix *Index) commit(c *change) {
-	key, e, sig := c.key, c.e, c.sig
+	key, e := c.key, c.e
 	cell, had := ix.byKey.find(key)
 	var slot uint32
 	if had {
@@ -86,20 +95,23 @@ func (ix *Index) commit(c *change) {
 	case had && e != nil:
 		old := ix.slots[slot]
 		ix.unlink(slot)
-		if oldSig := entrySignature(old); oldSig != sig {
-			ix.search.set(slot, oldSig, false)
-			ix.search.set(slot, sig, true)
+		if !ix.loading && !sameSearchText(old, e) {
+			ix.search.update(slot, entryTrigrams(old), c.grams, len(ix.slots))
 		}
 		ix.link(slot, e)
 	case had:
-		ix.search.set(slot, entrySignature(ix.slots[slot]), false)
+		if !ix.loading {
+			ix.search.remove(slot, entryTrigrams(ix.slots[slot]), len(ix.slots))
+		}
 		ix.unlink(slot)
 		ix.byKey.remove(key)
 		ix.slots[slot] = nil
 		ix.free = append(ix.free, slot)
 	case e != nil:
 		slot = ix.newSlot()
-		ix.search.set(slot, sig, true)
+		if !ix.loading {
+			ix.search.add(slot, c.grams, len(ix.slots))
+		}
 		ix.link(slot, e)
 		ix.byKey.add(cell, key, slot) // after link: the table reads the key from the slot's entry
 	}
@@ -110,7 +122,6 @@ func (ix *Index) commit(c *change) {
 // would be copied and rehashed ~20 times on the way to a million.
 func (ix *Index) reserve(n int) {
 	ix.slots = slices.Grow(ix.slots, n)
-	ix.search.grow(cap(ix.slots))
 	ix.byKey.reserve(ix.byKey.len() + n)
 	ix.bySessionID.reserve(ix.bySessionID.len() + n)
 }
@@ -123,11 +134,10 @@ func (ix *Index) newSlot() uint32 {
 		return slot
 	}
 	ix.slots = append(ix.slots, nil)
-	ix.search.grow(cap(ix.slots))
 	return uint32(len(ix.slots) - 1)
 }
 
-// link files e under slot in every lookup but byKey and the signatures.
+// link files e under slot in every lookup but byKey and the trigrams.
 func (ix *Index) link(slot uint32, e *Entry) {
 	ix.slots[slot] = e
 	if !ix.loading {

@@ -86,10 +86,12 @@ func (ix *Index) load(ctx context.Context, updates <-chan jetstream.KeyValueEntr
 	close(inOrder)
 	<-filed
 	workers.Wait()
-	// Only now are the filed entries listed, so applied (what Sync and
-	// WaitApplied wait for) moves past them here.
+	// Only now are the filed entries listed and searched, so applied (what
+	// Sync and WaitApplied wait for) moves past them here, and no reader
+	// sees some entries without the others.
 	ix.mu.Lock()
 	ix.buildOrder()
+	ix.search.build(ix.slots, runtime.GOMAXPROCS(0))
 	ix.loading = false
 	ix.applied = max(ix.applied, top)
 	ix.changed.Broadcast()

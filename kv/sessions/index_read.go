@@ -3,7 +3,6 @@ package sessions
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"slices"
 )
 
@@ -152,13 +151,15 @@ func eachNewest(es []*Entry, fn func(*Entry) bool) {
 var searchSortMax = 4096
 
 // EachSearch is Each over the entries that MatchesSearch(needle), needle a
-// SearchNeedle:
-// the search signatures pick the candidates, so a search matching few
-// sessions costs about its candidates, not the whole index. A needle
-// shorter than three bytes has no trigram to pick by and walks every entry.
-// fn runs under the index read lock and must not call back into the index.
+// SearchNeedle. The trigram lists pick the candidates, so a search matching
+// few sessions costs about its rarest trigram's list and its candidates,
+// however many sessions there are. A needle shorter than three bytes has no
+// trigram to pick by, and one made only of trigrams most sessions have
+// narrows little: both walk the order, the latter skipping the sessions
+// its bitmaps rule out. fn runs under the index read lock and must not call
+// back into the index.
 func (ix *Index) EachSearch(needle string, fn func(*Entry) bool) {
-	q, ok := needleSignature(needle)
+	grams, ok := needleTrigrams(needle)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if !ok {
@@ -168,14 +169,10 @@ func (ix *Index) EachSearch(needle string, fn func(*Entry) bool) {
 		})
 		return
 	}
-	cands := ix.search.candidates(q)
-	n := 0
-	for _, w := range cands {
-		n += bits.OnesCount64(w)
-	}
-	if n > searchSortMax {
+	cands, dense, ok := ix.search.candidates(grams)
+	if !ok {
 		ix.order.Ascend(func(slot uint32) bool {
-			if cands[slot>>6]&(1<<(slot&63)) == 0 {
+			if !holdsAll(dense, slot) {
 				return true
 			}
 			e := ix.slots[slot]
@@ -183,16 +180,24 @@ func (ix *Index) EachSearch(needle string, fn func(*Entry) bool) {
 		})
 		return
 	}
-	var es []*Entry
-	for w, word := range cands {
-		for word != 0 {
-			slot := w*64 + bits.TrailingZeros64(word)
-			word &= word - 1
-			if slot < len(ix.slots) {
-				if e := ix.slots[slot]; e != nil && e.MatchesSearch(needle) {
-					es = append(es, e)
-				}
+	if len(cands) > searchSortMax {
+		in := make([]uint64, len(ix.slots)/64+1)
+		for _, slot := range cands {
+			in[slot>>6] |= 1 << (slot & 63)
+		}
+		ix.order.Ascend(func(slot uint32) bool {
+			if in[slot>>6]&(1<<(slot&63)) == 0 {
+				return true
 			}
+			e := ix.slots[slot]
+			return !e.MatchesSearch(needle) || fn(e)
+		})
+		return
+	}
+	es := make([]*Entry, 0, len(cands))
+	for _, slot := range cands {
+		if e := ix.slots[slot]; e != nil && e.MatchesSearch(needle) {
+			es = append(es, e)
 		}
 	}
 	eachNewest(es, fn)

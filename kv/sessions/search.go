@@ -1,7 +1,7 @@
 package sessions
 
 import (
-	"math/bits"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -71,108 +71,69 @@ func lowerASCII(c byte) byte {
 	return c
 }
 
-// A search signature is a superimposed code of every byte trigram of the
-// lower-cased searched fields: trigram t sets bit sigPos(t). A needle can be
-// a substring of a field only if the field has each of its trigrams, so a
-// session whose signature lacks one of the needle's bits cannot match.
-// 256 bits per session: with the ~85 trigrams of a typical entry a quarter
-// of the bits are set, so a needle of n trigrams lets through about 0.28^n of
-// the sessions that do not match, all of which the exact check then drops.
-const sigBits = 256
+// A trigram is three consecutive bytes of a lower-cased searched field (or
+// of a needle), packed. A needle can be a substring of a field only if the
+// field has each of the needle's trigrams, so the sessions holding all of
+// them are the only candidates the exact check needs to look at. Bytes, not
+// runes: a lower-cased needle's UTF-8 is a byte substring of a lower-cased
+// field's exactly when it is a substring of it.
+type trigram uint32
 
-type signature [sigBits / 64]uint64
+func tri(a, b, c byte) trigram { return trigram(a)<<16 | trigram(b)<<8 | trigram(c) }
 
-func sigPos(a, b, c byte) uint {
-	return uint((uint32(a)|uint32(b)<<8|uint32(c)<<16)*0x9E3779B1) >> 24
-}
-
-func entrySignature(e *Entry) signature {
-	var s signature
-	for _, f := range e.searchFields() {
-		s.add(f)
-	}
-	return s
-}
-
-// add sets the bits of f's trigrams, f lower-cased as MatchesSearch does.
-func (s *signature) add(f string) {
-	if len(f) < 3 {
-		return
-	}
+// appendTrigrams appends f's trigrams, f lower-cased as MatchesSearch
+// lowers it (duplicates and all: the caller sorts and compacts).
+func appendTrigrams(dst []trigram, f string) []trigram {
 	if !isASCII(f) {
+		// lowered first: lowering can lengthen a field ("Ⱥ", two bytes,
+		// lowers to "ⱥ", three), so a short one may still have a trigram
 		f = strings.ToLower(f)
 		for i := 0; i+3 <= len(f); i++ {
-			p := sigPos(f[i], f[i+1], f[i+2])
-			s[p>>6] |= 1 << (p & 63)
+			dst = append(dst, tri(f[i], f[i+1], f[i+2]))
 		}
-		return
+		return dst
 	}
 	for i := 0; i+3 <= len(f); i++ {
-		p := sigPos(lowerASCII(f[i]), lowerASCII(f[i+1]), lowerASCII(f[i+2]))
-		s[p>>6] |= 1 << (p & 63)
+		dst = append(dst, tri(lowerASCII(f[i]), lowerASCII(f[i+1]), lowerASCII(f[i+2])))
 	}
+	return dst
 }
 
-// needleSignature is the signature every match of needle has; ok is false
-// for a needle shorter than a trigram, which every session may match.
-func needleSignature(needle string) (s signature, ok bool) {
+// appendEntryTrigrams appends the trigrams of e's searched fields,
+// duplicates and all.
+func appendEntryTrigrams(dst []trigram, e *Entry) []trigram {
+	for _, f := range e.searchFields() {
+		dst = appendTrigrams(dst, f)
+	}
+	return dst
+}
+
+// entryTrigrams is the sorted set of the trigrams of e's searched fields.
+func entryTrigrams(e *Entry) []trigram {
+	n := 0
+	for _, f := range e.searchFields() {
+		n += len(f)
+	}
+	g := appendEntryTrigrams(make([]trigram, 0, n), e)
+	if len(g) == 0 {
+		return nil
+	}
+	slices.Sort(g)
+	return slices.Clip(slices.Compact(g))
+}
+
+// needleTrigrams is the sorted set of needle's (a SearchNeedle's)
+// trigrams; ok is false for a needle shorter than a trigram, which every
+// session may match.
+func needleTrigrams(needle string) (g []trigram, ok bool) {
 	for i := 0; i+3 <= len(needle); i++ {
-		p := sigPos(needle[i], needle[i+1], needle[i+2])
-		s[p>>6] |= 1 << (p & 63)
+		g = append(g, tri(needle[i], needle[i+1], needle[i+2]))
 	}
-	return s, len(needle) >= 3
+	slices.Sort(g)
+	return slices.Compact(g), len(needle) >= 3
 }
 
-func (s *signature) each(fn func(p uint)) {
-	for w, word := range s {
-		for word != 0 {
-			fn(uint(w*64 + bits.TrailingZeros64(word)))
-			word &= word - 1
-		}
-	}
-}
-
-// signatures holds every slot's signature bit-sliced: column p is a bitmap
-// over slots of the sessions whose signature has bit p, so the candidates
-// of a needle are the AND of its bits' columns, a few words per 64 sessions.
-type signatures struct {
-	cols [sigBits][]uint64
-}
-
-// grow makes room for slot numbers below n.
-func (x *signatures) grow(n int) {
-	words := (n + 63) / 64
-	for p := range x.cols {
-		if len(x.cols[p]) < words {
-			x.cols[p] = append(x.cols[p], make([]uint64, words-len(x.cols[p]))...)
-		}
-	}
-}
-
-// set turns slot's bits in s on or off.
-func (x *signatures) set(slot uint32, s signature, on bool) {
-	w, bit := slot>>6, uint64(1)<<(slot&63)
-	s.each(func(p uint) {
-		if on {
-			x.cols[p][w] |= bit
-		} else {
-			x.cols[p][w] &^= bit
-		}
-	})
-}
-
-// candidates returns the bitmap of slots whose signature has every bit of q.
-func (x *signatures) candidates(q signature) []uint64 {
-	var out []uint64
-	q.each(func(p uint) {
-		if out == nil {
-			out = append([]uint64(nil), x.cols[p]...)
-			return
-		}
-		col := x.cols[p]
-		for i := range out {
-			out[i] &= col[i]
-		}
-	})
-	return out
-}
+// sameSearchText reports whether a and b have the same searched fields,
+// so an update that leaves them alone (most do: a turn moves updatedAt and
+// the token counts) touches no posting list.
+func sameSearchText(a, b *Entry) bool { return a.searchFields() == b.searchFields() }

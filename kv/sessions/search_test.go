@@ -1,11 +1,15 @@
 package sessions
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sessionbus/sessionbus/bus"
 )
 
 // bruteSearch is the reference's search stated directly: walk every entry
@@ -145,27 +149,46 @@ func TestEachSearchIsExact(t *testing.T) {
 	}
 }
 
-// A signature keeps every trigram of the lower-cased fields, so a needle's
-// signature is within the signature of every entry it matches.
-func TestSignatureCoversMatches(t *testing.T) {
+// An entry's trigrams are every trigram of its lower-cased fields, so a
+// needle's trigrams are among those of every entry it matches.
+func TestTrigramsCoverMatches(t *testing.T) {
 	e := &Entry{Key: "agent:main:telegram:direct:u1", DisplayName: "Grüße aus KÖLN", Label: "ΣΊΣΥΦΟΣ", SessionID: "ABC-def"}
-	sig := entrySignature(e)
+	have := entryTrigrams(e)
 	for _, q := range []string{"grüße", "köln", "σίσυφοσ", "abc-d", "TELEGRAM:dir", "aus k"} {
 		n := SearchNeedle(q)
 		if !e.MatchesSearch(n) {
 			t.Fatalf("%q should match", q)
 		}
-		ns, ok := needleSignature(n)
+		grams, ok := needleTrigrams(n)
 		if !ok {
 			t.Fatalf("%q has trigrams", q)
 		}
-		for w := range ns {
-			if ns[w]&^sig[w] != 0 {
-				t.Fatalf("needle %q has signature bits the entry lacks", q)
+		for _, g := range grams {
+			if _, found := slices.BinarySearch(have, g); !found {
+				t.Fatalf("needle %q has trigram %06x the entry lacks", q, g)
 			}
 		}
 	}
-	if _, ok := needleSignature("ab"); ok {
+	if _, ok := needleTrigrams("ab"); ok {
 		t.Fatal("a two-byte needle has no trigram")
+	}
+}
+
+// A field shorter than a trigram can lower to one: "Ⱥ" is two bytes and
+// lowers to "ⱥ", three. Search finds it, as OpenClaw's lower-and-contains
+// does, however the needle is cased.
+func TestSearchFindsAShortFieldThatLowersLonger(t *testing.T) {
+	ix := bareIndex(slog.New(slog.DiscardHandler), nil)
+	for i, e := range []*Entry{{Key: "agent:main:a", DisplayName: "Ⱥ"}, {Key: "agent:main:b", Label: "xȺ"}, {Key: "agent:main:c", Label: "ȾȺ"}} {
+		v, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix.apply(fakeKE{key: bus.EncodeKey(e.Key), val: v, rev: uint64(i + 1)})
+	}
+	for q, want := range map[string]string{"ⱥ": "[agent:main:a agent:main:b agent:main:c]", "Ⱥ": "[agent:main:a agent:main:b agent:main:c]", "xⱥ": "[agent:main:b]", "ⱦⱥ": "[agent:main:c]"} {
+		if got := fmt.Sprint(indexSearch(ix, q, 10)); got != want {
+			t.Errorf("search %q found %s, want %s", q, got, want)
+		}
 	}
 }

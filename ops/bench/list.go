@@ -144,7 +144,7 @@ func (e *env) runList(ctx context.Context, n int) (Result, error) {
 // inventory's labels, so a walk in updatedAt order finds no early match to
 // stop at): by exact label, which has its own index, and by search, a
 // substring of key, label, display name, subject or sessionId, whose
-// candidates come from the index's trigram signatures.
+// candidates come from the index's trigram lists.
 func runListLabel100k(ctx context.Context, e *env) (Result, error) {
 	return e.runListFiltered(ctx, e.sz.list100k, "label")
 }
