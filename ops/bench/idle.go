@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,9 @@ func runBytesPerSession100k(ctx context.Context, e *env) (Result, error) {
 		}
 	}
 	heap0, rss0 := memNow()
+	if err := writeHeapProfile(e.o.HeapProfile, ".load"); err != nil {
+		return Result{}, err
+	}
 	e.logf("bytes_per_session_100k: %d sessions loaded: heap %.1f MB, RSS %.1f MB; idle for %v", n, mb(heap0), mb(rss0), idle)
 	cpu0 := processCPU()
 	start := time.Now()
@@ -78,6 +82,9 @@ wait:
 	rssEnd := rssBytes() // before the GC memNow forces, as a process left alone has it
 	peak = max(peak, rssEnd)
 	heap1, _ := memNow()
+	if err := writeHeapProfile(e.o.HeapProfile, ".idle"); err != nil {
+		return Result{}, err
+	}
 	cpu := processCPU() - cpu0
 	// and the idle process still answers as fast: sessions_list's first
 	// page (the figures the row's latency columns and ratio give)
@@ -107,6 +114,23 @@ wait:
 	e.logf("bytes_per_session_100k: after %v idle: heap %.1f MB (%.0f B/session, was %.0f), RSS %.1f MB (peak %.1f, was %.1f)",
 		idle, mb(heap1), *r.HeapPerSessionIdle, *r.HeapPerSession, mb(rssEnd), mb(peak), mb(rss0))
 	return r, nil
+}
+
+// writeHeapProfile writes the heap profile to path+suffix; an empty path
+// writes none.
+func writeHeapProfile(path, suffix string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path + suffix)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile %s: %w", path+suffix, err)
+	}
+	return f.Close()
 }
 
 func settle(quick bool) time.Duration {
