@@ -104,11 +104,12 @@ func testMaintenanceCap(t *testing.T, mode string) {
 	}
 
 	if mode == "warn" {
-		bustest.WaitFor(t, 4*gateway.LifecycleSweepInterval, "the warn-mode sweep to log each session it would cap", func() bool {
-			return strings.Count(srv.errText(), "session maintenance (warn mode): would cap") >= total-keep
+		summary := fmt.Sprintf("session maintenance (warn mode): nothing changed; mode enforce would take these actions cap=%d ", total-keep)
+		bustest.WaitFor(t, 4*gateway.LifecycleSweepInterval, "the warn-mode sweep to log the sessions it would cap", func() bool {
+			return strings.Contains(srv.errText(), summary)
 		})
 		for i := range total - keep {
-			if !strings.Contains(srv.errText(), "key="+keys[i]) {
+			if !strings.Contains(srv.errText(), keys[i]+" at ") {
 				t.Fatalf("warn mode did not name %s:\n%s", keys[i], srv.errText())
 			}
 		}
