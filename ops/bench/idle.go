@@ -39,9 +39,12 @@ func runBytesPerSession100k(ctx context.Context, e *env) (Result, error) {
 	if err := e.ensureSessions(ctx, n); err != nil {
 		return Result{}, err
 	}
-	// the load's own garbage and the server's write caches settle (they
-	// expire within seconds), as they have in a process that loaded its
-	// sessions at start
+	// the load's own garbage and the server's caches settle, as they have
+	// in a process that loaded its sessions a while ago: a block's message
+	// cache expires 10 s after its last read, its per-subject state after
+	// 2 minutes (nats-server's filestore defaults); measured 15 s after the
+	// load, that state (~10 MB at 100k) was counted as the load's heap and
+	// seen to "fall" while idle
 	if err := pause(ctx, settle(e.o.Quick)); err != nil {
 		return Result{}, err
 	}
@@ -137,11 +140,14 @@ func settle(quick bool) time.Duration {
 	if quick {
 		return 100 * time.Millisecond
 	}
-	return 15 * time.Second
+	return 2*time.Minute + 15*time.Second
 }
 
-// memNow is the live heap after a GC, and the RSS after it.
+// memNow is the live heap after a GC, and the RSS after it. Two GCs: what
+// sync.Pools hold (the server pools its buffers, ~25 MB just after the
+// load) survives the first in the pools' victim caches, and is not live.
 func memNow() (heap, rss uint64) {
+	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
