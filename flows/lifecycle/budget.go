@@ -173,6 +173,24 @@ func (o *Ops) stamps(ctx context.Context) (func(func(stamp)), error) {
 	}, nil
 }
 
+// TableKeys returns the keys of the live sessions match accepts, read from
+// the process's stamp table; ok is false when the process keeps none
+// (Ops.Stamps nil), and the caller reads the bucket instead.
+func (o *Ops) TableKeys(ctx context.Context, match func(key string) bool) (keys []string, ok bool, err error) {
+	if o.Stamps == nil {
+		return nil, false, nil
+	}
+	if err := o.Stamps.sync(ctx); err != nil {
+		return nil, true, err
+	}
+	o.Stamps.each(func(e stamp) {
+		if match(e.Key) {
+			keys = append(keys, e.Key)
+		}
+	})
+	return keys, true, nil
+}
+
 // allStamps is every live session's stamp, least recently updated first.
 func (o *Ops) allStamps(ctx context.Context) ([]stamp, error) {
 	each, err := o.stamps(ctx)
