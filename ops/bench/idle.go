@@ -20,8 +20,9 @@ import (
 // sessions loaded, then again after sitting idle for Options.Idle: the
 // heap per session after a GC, and the RSS. An idle process should stay
 // flat (the bar: the two heaps within 10% of each other); the gateway's
-// lifecycle sweep passes over every session and archive once a minute
-// meanwhile, which is what used to make it grow.
+// lifecycle sweep runs once a minute meanwhile: it used to read and
+// decode every session each pass, which is what made the process grow;
+// it now reads the gateway's table of session stamps.
 
 // defaultIdle is the idle period without --idle: long enough for two
 // lifecycle sweeps.
