@@ -299,6 +299,9 @@ func (g *Gateway) openStores(ctx context.Context) error {
 	g.reg, g.claims, g.events, g.watchers, g.revoked = s.Subagents, s.Claims, s.Events, s.Watchers, s.Revocations
 	g.recorder = &notices.Recorder{Log: s.Signals, Watchers: s.Watchers, Events: s.Events, Logger: g.log}
 	g.life = lifecycle.New(s, g.log)
+	// maintenance reads a table of session stamps its watch keeps, not the
+	// whole bucket every pass (the watch starts with the first pass)
+	g.life.Stamps = lifecycle.NewStamps(s.Sessions, g.log)
 	g.guarded = s.Guarded()
 	if g.children, err = subagents.StartIndex(ctx, g.reg, g.log); err != nil {
 		s.Close()
@@ -505,6 +508,7 @@ func (g *Gateway) Stop() {
 	it, _ := g.current()
 	it.Stop()
 	g.wg.Wait()
+	g.life.Stamps.Stop()
 	g.children.Stop()
 	g.slots.Stop()
 	g.runs.Close()

@@ -25,6 +25,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	_ = fs.Bool("auth", true, "accepted for older scripts: auth is on unless --insecure")
 	idle := fs.Duration("idle", 0, "how long bytes_per_session_100k sits idle between its two measurements (default: two lifecycle sweeps, 2m10s)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
+	heapProfile := fs.String("heapprofile", "", "bytes_per_session_100k writes heap profiles of its two measurements to this path + .load and + .idle (go tool pprof reads them)")
 	lf := loadFlags(fs)
 	tf := tenantsFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -61,7 +62,7 @@ func cmdBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sessionbus bench:", err)
 		return 2
 	}
-	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp, Sync: syncMode, Insecure: *insecure, Idle: *idle}
+	opts := bench.Options{Only: names, Quick: *quick, Log: stderr, TCP: *tcp, Sync: syncMode, Insecure: *insecure, Idle: *idle, HeapProfile: *heapProfile}
 	if *quiet {
 		opts.Log = nil
 	}

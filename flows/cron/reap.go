@@ -39,17 +39,9 @@ func (r *Reaper) Run(ctx context.Context) ([]string, error) {
 		now = r.Now()
 	}
 	cutoff := now.Add(-r.Retention).UnixMilli()
-	keys, err := r.Life.Sessions.KV().ListKeys(ctx)
+	due, err := r.runKeys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cron reaper: list sessions: %w", err)
-	}
-	var due []string
-	for enc := range keys.Keys() {
-		key, err := bus.DecodeKey(enc)
-		if err != nil || !rules.IsCronRunKey(key) {
-			continue
-		}
-		due = append(due, key)
+		return nil, err
 	}
 	var removed []string
 	var errs []error
@@ -72,6 +64,28 @@ func (r *Reaper) Run(ctx context.Context) ([]string, error) {
 		removed = append(removed, key)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// runKeys are the cron run sessions' keys: from the gateway's stamp table
+// when it keeps one (a pass then reads nothing of the bucket), else from a
+// listing of every key.
+func (r *Reaper) runKeys(ctx context.Context) ([]string, error) {
+	due, ok, err := r.Life.TableKeys(ctx, rules.IsCronRunKey)
+	if ok || err != nil {
+		return due, err
+	}
+	keys, err := r.Life.Sessions.KV().ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cron reaper: list sessions: %w", err)
+	}
+	for enc := range keys.Keys() {
+		key, err := bus.DecodeKey(enc)
+		if err != nil || !rules.IsCronRunKey(key) {
+			continue
+		}
+		due = append(due, key)
+	}
+	return due, nil
 }
 
 // RunLeased runs a pass unless another process ran one within every:

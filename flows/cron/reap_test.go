@@ -17,6 +17,13 @@ import (
 // and pinned runs stay; retention 0 keeps everything; of two gateways
 // calling it within one interval, one works.
 func TestReaperRemovesOldRunSessions(t *testing.T) {
+	t.Run("bucket", func(t *testing.T) { testReaper(t, false) })
+	t.Run("stamp table", func(t *testing.T) { testReaper(t, true) })
+}
+
+// testReaper runs the reaper over lifecycle Ops that read the bucket, or
+// (table) the stamp table a gateway keeps.
+func testReaper(t *testing.T, table bool) {
 	s := bustest.Server(t)
 	cfg, _ := configtest.Load(t, "", "sessionbus.yaml", testConfig)
 	w := newWorker(t, s, cfg)
@@ -38,6 +45,10 @@ func TestReaperRemovesOldRunSessions(t *testing.T) {
 		}
 	}
 	life := lifecycle.New(w.st, nil)
+	if table {
+		life.Stamps = lifecycle.NewStamps(w.st.Sessions, nil)
+		t.Cleanup(life.Stamps.Stop)
+	}
 	if got, err := (&Reaper{Life: life}).RunLeased(ctx, "g1", time.Minute); err != nil || len(got) != 0 {
 		t.Fatalf("retention 0 removed %v (%v)", got, err)
 	}

@@ -126,7 +126,7 @@ func (o *Ops) Enforce(ctx context.Context, limit, target int64) ([]Evicted, erro
 			return out, fmt.Errorf("evict session %s: %w", e.Key, err)
 		}
 		o.log().Warn("disk budget: no archive left; evicted the least recently updated live session", "key", e.Key,
-			"sessionId", e.SessionID, "updatedAt", e.UpdatedAt, "entries", res.Entries, "used", b.Used, "limit", limit)
+			"sessionId", res.SessionID, "updatedAt", e.UpdatedAt, "entries", res.Entries, "used", b.Used, "limit", limit)
 		out = append(out, Evicted{Kind: "session", ID: e.Key, Key: e.Key, Bytes: res.Bytes})
 	}
 	return out, errors.New("disk budget: eviction did not converge")
@@ -137,18 +137,76 @@ func (o *Ops) Enforce(ctx context.Context, limit, target int64) ([]Evicted, erro
 // A whole Entry for each of 100,000 sessions, held for a pass every
 // minute, was most of what a gateway's heap grew by while idle.
 type stamp struct {
-	Key       string `json:"-"`
-	SessionID string `json:"sessionId"`
-	CreatedAt int64  `json:"createdAt"`
-	UpdatedAt int64  `json:"updatedAt"`
-	Status    string `json:"status"`
-	Pinned    bool   `json:"pinned"`
+	Key                  string
+	CreatedAt, UpdatedAt int64
+	// Protected sessions are never pruned or capped: pinned ones, and
+	// those an OpenClaw store marks running. (A session whose turn is
+	// writing its transcript fails its archive step and is left for a
+	// later pass.)
+	Protected bool
 }
 
-// allStamps reads every live entry's stamp, least recently updated first,
-// in one watch of the bucket: its current values arrive pipelined, not one
-// request each (10,000 sessions take one pass, not 10,000 round trips).
+// byUpdate orders stamps least recently updated first, then by key.
+func byUpdate(a, b stamp) int {
+	return cmp.Or(cmp.Compare(a.UpdatedAt, b.UpdatedAt), cmp.Compare(a.Key, b.Key))
+}
+
+// stamps returns a walk over every live session's stamp, in no order,
+// that the caller may take as often as it needs within one pass: over the
+// process's table when it keeps one (Ops.Stamps), else over the bucket
+// read once here.
+func (o *Ops) stamps(ctx context.Context) (func(func(stamp)), error) {
+	if o.Stamps != nil {
+		if err := o.Stamps.sync(ctx); err != nil {
+			return nil, err
+		}
+		return o.Stamps.each, nil
+	}
+	all, err := o.readStamps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(fn func(stamp)) {
+		for _, e := range all {
+			fn(e)
+		}
+	}, nil
+}
+
+// TableKeys returns the keys of the live sessions match accepts, read from
+// the process's stamp table; ok is false when the process keeps none
+// (Ops.Stamps nil), and the caller reads the bucket instead.
+func (o *Ops) TableKeys(ctx context.Context, match func(key string) bool) (keys []string, ok bool, err error) {
+	if o.Stamps == nil {
+		return nil, false, nil
+	}
+	if err := o.Stamps.sync(ctx); err != nil {
+		return nil, true, err
+	}
+	o.Stamps.each(func(e stamp) {
+		if match(e.Key) {
+			keys = append(keys, e.Key)
+		}
+	})
+	return keys, true, nil
+}
+
+// allStamps is every live session's stamp, least recently updated first.
 func (o *Ops) allStamps(ctx context.Context) ([]stamp, error) {
+	each, err := o.stamps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []stamp
+	each(func(e stamp) { out = append(out, e) })
+	slices.SortFunc(out, byUpdate)
+	return out, nil
+}
+
+// readStamps reads every live entry's stamp in one watch of the bucket:
+// its current values arrive pipelined, not one request each (10,000
+// sessions take one pass, not 10,000 round trips).
+func (o *Ops) readStamps(ctx context.Context) ([]stamp, error) {
 	w, err := o.Sessions.KV().WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
@@ -167,22 +225,17 @@ func (o *Ops) allStamps(ctx context.Context) ([]stamp, error) {
 			kve = v
 		}
 		if kve == nil {
-			break // every current value delivered
+			return out, nil // every current value delivered
 		}
 		key, err := bus.DecodeKey(kve.Key())
 		if err != nil {
 			continue
 		}
-		var e stamp
+		var e stampWire
 		if err := json.Unmarshal(kve.Value(), &e); err != nil {
 			o.log().Warn("lifecycle: a session entry does not decode; left alone", "key", key, "err", err)
 			continue
 		}
-		e.Key = key
-		out = append(out, e)
+		out = append(out, e.stamp(key))
 	}
-	slices.SortStableFunc(out, func(a, b stamp) int {
-		return cmp.Or(cmp.Compare(a.UpdatedAt, b.UpdatedAt), cmp.Compare(a.Key, b.Key))
-	})
-	return out, nil
 }

@@ -64,6 +64,10 @@ type Ops struct {
 	// being deleted is refused as busy instead of archiving what the
 	// first one already removed.
 	Claims *claims.Claims
+	// Stamps, when set, is the process's table of session stamps that
+	// maintenance and the disk budget read instead of the whole bucket
+	// (nil: each pass reads the bucket).
+	Stamps *Stamps
 	// LockLease is how long the claim of a process that died mid-operation
 	// keeps others off its session (default DefaultPendingGrace; at least
 	// a second, the server's TTL resolution).

@@ -58,35 +58,47 @@ type Report struct {
 // PruneAfter are pruned, then the least recently updated entries over
 // MaxEntries, each through Delete (its transcript archived and verified
 // first, reason deleted); then reset and delete archives older than
-// ArchiveRetention go. Protected sessions (protected) are never pruned. In
-// warn mode every action is logged at WARN and nothing changes.
+// ArchiveRetention go. Protected sessions (stamp.Protected) are never
+// pruned or capped. In warn mode nothing changes: the report holds every
+// action the pass would take, and one WARN line sums them up.
 func (o *Ops) Maintain(ctx context.Context, p Maintenance) (*Report, error) {
 	now := o.now()
-	entries, err := o.allStamps(ctx) // least recently updated first
+	each, err := o.stamps(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var todo []Action
 	cutoff := now.Add(-p.PruneAfter).UnixMilli()
-	live := 0
-	for _, e := range entries {
+	stale := func(e stamp) bool {
 		at := first64(e.UpdatedAt, e.CreatedAt)
-		if at != 0 && at < cutoff && !protected(e) {
-			todo = append(todo, Action{Kind: ActionPrune, Key: e.Key, At: at})
-			continue
+		return at != 0 && at < cutoff
+	}
+	// a pass over an idle store with nothing to do allocates nothing: the
+	// entries to act on are collected, not every entry
+	var prune, capped []stamp
+	live := 0
+	each(func(e stamp) {
+		if stale(e) && !e.Protected {
+			prune = append(prune, e)
+			return
 		}
 		live++
+	})
+	if over := live - p.MaxEntries; over > 0 {
+		each(func(e stamp) {
+			if !stale(e) && !e.Protected {
+				capped = append(capped, e)
+			}
+		})
+		slices.SortFunc(capped, byUpdate)
+		capped = capped[:min(over, len(capped))]
 	}
-	for _, e := range entries {
-		if live <= p.MaxEntries {
-			break
-		}
-		at := first64(e.UpdatedAt, e.CreatedAt)
-		if (at != 0 && at < cutoff) || protected(e) {
-			continue // pruned above, or kept
-		}
-		todo = append(todo, Action{Kind: ActionCap, Key: e.Key, At: at})
-		live--
+	slices.SortFunc(prune, byUpdate)
+	todo := make([]Action, 0, len(prune)+len(capped))
+	for _, e := range prune {
+		todo = append(todo, Action{Kind: ActionPrune, Key: e.Key, At: first64(e.UpdatedAt, e.CreatedAt)})
+	}
+	for _, e := range capped {
+		todo = append(todo, Action{Kind: ActionCap, Key: e.Key, At: first64(e.UpdatedAt, e.CreatedAt)})
 	}
 	if p.ArchiveRetention > 0 {
 		old := now.Add(-p.ArchiveRetention).UnixMilli()
@@ -102,13 +114,13 @@ func (o *Ops) Maintain(ctx context.Context, p Maintenance) (*Report, error) {
 		todo = append(todo, expired...)
 	}
 	rep := &Report{Enforce: p.Enforce, Actions: todo}
+	if !p.Enforce {
+		o.warnPass(rep.Actions)
+		return rep, nil
+	}
 	var errs []error
 	for i := range rep.Actions {
 		a := &rep.Actions[i]
-		if !p.Enforce {
-			o.log().Warn("session maintenance (warn mode): would "+a.Kind, "key", a.Key, "archive", a.ID, "at", time.UnixMilli(a.At).UTC().Format(time.RFC3339))
-			continue
-		}
 		if err := o.apply(ctx, a); err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", a.Kind, a.Key, err))
 			continue
@@ -117,6 +129,39 @@ func (o *Ops) Maintain(ctx context.Context, p Maintenance) (*Report, error) {
 		o.log().Info("session maintenance: "+a.Kind, "key", a.Key, "archive", a.ID, "at", time.UnixMilli(a.At).UTC().Format(time.RFC3339))
 	}
 	return rep, errors.Join(errs...)
+}
+
+// warnOldest is how many actions of each kind a warn-mode pass names.
+const warnOldest = 5
+
+// warnPass logs what a warn-mode pass would have done as one WARN line:
+// how many actions of each kind, and the oldest few of each. A line per
+// action was 95,000 lines a minute at 100,000 sessions and the default
+// maxEntries, repeated every pass while nothing changed.
+func (o *Ops) warnPass(todo []Action) {
+	if len(todo) == 0 {
+		return
+	}
+	// todo holds each kind's actions together, oldest first
+	attrs := []any{}
+	for start := 0; start < len(todo); {
+		kind := todo[start].Kind
+		end := start
+		for end < len(todo) && todo[end].Kind == kind {
+			end++
+		}
+		var oldest []string
+		for _, a := range todo[start:min(end, start+warnOldest)] {
+			name := a.Key
+			if a.ID != "" {
+				name += " (archive " + a.ID + ")"
+			}
+			oldest = append(oldest, name+" at "+time.UnixMilli(a.At).UTC().Format(time.RFC3339))
+		}
+		attrs = append(attrs, kind, end-start, kind+"Oldest", strings.Join(oldest, ", "))
+		start = end
+	}
+	o.log().Warn("session maintenance (warn mode): nothing changed; mode enforce would take these actions", attrs...)
 }
 
 func (o *Ops) apply(ctx context.Context, a *Action) error {
@@ -128,13 +173,6 @@ func (o *Ops) apply(ctx context.Context, a *Action) error {
 		a.ID = res.ArchiveID
 	}
 	return err
-}
-
-// protected sessions are never pruned or capped: pinned ones, and those an
-// OpenClaw store marks running. (A session whose turn is writing its
-// transcript fails its archive step and is left for a later pass.)
-func protected(e stamp) bool {
-	return e.Pinned || e.Status == "running"
 }
 
 // maintenanceClaim is the lease one maintenance pass holds in the claims

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -94,8 +95,8 @@ func TestMaintainEnforce(t *testing.T) {
 	}
 }
 
-// TestMaintainWarn: warn mode changes nothing and logs, at WARN, each
-// entry enforce would prune.
+// TestMaintainWarn: warn mode changes nothing and logs, at WARN, what
+// enforce would prune.
 func TestMaintainWarn(t *testing.T) {
 	e := newEnv(t)
 	now := time.Now()
@@ -116,10 +117,9 @@ func TestMaintainWarn(t *testing.T) {
 	if all, _ := e.ops.Archives.List(e.ctx); len(all) != 0 {
 		t.Fatalf("warn mode wrote %d archives", len(all))
 	}
-	for _, k := range []string{"agent:main:old", "agent:main:past"} {
-		if !strings.Contains(logs.String(), "level=WARN msg=\"session maintenance (warn mode): would prune\" key="+k) {
-			t.Fatalf("no WARN line for %s in:\n%s", k, logs.String())
-		}
+	if !strings.Contains(logs.String(), "level=WARN msg=\"session maintenance (warn mode): nothing changed; mode enforce would take these actions\" prune=2 pruneOldest=\"agent:main:old at ") ||
+		!strings.Contains(logs.String(), ", agent:main:past at ") {
+		t.Fatalf("no WARN line naming both in:\n%s", logs.String())
 	}
 	if strings.Contains(logs.String(), "agent:main:edge") || strings.Contains(logs.String(), "agent:main:recent") {
 		t.Fatalf("fresh entries logged:\n%s", logs.String())
@@ -232,5 +232,47 @@ func TestResetStaleCrash(t *testing.T) {
 				t.Fatalf("sessionId moved again: %s", again.SessionID)
 			}
 		})
+	}
+}
+
+// TestMaintainWarnSummary: a warn-mode pass over a store far over
+// maxEntries logs one WARN line with the count of each kind and the
+// oldest few, not a line per action, while its report keeps every action.
+func TestMaintainWarnSummary(t *testing.T) {
+	e := newEnv(t)
+	now := time.Now()
+	const n, keep = 40, 5
+	for i := range n {
+		at := now.Add(-time.Duration(n-i) * time.Minute).UnixMilli()
+		if i < 2 {
+			at = now.Add(-40 * day).UnixMilli() // past pruneAfter
+		}
+		if _, err := e.ops.Sessions.Create(e.ctx, &sessions.Entry{Key: fmt.Sprintf("agent:main:s%02d", i), AgentID: "main", SessionID: sessions.NewID(), CreatedAt: at, UpdatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs bytes.Buffer
+	e.ops.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	e.ops.Now = func() time.Time { return now }
+	rep, err := e.ops.Maintain(e.ctx, Maintenance{PruneAfter: 30 * day, MaxEntries: keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, c := actionKeys(rep, ActionPrune), actionKeys(rep, ActionCap); len(p) != 2 || len(c) != n-2-keep || c[0] != "agent:main:s02" {
+		t.Fatalf("report: prune %v, cap %v", p, c)
+	}
+	if lines := strings.Count(logs.String(), "level=WARN"); lines != 1 {
+		t.Fatalf("%d WARN lines for one pass, want 1:\n%s", lines, logs.String())
+	}
+	for _, want := range []string{" prune=2 ", fmt.Sprintf(" cap=%d ", n-2-keep), "agent:main:s02 at ", "agent:main:s06 at "} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("the summary lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "agent:main:s07") {
+		t.Fatalf("the summary names more than the %d oldest caps:\n%s", warnOldest, logs.String())
+	}
+	if got := e.keys(); len(got) != n {
+		t.Fatalf("warn mode removed entries: %d left", len(got))
 	}
 }

@@ -51,6 +51,11 @@ type Options struct {
 	// Idle is how long bytes_per_session_100k sits idle between its two
 	// measurements; zero is two lifecycle sweeps and a little.
 	Idle time.Duration
+	// HeapProfile, when set, is where bytes_per_session_100k writes the
+	// heap profiles of its two measurements (HeapProfile+".load" and
+	// HeapProfile+".idle", each after the GC it measures), so what holds
+	// the heap at each can be read with go tool pprof.
+	HeapProfile string
 }
 
 // Result is one benchmark's figures. Field names are the public JSON contract.
