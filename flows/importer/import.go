@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -226,12 +227,30 @@ func importID(msgs [][]byte) string {
 // the transcript's length (AppendEachIfLen), so two identical imports running at
 // once cannot both append the file: the one that loses a position re-reads,
 // finds the other's entries equal to its own and appends only what is left.
+//
+// Another run of the same file may be appending it entry by entry while
+// this one reads: each attempt that finds more of the file in place than
+// the last is progress, and only attempts in a row that find none give up.
 func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Store, key, enc string, res *ImportResult, msgs [][]byte) error {
-	const attempts = 8
-	for attempt := 1; ; attempt++ {
+	const stalls = 8
+	best, stalled := -1, 0
+	for {
 		err := appendOnceTry(ctx, store, tr, key, enc, res, msgs)
-		if err == nil || !errors.Is(err, transcripts.ErrConflict) || attempt == attempts {
+		if err == nil || !errors.Is(err, transcripts.ErrConflict) {
 			return err
+		}
+		if res.Present > best {
+			best, stalled = res.Present, 0
+		} else if stalled++; stalled == stalls {
+			return err
+		}
+		// let the writer that got ahead go on before reading again
+		t := time.NewTimer(time.Duration(1+rand.IntN(8)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
 		}
 	}
 }
@@ -270,6 +289,11 @@ func appendOnceTry(ctx context.Context, store *sessions.Store, tr *transcripts.S
 		return nil
 	}
 	end := mark.At + uint64(present)
+	if end > count {
+		// the transcript grew while it was read: another run of this
+		// file is appending it
+		return fmt.Errorf("%w: %s grew while it was read", transcripts.ErrConflict, key)
+	}
 	if end != count {
 		if present > 0 {
 			return fmt.Errorf("an earlier import of this file into %s stopped after %d of %d entries, and %d other entries were appended since: "+
