@@ -22,14 +22,15 @@ import (
 // dense and back, and each way EachSearch uses the candidates. After every
 // round the lists hold exactly the trigrams of the live entries.
 func TestTrigramSearchMatchesScan(t *testing.T) {
-	savedMin := denseMin
-	t.Cleanup(func() { denseMin = savedMin })
+	savedMin, savedProbe := denseMin, probeMin
+	t.Cleanup(func() { denseMin, probeMin = savedMin, savedProbe })
 	denseMin = 8
 
 	ix := bareIndex(slog.New(slog.DiscardHandler), nil)
 	c := newChurn(t, 5, ix.apply)
 	dense := 0
 	for round := range 8 {
+		probeMin = []int{1, 1 << 30}[round%2] // each way of intersecting two sparse lists
 		c.round(round)
 		c.check(ix, round)
 		for _, p := range ix.search.lists {
@@ -231,6 +232,23 @@ func TestIntersectInto(t *testing.T) {
 		}
 		if got := intersectInto(slices.Clone(a), b); !slices.Equal(got, want) && len(got)+len(want) > 0 {
 			t.Fatalf("%v ∩ %v = %v, want %v", a, b, got, want)
+		}
+	}
+}
+
+// probeIntersect finds what a merge finds, whatever the sizes, including
+// slots of b past a's last (beyond the bitmap it marks) and after a
+// shorter bitmap went back to the pool; the bitmap it keeps comes back
+// clean (a stale bit would show as a slot a does not have).
+func TestProbeIntersect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 3000 {
+		max := []int{64, 500, 5000, 200_000}[i%4]
+		a := randomSet(rng, 1+rng.IntN(600), max)
+		b := randomSet(rng, rng.IntN(900), max+rng.IntN(2)*max)
+		want := intersectInto(slices.Clone(a), b)
+		if got := probeIntersect(a, b); !slices.Equal(got, want) && len(got)+len(want) > 0 {
+			t.Fatalf("probe %v ∩ %v = %v, want %v", a, b, got, want)
 		}
 	}
 }
