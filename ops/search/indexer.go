@@ -103,7 +103,7 @@ type Indexer struct {
 	err     error
 
 	// the writer's own state (the writer goroutine only)
-	sess   map[string]Session
+	sess   map[string]sessMark
 	floors map[string]uint64
 
 	msgs   chan read
@@ -238,8 +238,13 @@ func (in *Indexer) load(streamLast uint64) error {
 	if err != nil {
 		return err
 	}
-	if in.sess, err = in.ix.Sessions(); err != nil {
+	stored, err := in.ix.Sessions()
+	if err != nil {
 		return err
+	}
+	in.sess = make(map[string]sessMark, len(stored))
+	for k, s := range stored {
+		in.sess[k] = markOf(s)
 	}
 	if in.floors, err = in.ix.Floors(); err != nil {
 		return err

@@ -164,17 +164,18 @@ func (in *Indexer) event(ctx context.Context, b *Batch, e jetstream.KeyValueEntr
 		return nil
 	}
 	s := Session{Key: key, SessionID: ent.SessionID, Channel: handlers.SessionChannel(&ent), Kind: rules.Kind(key, in.o.Alias, ent.ChatType)}
+	m := markOf(s)
 	prev, had := in.sess[key]
-	if had && prev == s {
+	if had && prev == m {
 		return nil
 	}
-	if had && prev.SessionID != "" && prev.SessionID != s.SessionID {
+	if had && prev.id != 0 && prev.id != m.id {
 		// a reset: its old transcript was purged before the new id was set
 		if err := in.gone(ctx, b, key, false); err != nil {
 			return err
 		}
 	}
-	in.sess[key] = s
+	in.sess[key] = m
 	b.Sessions = append(b.Sessions, s)
 	return nil
 }
