@@ -218,23 +218,14 @@ func (t *Stamps) apply(ke jetstream.KeyValueEntry) {
 func (t *Stamps) waitApplied(ctx context.Context, rev uint64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.applied >= rev {
-		return nil
-	}
-	stop := context.AfterFunc(ctx, func() {
-		t.mu.Lock()
-		t.changed.Broadcast()
-		t.mu.Unlock()
-	})
-	defer stop()
-	for t.applied < rev {
+	err := record.WaitFor(ctx, t.changed, func() bool { return t.applied >= rev }, func() error {
 		if t.ended {
 			return errors.New("lifecycle: the sessions watch ended")
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("session stamp table behind (at %d, want %d): %w", t.applied, rev, ctx.Err())
-		}
-		t.changed.Wait()
+		return nil
+	})
+	if err != nil && err == ctx.Err() {
+		return fmt.Errorf("session stamp table behind (at %d, want %d): %w", t.applied, rev, err)
 	}
-	return nil
+	return err
 }

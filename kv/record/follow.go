@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -39,4 +40,32 @@ func Follow(ctx context.Context, w jetstream.KeyWatcher, ready chan<- struct{}, 
 		}
 		apply(e)
 	}
+}
+
+// WaitFor waits on c until done holds: how a follower's readers wait for
+// it to apply a revision. The caller holds c.L, as Wait requires, and
+// holds it again on return. failed is checked before each wait: an error
+// from it (the follower stopped and will not get there) ends the wait
+// with that error. ctx's end wakes the wait and ends it with ctx.Err(),
+// unwrapped, so a caller can tell it apart and say how far behind it was.
+func WaitFor(ctx context.Context, c *sync.Cond, done func() bool, failed func() error) error {
+	if done() {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		c.L.Lock()
+		c.Broadcast()
+		c.L.Unlock()
+	})
+	defer stop()
+	for !done() {
+		if err := failed(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.Wait()
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/sessionbus/sessionbus/kv/record"
 )
 
 // Sync waits until every write the server had stored when Sync was called is
@@ -23,25 +25,11 @@ func (ix *Index) Sync(ctx context.Context) error {
 func (ix *Index) WaitApplied(ctx context.Context, rev uint64) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if ix.applied >= rev {
-		return nil
+	err := record.WaitFor(ctx, ix.changed, func() bool { return ix.applied >= rev }, func() error { return ix.err })
+	if err != nil && err == ctx.Err() {
+		return fmt.Errorf("session index behind (at %d, want %d): %w", ix.applied, rev, err)
 	}
-	stop := context.AfterFunc(ctx, func() {
-		ix.mu.Lock()
-		ix.changed.Broadcast()
-		ix.mu.Unlock()
-	})
-	defer stop()
-	for ix.applied < rev {
-		if ix.err != nil {
-			return ix.err
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("session index behind (at %d, want %d): %w", ix.applied, rev, ctx.Err())
-		}
-		ix.changed.Wait()
-	}
-	return nil
+	return err
 }
 
 // Get returns the entry for key, or nil.

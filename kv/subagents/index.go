@@ -190,24 +190,9 @@ func (ix *Index) Sync(ctx context.Context) error {
 // WaitApplied waits until the write at revision rev (or a later one) is
 // applied.
 func (ix *Index) WaitApplied(ctx context.Context, rev uint64) error {
-	stop := context.AfterFunc(ctx, func() {
-		ix.mu.Lock()
-		ix.changed.Broadcast()
-		ix.mu.Unlock()
-	})
-	defer stop()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	for ix.applied < rev {
-		if ix.err != nil {
-			return ix.err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ix.changed.Wait()
-	}
-	return nil
+	return record.WaitFor(ctx, ix.changed, func() bool { return ix.applied >= rev }, func() error { return ix.err })
 }
 
 // Get returns a child's record, nil when unknown.
