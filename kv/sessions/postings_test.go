@@ -131,21 +131,9 @@ func (c *churn) queries() []string {
 	qs := []string{"a", "ab", "k", "K", "ß", "ss", "İ", "i̇", "σ", "ς", "Σ", "ǅ", "ǆ", "nothing at all", "task research",
 		":", "agent:", "agent:main:", "telegram", "research", "ⱥ", "Ⱥ"}
 	for range 150 {
-		e := c.cur[c.live[c.rng.IntN(len(c.live))]]
-		f := []string{e.DisplayName, e.Label, e.Subject, e.SessionID, e.Key}[c.rng.IntN(5)]
-		if f == "" {
-			continue
+		if q, ok := fieldPiece(c.rng, c.cur[c.live[c.rng.IntN(len(c.live))]]); ok {
+			qs = append(qs, q)
 		}
-		r := []rune(f)
-		i := c.rng.IntN(len(r))
-		sub := string(r[i : i+1+c.rng.IntN(len(r)-i)])
-		switch c.rng.IntN(3) {
-		case 0:
-			sub = strings.ToUpper(sub)
-		case 1:
-			sub = strings.ToLower(sub)
-		}
-		qs = append(qs, sub)
 	}
 	return qs
 }

@@ -30,6 +30,26 @@ func bruteSearch(ix *Index, q string) []string {
 	return out
 }
 
+// fieldPiece is a random run of one of e's searched fields, upper-cased,
+// lower-cased or left as it is at random; ok is false when the field
+// picked is empty.
+func fieldPiece(rng *rand.Rand, e *Entry) (string, bool) {
+	fs := e.searchFields()
+	r := []rune(fs[rng.IntN(len(fs))])
+	if len(r) == 0 {
+		return "", false
+	}
+	i := rng.IntN(len(r))
+	sub := string(r[i : i+1+rng.IntN(len(r)-i)])
+	switch rng.IntN(3) {
+	case 0:
+		sub = strings.ToUpper(sub)
+	case 1:
+		sub = strings.ToLower(sub)
+	}
+	return sub, true
+}
+
 func indexSearch(ix *Index, q string, stopAfter int) []string {
 	var out []string
 	ix.EachSearch(SearchNeedle(q), func(e *Entry) bool {
@@ -70,21 +90,9 @@ func TestEachSearchIsExact(t *testing.T) {
 			if len(live) == 0 {
 				break
 			}
-			e := ix.Get(live[rng.IntN(len(live))])
-			f := []string{e.DisplayName, e.Label, e.Subject, e.SessionID, e.Key}[rng.IntN(5)]
-			if f == "" {
-				continue
+			if q, ok := fieldPiece(rng, ix.Get(live[rng.IntN(len(live))])); ok {
+				qs = append(qs, q)
 			}
-			r := []rune(f)
-			i := rng.IntN(len(r))
-			sub := string(r[i : i+1+rng.IntN(len(r)-i)])
-			switch rng.IntN(3) {
-			case 0:
-				sub = strings.ToUpper(sub)
-			case 1:
-				sub = strings.ToLower(sub)
-			}
-			qs = append(qs, sub)
 		}
 		return qs
 	}
