@@ -155,14 +155,23 @@ func Retry(ctx context.Context, fn func() error) error {
 		if err == nil {
 			return nil
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if Sleep(ctx, wait) != nil {
 			return err
-		case <-t.C:
 		}
 		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// Sleep waits d, or until ctx ends: then it returns ctx.Err(). The wait of
+// every backoff and retry loop.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -176,12 +185,8 @@ const DeletionGrace = 500 * time.Millisecond
 // AfterDeletion waits DeletionGrace, then calls fn until it succeeds or ctx
 // ends (see Retry).
 func AfterDeletion(ctx context.Context, fn func() error) error {
-	t := time.NewTimer(DeletionGrace)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
+	if err := Sleep(ctx, DeletionGrace); err != nil {
+		return err
 	}
 	return Retry(ctx, fn)
 }

@@ -245,12 +245,8 @@ func appendOnce(ctx context.Context, store *sessions.Store, tr *transcripts.Stor
 			return err
 		}
 		// let the writer that got ahead go on before reading again
-		t := time.NewTimer(time.Duration(1+rand.IntN(8)) * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := bus.Sleep(ctx, time.Duration(1+rand.IntN(8))*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }

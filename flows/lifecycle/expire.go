@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/kv/archives"
 	"github.com/sessionbus/sessionbus/kv/record"
 	"github.com/sessionbus/sessionbus/kv/sessions"
@@ -36,12 +37,8 @@ func (o *Ops) ResetStale(ctx context.Context, key, staleID string) (*Result, err
 		release, err := o.lock(ctx, key, "reset")
 		var busy *busyError
 		if errors.As(err, &busy) && time.Now().Before(deadline) {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-t.C:
+			if err := bus.Sleep(ctx, wait); err != nil {
+				return nil, err
 			}
 			wait = min(2*wait, 500*time.Millisecond)
 			continue

@@ -301,13 +301,5 @@ func backoff(ctx context.Context, attempt int) error {
 	if attempt == 0 {
 		return ctx.Err() // the first retry is immediate: most races are one write
 	}
-	d := time.Duration(rand.Int64N(int64(min(attempt, 10)) * int64(200*time.Microsecond)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return bus.Sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt, 10))*int64(200*time.Microsecond))))
 }

@@ -46,7 +46,7 @@ func runBytesPerSession100k(ctx context.Context, e *env) (Result, error) {
 	// 2 minutes (nats-server's filestore defaults); measured 15 s after the
 	// load, that state (~10 MB at 100k) was counted as the load's heap and
 	// seen to "fall" while idle
-	if err := pause(ctx, settle(e.o.Quick)); err != nil {
+	if err := bus.Sleep(ctx, settle(e.o.Quick)); err != nil {
 		return Result{}, err
 	}
 	idle := e.o.Idle

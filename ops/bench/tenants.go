@@ -165,7 +165,7 @@ func runTenantCount(ctx context.Context, n int, o TenantsOptions) (row TenantsRo
 	}
 	defer c.Shutdown()
 	syncDesc = syncSetting(c.Server(0).JetStreamConfig())
-	if err := pause(ctx, o.Settle); err != nil {
+	if err := bus.Sleep(ctx, o.Settle); err != nil {
 		return row, "", err
 	}
 	base, err := measureTenants(ctx, c, o.Idle)
@@ -196,7 +196,7 @@ func runTenantCount(ctx context.Context, n int, o TenantsOptions) (row TenantsRo
 			h.Stop(0)
 		}
 	}()
-	if err := pause(ctx, o.Settle); err != nil {
+	if err := bus.Sleep(ctx, o.Settle); err != nil {
 		return row, "", err
 	}
 	fmt.Fprintf(o.Log, "tenants %d: idle %v with the tenants running\n", n, o.Idle)
@@ -206,7 +206,7 @@ func runTenantCount(ctx context.Context, n int, o TenantsOptions) (row TenantsRo
 	}
 	h.Stop(0)
 	stopped = true
-	if err := pause(ctx, o.Settle); err != nil {
+	if err := bus.Sleep(ctx, o.Settle); err != nil {
 		return row, "", err
 	}
 	fmt.Fprintf(o.Log, "tenants %d: idle %v with the workers and gateways stopped\n", n, o.Idle)
@@ -229,7 +229,7 @@ func startTenantsRetrying(ctx context.Context, list []tenants.Tenant, o tenants.
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return h, err
 		}
-		if err := pause(ctx, time.Second); err != nil {
+		if err := bus.Sleep(ctx, time.Second); err != nil {
 			return nil, err
 		}
 	}
@@ -274,7 +274,7 @@ func measureTenants(ctx context.Context, c *embedded.Cluster, idle time.Duration
 		return s, err
 	}
 	cpu0, t0 := processCPU(), time.Now()
-	if err := pause(ctx, idle); err != nil {
+	if err := bus.Sleep(ctx, idle); err != nil {
 		return s, err
 	}
 	took := time.Since(t0)
@@ -365,18 +365,6 @@ func dirKB(dir string) float64 {
 		return nil
 	})
 	return float64(total) / 1024
-}
-
-// pause waits d, or less if ctx ends: the measurement windows are time.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // WriteJSON prints the report as one JSON object.

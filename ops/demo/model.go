@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/config"
 	"github.com/sessionbus/sessionbus/kv/sessions"
 )
@@ -126,7 +127,7 @@ func (m *Model) complete(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for i, word := range strings.SplitAfter(text, " ") {
-		if i > 0 && sleep(r.Context(), m.pace) != nil {
+		if i > 0 && bus.Sleep(r.Context(), m.pace) != nil {
 			return // the turn was stopped or killed
 		}
 		send(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": word}}}})
@@ -149,7 +150,7 @@ func (m *Model) complete(w http.ResponseWriter, r *http.Request) {
 // whole answers a request that did not ask to stream, after the time the
 // stream would have taken.
 func (m *Model) whole(w http.ResponseWriter, ctx context.Context, text string, call bool) {
-	if sleep(ctx, time.Duration(len(strings.Fields(text)))*m.pace) != nil {
+	if bus.Sleep(ctx, time.Duration(len(strings.Fields(text)))*m.pace) != nil {
 		return
 	}
 	msg := map[string]any{"role": "assistant", "content": text}
@@ -195,15 +196,4 @@ func liveWriter(ctx context.Context, o Options) (string, error) {
 	}
 	fmt.Fprintf(o.Out, "\n== a child that takes its time: the demo model streams a word every %v and calls sessions_list\nspawned %s under %s\n", DefaultPace, out.Child, parent)
 	return parent, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -275,14 +275,7 @@ func appendBackoff(ctx context.Context, attempt int) error {
 	if attempt <= 1 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(min(attempt-1, 10)) * int64(200*time.Microsecond))))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return bus.Sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt-1, 10))*int64(200*time.Microsecond))))
 }
 
 // Since lists the session's retained events with sequence > after,

@@ -162,19 +162,7 @@ func (t *Store) partial(err error, encKey string, done, total int) error {
 // cap under one append's own time (several ms on a loaded 2-core machine
 // under -race) let one of four writers lose all 64 attempts.
 func backoff(ctx context.Context, attempt int) error {
-	return sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Microsecond)<<min(attempt, 10))))
-}
-
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return bus.Sleep(ctx, time.Duration(rand.Int64N(int64(20*time.Microsecond)<<min(attempt, 10))))
 }
 
 // publishEntries appends one batch (≤ MaxBatch) as entries n... after the

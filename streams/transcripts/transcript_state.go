@@ -81,7 +81,7 @@ func repairBackoff(ctx context.Context, attempt int) error {
 		return nil
 	}
 	d := min(time.Millisecond<<min(attempt-1, 8), 250*time.Millisecond)
-	return sleep(ctx, d/2+time.Duration(rand.Int64N(int64(d/2))))
+	return bus.Sleep(ctx, d/2+time.Duration(rand.Int64N(int64(d/2))))
 }
 
 // fetchState reads the head and (with probe) the session's newest message
