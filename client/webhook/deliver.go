@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionbus/sessionbus/bus"
 	"github.com/sessionbus/sessionbus/streams/deadletters"
 	"github.com/sessionbus/sessionbus/streams/deliveries"
 )
@@ -248,7 +249,7 @@ func (a *Adapter) deliver(ctx context.Context, m jetstream.Msg) {
 		if attempt >= a.o.Attempts {
 			break
 		}
-		if !sleep(ctx, wait) {
+		if bus.Sleep(ctx, wait) != nil {
 			_ = m.Nak()
 			return
 		}
@@ -263,18 +264,6 @@ func ack(m jetstream.Msg) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return m.DoubleAck(ctx)
-}
-
-// sleep waits d, or less when ctx ends (then false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // post is one POST of body; nil error only for a 2xx answer. A POST under
