@@ -71,7 +71,7 @@ func ResolveAnnounceTarget(key string, e *sessions.Entry) *AnnounceTarget {
 			Channel:   rules.FirstNonEmpty(dc.Channel, e.LastChannel, o.Provider),
 			To:        rules.FirstNonEmpty(dc.To, e.LastTo),
 			AccountID: rules.FirstNonEmpty(dc.AccountID, e.LastAccountID, o.AccountID),
-			ThreadID:  rules.FirstNonEmpty(dc.ThreadID, e.LastThreadID, o.ThreadID, thread),
+			ThreadID:  rules.FirstNonEmpty(dc.ThreadID, e.LastThreadID(), o.ThreadID, thread),
 		}
 		if t.Channel != "" && t.To != "" {
 			return t

@@ -113,7 +113,7 @@ func TestChildAnnounceReplyGoesToRequesterRoute(t *testing.T) {
 	now := time.Now().UnixMilli()
 	if _, err := e.g.store.Create(ctx, &sessions.Entry{
 		Key: "agent:req:main", AgentID: "req", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now,
-		LastChannel: "telegram", LastTo: "user:42", LastThreadID: "7",
+		LastChannel: "telegram", LastTo: "user:42", Rare: &sessions.RareFields{LastThreadID: "7"},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func (g *Gateway) deliveryAllowed(ctx context.Context, key, channel string) (boo
 	e, _, err := g.store.Get(ctx, key)
 	switch {
 	case err == nil:
-		override, chatType = e.SendPolicy, e.ChatType
+		override, chatType = e.SendPolicy(), e.ChatType
 	case !errors.Is(err, sessions.ErrNotFound):
 		return false, err
 	}

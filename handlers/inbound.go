@@ -357,10 +357,13 @@ func humanRun(ip inboundParams, agentID, runID string, now int64) (*runqueue.Req
 func setRoute(e *sessions.Entry, r *runqueue.Route) error {
 	dc := sessions.DeliveryContext{Channel: r.Channel, To: r.To, AccountID: r.AccountID, ThreadID: r.ThreadID}
 	if e.LastChannel == r.Channel && e.LastTo == r.To && e.LastAccountID == r.AccountID &&
-		e.LastThreadID == r.ThreadID && e.DeliveryContext != nil && *e.DeliveryContext == dc {
+		e.LastThreadID() == r.ThreadID && e.DeliveryContext != nil && *e.DeliveryContext == dc {
 		return record.ErrUnchanged
 	}
-	e.LastChannel, e.LastTo, e.LastAccountID, e.LastThreadID = r.Channel, r.To, r.AccountID, r.ThreadID
+	e.LastChannel, e.LastTo, e.LastAccountID = r.Channel, r.To, r.AccountID
+	if e.LastThreadID() != r.ThreadID {
+		e.SetRare(func(x *sessions.RareFields) { x.LastThreadID = r.ThreadID })
+	}
 	e.DeliveryContext = &dc
 	return nil
 }

@@ -126,8 +126,11 @@ func (d *Deps) createRouted(ctx context.Context, ip inboundParams, useIndex bool
 			Provider: ip.channel, AccountID: ip.accountID, ThreadID: ip.threadID,
 			ChatType: ip.route.ChatType, From: ip.from, To: ip.to,
 		},
-		LastChannel: ip.channel, LastTo: ip.to, LastAccountID: ip.accountID, LastThreadID: ip.threadID,
+		LastChannel: ip.channel, LastTo: ip.to, LastAccountID: ip.accountID,
 		DeliveryContext: &dc,
+	}
+	if ip.threadID != "" {
+		e.Rare = &sessions.RareFields{LastThreadID: ip.threadID}
 	}
 	lifecycle.Touch(e, time.UnixMilli(now)) // its first human message starts the idle clock
 	switch _, err := d.Store.Create(ctx, e); {

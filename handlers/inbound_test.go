@@ -186,7 +186,7 @@ func TestInboundTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	dc := sessions.DeliveryContext{Channel: "telegram", To: "user42", AccountID: "acct1", ThreadID: "7"}
-	if e.LastChannel != "telegram" || e.LastTo != "user42" || e.LastAccountID != "acct1" || e.LastThreadID != "7" || e.DeliveryContext == nil || *e.DeliveryContext != dc {
+	if e.LastChannel != "telegram" || e.LastTo != "user42" || e.LastAccountID != "acct1" || e.LastThreadID() != "7" || e.DeliveryContext == nil || *e.DeliveryContext != dc {
 		t.Fatalf("route not recorded: %+v", e)
 	}
 
@@ -210,7 +210,7 @@ func TestInboundTurn(t *testing.T) {
 	if subj != "sb.deliver.telegram" || d["message"] != "hi ann" || d["to"] != "user43" || d["threadId"] != nil || d["runId"] != res["runId"] {
 		t.Fatalf("delivery on %s: %v", subj, d)
 	}
-	if e, _, _ := is.Worker.Deps.Store.Get(bustest.Context(t), humanKey); e.LastTo != "user43" || e.LastThreadID != "" || e.DeliveryContext.To != "user43" {
+	if e, _, _ := is.Worker.Deps.Store.Get(bustest.Context(t), humanKey); e.LastTo != "user43" || e.LastThreadID() != "" || e.DeliveryContext.To != "user43" {
 		t.Fatalf("route not moved: %+v", e)
 	}
 }

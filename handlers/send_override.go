@@ -39,18 +39,18 @@ func (d *Deps) setSendOverride(ctx context.Context, key, word string) (*sendOver
 			return nil, badRequest(fmt.Sprintf("send policy %q must be on, off or inherit", word))
 		}
 		e, status, err = d.setEntry(ctx, key, func(x *sessions.Entry) bool {
-			if x.SendPolicy == v {
+			if x.SendPolicy() == v {
 				return false
 			}
-			x.SendPolicy = v
+			x.SetRare(func(r *sessions.RareFields) { r.SendPolicy = v })
 			return true
 		})
 	}
 	if err != nil {
 		return nil, err
 	}
-	eff := rules.ResolveSendPolicy(rules.ConfigSendPolicy(d.Config.Session.SendPolicy), e.SendPolicy, key, sessionChannel(e), e.ChatType)
-	return &sendOverrideResult{Status: status, SessionKey: key, SendPolicy: e.SendPolicy, Effective: eff, Text: sendOverrideText(e.SendPolicy, eff)}, nil
+	eff := rules.ResolveSendPolicy(rules.ConfigSendPolicy(d.Config.Session.SendPolicy), e.SendPolicy(), key, sessionChannel(e), e.ChatType)
+	return &sendOverrideResult{Status: status, SessionKey: key, SendPolicy: e.SendPolicy(), Effective: eff, Text: sendOverrideText(e.SendPolicy(), eff)}, nil
 }
 
 func sendOverrideText(override, effective string) string {
@@ -108,7 +108,7 @@ func (d *Deps) checkTurnSendPolicy(ctx context.Context, ip inboundParams) error 
 	e, _, err := d.Store.Get(ctx, ip.sessionKey)
 	switch {
 	case err == nil:
-		override, chatType = e.SendPolicy, e.ChatType
+		override, chatType = e.SendPolicy(), e.ChatType
 	case errors.Is(err, sessions.ErrNotFound):
 		chatType = ip.chatType
 	default:

@@ -40,7 +40,7 @@ func TestSendPolicyOverrideOp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return e.SendPolicy
+		return e.SendPolicy()
 	}
 	send := func() string {
 		res := is.MustCall("agent:main:main", "sessions_send", fmt.Sprintf(`{"sessionKey":%q,"message":"hello x","timeoutSeconds":0}`, humanKey))
@@ -65,7 +65,7 @@ func TestSendPolicyOverrideOp(t *testing.T) {
 			// write from its watch a moment later
 			bustest.WaitFor(t, 10*time.Second, "the index to hold the override", func() bool {
 				e := is.Worker.Deps.Index.Get(humanKey)
-				return e != nil && e.SendPolicy == step.stored
+				return e != nil && e.SendPolicy() == step.stored
 			})
 			if got := send(); got != rules.SendBlockedError {
 				t.Fatalf("sessions_send with the override off: %q", got)
@@ -200,8 +200,8 @@ func TestInboundSendNotOwner(t *testing.T) {
 				t.Fatalf("a refused /send wrote: before %v after %v", before, after)
 			}
 			e, _, err := s.Worker.Deps.Store.Get(bustest.Context(t), humanKey)
-			if err != nil || e.SendPolicy != "" {
-				t.Fatalf("send policy after a refused /send: %q %v", e.SendPolicy, err)
+			if err != nil || e.SendPolicy() != "" {
+				t.Fatalf("send policy after a refused /send: %q %v", e.SendPolicy(), err)
 			}
 		})
 	}

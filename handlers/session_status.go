@@ -510,7 +510,7 @@ func statusRoute(r *requester, e *sessions.Entry) routeContext {
 		rc.Origin = &routeOrigin{Provider: ch}
 	}
 	if e.Key == r.key && (e.LastChannel != "" || e.LastTo != "") {
-		rc.Active = &routeActive{Channel: e.LastChannel, To: e.LastTo, AccountID: e.LastAccountID, ThreadID: e.LastThreadID}
+		rc.Active = &routeActive{Channel: e.LastChannel, To: e.LastTo, AccountID: e.LastAccountID, ThreadID: e.LastThreadID()}
 	}
 	if dc := e.DeliveryContext; dc != nil && *dc != (sessions.DeliveryContext{}) {
 		rc.DeliveryContext = dc

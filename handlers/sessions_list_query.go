@@ -134,10 +134,10 @@ var exactFilters = []struct {
 	name  string
 	field func(*sessions.Entry) string
 }{
-	{"ownerId", func(e *sessions.Entry) string { return e.OwnerID }},
-	{"creatorId", func(e *sessions.Entry) string { return e.CreatorID }},
-	{"projectId", func(e *sessions.Entry) string { return e.ProjectID }},
-	{"workspaceDir", func(e *sessions.Entry) string { return e.WorkspaceDir }},
+	{"ownerId", func(e *sessions.Entry) string { return e.OwnerID() }},
+	{"creatorId", func(e *sessions.Entry) string { return e.CreatorID() }},
+	{"projectId", func(e *sessions.Entry) string { return e.ProjectID() }},
+	{"workspaceDir", func(e *sessions.Entry) string { return e.WorkspaceDir() }},
 }
 
 func parseArchived(p rules.Params, q *listQuery) error {

@@ -168,7 +168,8 @@ func TestListFilters(t *testing.T) {
 		&sessions.Entry{Key: "agent:main:telegram:group:g1", Label: "Ops Room", DisplayName: "Ops war room", ChatType: "group"},
 		&sessions.Entry{Key: "agent:main:hook:deploy", Archived: true},
 		&sessions.Entry{Key: "agent:main:node-device", UpdatedAt: old},
-		&sessions.Entry{Key: "agent:main:subagent:x", SpawnedBy: mainKey, Group: "g", OwnerID: "u1", ProjectID: "p1", WorkspaceDir: "/w", CreatorID: "c1"},
+		&sessions.Entry{Key: "agent:main:subagent:x", SpawnedBy: mainKey, Group: "g",
+			Rare: &sessions.RareFields{OwnerID: "u1", ProjectID: "p1", WorkspaceDir: "/w", CreatorID: "c1"}},
 	)
 	cases := []struct{ params, want string }{
 		{`{"kinds":["group","BOGUS"]}`, "agent:main:telegram:group:g1"},

@@ -154,7 +154,7 @@ func sessionsSend(ctx context.Context, d *Deps, r *requester, p rules.Params) (a
 	// resolution; the entry's override wins over config.
 	var override, channel, chatType string
 	if e := res.entry; e != nil {
-		override, chatType = e.SendPolicy, e.ChatType
+		override, chatType = e.SendPolicy(), e.ChatType
 		channel = rules.FirstNonEmpty(e.Channel, e.LastChannel)
 	}
 	if rules.ResolveSendPolicy(sendPolicy(d.Config.Session.SendPolicy), override, target, channel, chatType) == rules.SendDeny {

@@ -397,8 +397,8 @@ func TestSendPolicy(t *testing.T) {
 	wantShape(t, res, map[string]any{"status": "error", "error": "send blocked by session policy", "sessionKey": grp})
 
 	// the entry's override wins: allow over the config deny, deny over the default allow
-	s.Update(grp, func(e *sessions.Entry) { e.SendPolicy = "Allow" })
-	s.Update(peerKey, func(e *sessions.Entry) { e.SendPolicy = "DENY" })
+	s.Update(grp, func(e *sessions.Entry) { e.SetRare(func(r *sessions.RareFields) { r.SendPolicy = "Allow" }) })
+	s.Update(peerKey, func(e *sessions.Entry) { e.SetRare(func(r *sessions.RareFields) { r.SendPolicy = "DENY" }) })
 	if res := s.MustCall(mainKey, "sessions_send", `{"sessionKey":"agent:main:discord:group:g1","message":"hi","timeoutSeconds":0}`); res["status"] != "accepted" {
 		t.Errorf("override allow: %v", res)
 	}

@@ -268,7 +268,7 @@ func (d *Deps) spawnDepthOf(key string) int {
 
 // routeOf is a session's channel route, nil when it has none.
 func routeOf(e *sessions.Entry) *subagents.Origin {
-	o := &subagents.Origin{Channel: e.LastChannel, To: e.LastTo, AccountID: e.LastAccountID, ThreadID: e.LastThreadID}
+	o := &subagents.Origin{Channel: e.LastChannel, To: e.LastTo, AccountID: e.LastAccountID, ThreadID: e.LastThreadID()}
 	if dc := e.DeliveryContext; dc != nil && dc.Channel != "" {
 		o = &subagents.Origin{Channel: dc.Channel, To: dc.To, AccountID: dc.AccountID, ThreadID: dc.ThreadID}
 	}

@@ -203,8 +203,8 @@ func (d *Deps) oneLine(s string, max int) string {
 
 // derivedTitle is the first user message of the transcript, as one line.
 func (d *Deps) derivedTitle(ctx context.Context, e *sessions.Entry) string {
-	if e.DerivedTitle != "" {
-		return d.oneLine(e.DerivedTitle, derivedTitleMaxChars)
+	if e.DerivedTitle() != "" {
+		return d.oneLine(e.DerivedTitle(), derivedTitleMaxChars)
 	}
 	entries, err := d.Transcripts.Read(ctx, bus.EncodeKey(e.Key), 0, 8)
 	if err != nil {

@@ -55,7 +55,7 @@ func TestSessionSendPolicyCommand(t *testing.T) {
 	const key = "agent:main:main"
 	st := startSessionCmd(t, nil, key)
 	sp := func(args ...string) (int, string, string) { return st.session("send-policy", args...) }
-	stored := func() string { return st.stored(t, key).SendPolicy }
+	stored := func() string { return st.stored(t, key).SendPolicy() }
 	if code, out, errs := sp(key, "off"); code != 0 || !strings.Contains(out, `"sendPolicy": "deny"`) || !strings.Contains(errs, "send policy of agent:main:main: set") || stored() != "deny" {
 		t.Fatalf("off: exit %d %s %s (stored %q)", code, out, errs, stored())
 	}

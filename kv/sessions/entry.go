@@ -47,19 +47,16 @@ type Entry struct {
 	DisplayName      string
 	Subject          string
 	Group            string
-	DerivedTitle     string
 	Channel          string
 	LastChannel      string
 	LastTo           string
 	LastAccountID    string
-	LastThreadID     string
 	Origin           *Origin
 	DeliveryContext  *DeliveryContext
 	ChatType         string
 	SpawnedBy        string
 	ParentSessionKey string
 	SpawnDepth       *int
-	SendPolicy       string
 	Model            string
 	ModelProvider    string
 	InputTokens      int64
@@ -72,10 +69,6 @@ type Entry struct {
 	AbortedLastRun   bool
 	Archived         bool
 	Pinned           bool
-	OwnerID          string
-	CreatorID        string
-	ProjectID        string
-	WorkspaceDir     string
 
 	// Rare holds the fields few sessions set (nil: none is): outside the
 	// struct, they cost the sessions that lack them nothing. Shared by
@@ -90,6 +83,18 @@ type Entry struct {
 // RareFields are the entry fields few sessions set, stored flat in the
 // entry's JSON beside the others.
 type RareFields struct {
+	// The stored title, the thread of the last route, the send override
+	// and the [B] inventory fields (owner, creator, project, workspace):
+	// most sessions have none, and out of Entry they take its struct from
+	// the 512-byte size class to the 416 one (96 B a session in the index).
+	DerivedTitle string
+	LastThreadID string
+	SendPolicy   string
+	OwnerID      string
+	CreatorID    string
+	ProjectID    string
+	WorkspaceDir string
+
 	SubagentRole         string
 	SubagentControlScope string
 	SpawnedWorkspaceDir  string
@@ -137,6 +142,27 @@ func (e *Entry) Rares() RareFields {
 		return RareFields{}
 	}
 	return *e.Rare
+}
+
+// DerivedTitle, LastThreadID, SendPolicy, OwnerID, CreatorID, ProjectID
+// and WorkspaceDir read the rare fields of those names without copying them
+// all (Rares does).
+func (e *Entry) DerivedTitle() string { return e.rare().DerivedTitle }
+func (e *Entry) LastThreadID() string { return e.rare().LastThreadID }
+func (e *Entry) SendPolicy() string   { return e.rare().SendPolicy }
+func (e *Entry) OwnerID() string      { return e.rare().OwnerID }
+func (e *Entry) CreatorID() string    { return e.rare().CreatorID }
+func (e *Entry) ProjectID() string    { return e.rare().ProjectID }
+func (e *Entry) WorkspaceDir() string { return e.rare().WorkspaceDir }
+
+var noRare RareFields
+
+// rare is the entry's RareFields, or a shared zero one: read only.
+func (e *Entry) rare() *RareFields {
+	if e.Rare == nil {
+		return &noRare
+	}
+	return e.Rare
 }
 
 // SetRare changes rare fields on a copy, so entries sharing Rare keep theirs.

@@ -11,17 +11,17 @@ func everyFieldEntry() *Entry {
 	depth := 2
 	e := &Entry{
 		Key: "agent:main:telegram:direct:u1", AgentID: "main", SessionID: "s1", CreatedAt: -5, UpdatedAt: 1 << 62,
-		Label: "l", DisplayName: "Zoë", Subject: "s", Group: "g", DerivedTitle: "t", Channel: "telegram",
-		LastChannel: "slack", LastTo: "u2", LastAccountID: "a", LastThreadID: "th",
+		Label: "l", DisplayName: "Zoë", Subject: "s", Group: "g", Channel: "telegram",
+		LastChannel: "slack", LastTo: "u2", LastAccountID: "a",
 		Origin:          &Origin{Provider: "telegram", AccountID: "a", ThreadID: "t", ChatType: "group", From: "f", To: "to"},
 		DeliveryContext: &DeliveryContext{Channel: "slack", To: "u1", AccountID: "a", ThreadID: "t"},
-		ChatType:        "direct", SpawnedBy: "p", ParentSessionKey: "q", SpawnDepth: &depth, SendPolicy: "deny",
+		ChatType:        "direct", SpawnedBy: "p", ParentSessionKey: "q", SpawnDepth: &depth,
 		Model: "m", ModelProvider: "mp", InputTokens: 1, OutputTokens: 2, TotalTokens: 3, ContextTokens: 4,
 		Status: "running", StartedAt: 5, EndedAt: 6, AbortedLastRun: true, Archived: true, Pinned: true,
-		OwnerID: "o", CreatorID: "c", ProjectID: "pr", WorkspaceDir: "/w",
 	}
 	e.SetRare(func(r *RareFields) {
-		*r = RareFields{SubagentRole: "leaf", SubagentControlScope: "none", SpawnedWorkspaceDir: "/s",
+		*r = RareFields{DerivedTitle: "t", LastThreadID: "th", SendPolicy: "deny",
+			OwnerID: "o", CreatorID: "c", ProjectID: "pr", WorkspaceDir: "/w", SubagentRole: "leaf", SubagentControlScope: "none", SpawnedWorkspaceDir: "/s",
 			ProviderOverride: "po", ModelOverride: "mo", ThinkingLevel: "high",
 			Goal:      &Goal{Objective: "ship", Status: GoalActive, CreatedAt: 1, UpdatedAt: 2, ActorType: "human", ActorID: "x", Channel: "ops"},
 			CacheRead: 7, CacheWrite: 8, CompactionCount: 9, RuntimeMs: 10, StateVersion: 1<<64 - 1,

@@ -16,12 +16,12 @@ func (e *Entry) wire() entryJSON {
 		DisplayName:          e.DisplayName,
 		Subject:              e.Subject,
 		Group:                e.Group,
-		DerivedTitle:         e.DerivedTitle,
+		DerivedTitle:         r.DerivedTitle,
 		Channel:              e.Channel,
 		LastChannel:          e.LastChannel,
 		LastTo:               e.LastTo,
 		LastAccountID:        e.LastAccountID,
-		LastThreadID:         e.LastThreadID,
+		LastThreadID:         r.LastThreadID,
 		Origin:               e.Origin,
 		DeliveryContext:      e.DeliveryContext,
 		ChatType:             e.ChatType,
@@ -31,7 +31,7 @@ func (e *Entry) wire() entryJSON {
 		SubagentRole:         r.SubagentRole,
 		SubagentControlScope: r.SubagentControlScope,
 		SpawnedWorkspaceDir:  r.SpawnedWorkspaceDir,
-		SendPolicy:           e.SendPolicy,
+		SendPolicy:           r.SendPolicy,
 		Model:                e.Model,
 		ModelProvider:        e.ModelProvider,
 		ProviderOverride:     r.ProviderOverride,
@@ -52,10 +52,10 @@ func (e *Entry) wire() entryJSON {
 		Archived:             e.Archived,
 		Pinned:               e.Pinned,
 		Goal:                 r.Goal,
-		OwnerID:              e.OwnerID,
-		CreatorID:            e.CreatorID,
-		ProjectID:            e.ProjectID,
-		WorkspaceDir:         e.WorkspaceDir,
+		OwnerID:              r.OwnerID,
+		CreatorID:            r.CreatorID,
+		ProjectID:            r.ProjectID,
+		WorkspaceDir:         r.WorkspaceDir,
 		StateVersion:         r.StateVersion,
 		SessionStartedAt:     r.SessionStartedAt,
 		LastInteractionAt:    r.LastInteractionAt,
@@ -80,19 +80,16 @@ func (e *Entry) fromWire(w *entryJSON) {
 		DisplayName:      w.DisplayName,
 		Subject:          w.Subject,
 		Group:            w.Group,
-		DerivedTitle:     w.DerivedTitle,
 		Channel:          w.Channel,
 		LastChannel:      w.LastChannel,
 		LastTo:           w.LastTo,
 		LastAccountID:    w.LastAccountID,
-		LastThreadID:     w.LastThreadID,
 		Origin:           w.Origin,
 		DeliveryContext:  w.DeliveryContext,
 		ChatType:         w.ChatType,
 		SpawnedBy:        w.SpawnedBy,
 		ParentSessionKey: w.ParentSessionKey,
 		SpawnDepth:       w.SpawnDepth,
-		SendPolicy:       w.SendPolicy,
 		Model:            w.Model,
 		ModelProvider:    w.ModelProvider,
 		InputTokens:      w.InputTokens,
@@ -105,14 +102,13 @@ func (e *Entry) fromWire(w *entryJSON) {
 		AbortedLastRun:   w.AbortedLastRun,
 		Archived:         w.Archived,
 		Pinned:           w.Pinned,
-		OwnerID:          w.OwnerID,
-		CreatorID:        w.CreatorID,
-		ProjectID:        w.ProjectID,
-		WorkspaceDir:     w.WorkspaceDir,
 		Rare: RareFields{
+			DerivedTitle:         w.DerivedTitle,
+			LastThreadID:         w.LastThreadID,
 			SubagentRole:         w.SubagentRole,
 			SubagentControlScope: w.SubagentControlScope,
 			SpawnedWorkspaceDir:  w.SpawnedWorkspaceDir,
+			SendPolicy:           w.SendPolicy,
 			ProviderOverride:     w.ProviderOverride,
 			ModelOverride:        w.ModelOverride,
 			ThinkingLevel:        w.ThinkingLevel,
@@ -121,6 +117,10 @@ func (e *Entry) fromWire(w *entryJSON) {
 			CompactionCount:      w.CompactionCount,
 			RuntimeMs:            w.RuntimeMs,
 			Goal:                 w.Goal,
+			OwnerID:              w.OwnerID,
+			CreatorID:            w.CreatorID,
+			ProjectID:            w.ProjectID,
+			WorkspaceDir:         w.WorkspaceDir,
 			StateVersion:         w.StateVersion,
 			SessionStartedAt:     w.SessionStartedAt,
 			LastInteractionAt:    w.LastInteractionAt,
@@ -137,9 +137,12 @@ func (e *Entry) fromWire(w *entryJSON) {
 
 // orNil is r, or nil when r sets no field.
 func (r RareFields) orNil() *RareFields {
-	if r.SubagentRole == "" &&
+	if r.DerivedTitle == "" &&
+		r.LastThreadID == "" &&
+		r.SubagentRole == "" &&
 		r.SubagentControlScope == "" &&
 		r.SpawnedWorkspaceDir == "" &&
+		r.SendPolicy == "" &&
 		r.ProviderOverride == "" &&
 		r.ModelOverride == "" &&
 		r.ThinkingLevel == "" &&
@@ -148,6 +151,10 @@ func (r RareFields) orNil() *RareFields {
 		r.CompactionCount == 0 &&
 		r.RuntimeMs == 0 &&
 		r.Goal == nil &&
+		r.OwnerID == "" &&
+		r.CreatorID == "" &&
+		r.ProjectID == "" &&
+		r.WorkspaceDir == "" &&
 		r.StateVersion == 0 &&
 		r.SessionStartedAt == 0 &&
 		r.LastInteractionAt == 0 &&
@@ -201,7 +208,8 @@ func (e *Entry) decodePlain(data []byte, in *interner) bool {
 			e.Group = d.str()
 		case "derivedTitle":
 			d.once(seen[:], 9)
-			e.DerivedTitle = d.str()
+			r.DerivedTitle = d.str()
+			rare = true
 		case "channel":
 			d.once(seen[:], 10)
 			e.Channel = d.str()
@@ -216,7 +224,8 @@ func (e *Entry) decodePlain(data []byte, in *interner) bool {
 			e.LastAccountID = d.str()
 		case "lastThreadId":
 			d.once(seen[:], 14)
-			e.LastThreadID = d.str()
+			r.LastThreadID = d.str()
+			rare = true
 		case "origin":
 			d.once(seen[:], 15)
 			v := new(Origin)
@@ -254,7 +263,8 @@ func (e *Entry) decodePlain(data []byte, in *interner) bool {
 			rare = true
 		case "sendPolicy":
 			d.once(seen[:], 24)
-			e.SendPolicy = d.str()
+			r.SendPolicy = d.str()
+			rare = true
 		case "model":
 			d.once(seen[:], 25)
 			e.Model = d.str()
@@ -327,16 +337,20 @@ func (e *Entry) decodePlain(data []byte, in *interner) bool {
 			rare = true
 		case "ownerId":
 			d.once(seen[:], 45)
-			e.OwnerID = d.str()
+			r.OwnerID = d.str()
+			rare = true
 		case "creatorId":
 			d.once(seen[:], 46)
-			e.CreatorID = d.str()
+			r.CreatorID = d.str()
+			rare = true
 		case "projectId":
 			d.once(seen[:], 47)
-			e.ProjectID = d.str()
+			r.ProjectID = d.str()
+			rare = true
 		case "workspaceDir":
 			d.once(seen[:], 48)
-			e.WorkspaceDir = d.str()
+			r.WorkspaceDir = d.str()
+			rare = true
 		case "stateVersion":
 			d.once(seen[:], 49)
 			r.StateVersion = d.uint64()

@@ -22,13 +22,13 @@ const (
 // entry interns e's low-cardinality fields in place.
 func (in *interner) entry(e *Entry) {
 	for _, p := range [...]*string{
-		&e.AgentID, &e.Channel, &e.LastChannel, &e.LastAccountID, &e.ChatType, &e.SendPolicy,
+		&e.AgentID, &e.Channel, &e.LastChannel, &e.LastAccountID, &e.ChatType,
 		&e.Model, &e.ModelProvider, &e.Status, &e.Group,
 	} {
 		*p = in.str(*p)
 	}
 	if r := e.Rare; r != nil { // e's own: just decoded
-		for _, p := range [...]*string{&r.SubagentRole, &r.SubagentControlScope, &r.ProviderOverride, &r.ModelOverride, &r.ThinkingLevel} {
+		for _, p := range [...]*string{&r.SendPolicy, &r.SubagentRole, &r.SubagentControlScope, &r.ProviderOverride, &r.ModelOverride, &r.ThinkingLevel} {
 			*p = in.str(*p)
 		}
 	}
@@ -113,14 +113,14 @@ func pack(e, old *Entry) {
 	}
 }
 
-const ownFields = 16
+const ownFields = 10
 
 // ownStrings lists the fields pack packs, always in the same order; nil
 // for the delivery context's when there is none.
 func ownStrings(e *Entry, out *[ownFields]*string) {
-	*out = [ownFields]*string{&e.Key, &e.SessionID, &e.DisplayName, &e.Label, &e.Subject, &e.DerivedTitle, &e.LastTo,
-		&e.LastThreadID, &e.SpawnedBy, &e.ParentSessionKey, &e.OwnerID, &e.CreatorID, &e.ProjectID, &e.WorkspaceDir}
+	*out = [ownFields]*string{&e.Key, &e.SessionID, &e.DisplayName, &e.Label, &e.Subject, &e.LastTo,
+		&e.SpawnedBy, &e.ParentSessionKey}
 	if dc := e.DeliveryContext; dc != nil {
-		out[14], out[15] = &dc.To, &dc.ThreadID
+		out[8], out[9] = &dc.To, &dc.ThreadID
 	}
 }

@@ -39,9 +39,9 @@ func TestBrowserSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.Rares()
-	if r.ProviderOverride+"/"+r.ModelOverride != "openai/slow-fixture" || r.ThinkingLevel != "high" || e.SendPolicy != rules.SendDeny ||
+	if r.ProviderOverride+"/"+r.ModelOverride != "openai/slow-fixture" || r.ThinkingLevel != "high" || e.SendPolicy() != rules.SendDeny ||
 		r.Goal == nil || r.Goal.Objective != "ship the console" {
-		t.Fatalf("entry after the settings: model %s/%s thinking %q send %q goal %+v", r.ProviderOverride, r.ModelOverride, r.ThinkingLevel, e.SendPolicy, r.Goal)
+		t.Fatalf("entry after the settings: model %s/%s thinking %q send %q goal %+v", r.ProviderOverride, r.ModelOverride, r.ThinkingLevel, e.SendPolicy(), r.Goal)
 	}
 	for _, action := range []string{"model", "send-policy", "goal"} {
 		waitSignalWhere(t, f, mainKey, func(ev signals.Event) bool {

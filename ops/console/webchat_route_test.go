@@ -48,8 +48,8 @@ func TestWebchatKeepsTheRoute(t *testing.T) {
 		Channel, To, Account, Thread string
 		Ctx                          any
 	}
-	was := route{before.LastChannel, before.LastTo, before.LastAccountID, before.LastThreadID, *before.DeliveryContext}
-	is := route{after.LastChannel, after.LastTo, after.LastAccountID, after.LastThreadID, *after.DeliveryContext}
+	was := route{before.LastChannel, before.LastTo, before.LastAccountID, before.LastThreadID(), *before.DeliveryContext}
+	is := route{after.LastChannel, after.LastTo, after.LastAccountID, after.LastThreadID(), *after.DeliveryContext}
 	if !reflect.DeepEqual(was, is) {
 		t.Fatalf("a webchat message moved the route: %+v, was %+v", is, was)
 	}

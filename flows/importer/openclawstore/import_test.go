@@ -136,7 +136,7 @@ func TestImportedStoreMatchesReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.DeliveryContext == nil || e.DeliveryContext.To != "-100123" || e.DeliveryContext.ThreadID != "7" || e.LastThreadID != "7" ||
+	if e.DeliveryContext == nil || e.DeliveryContext.To != "-100123" || e.DeliveryContext.ThreadID != "7" || e.LastThreadID() != "7" ||
 		e.Origin == nil || e.Origin.ThreadID != "7" || e.LastTo != "-100123" || e.CreatedAt != 1764496700000 {
 		t.Errorf("telegram topic entry = %+v (origin %+v, delivery %+v)", e, e.Origin, e.DeliveryContext)
 	}
