@@ -47,9 +47,14 @@ type Index struct {
 	bySessionID keyTable
 	sharedIDs   map[string][]uint32
 	search      postings
-	intern      interner
-	applied     uint64
-	err         error
+	// searching: the trigram lists hold every indexed entry and are kept
+	// with each change. False from the start of a load until its lists
+	// are built, which happens after the index is ready (a million
+	// sessions' take a second): searches walk the order meanwhile.
+	searching bool
+	intern    interner
+	applied   uint64
+	err       error
 
 	// life guards the current watch and the deletion subscription.
 	life    sync.Mutex
@@ -128,6 +133,7 @@ func (ix *Index) clear() {
 	ix.bySessionID = keyTable{keyOf: func(s uint32) string { return ix.slots[s].SessionID }}
 	ix.sharedIDs = make(map[string][]uint32)
 	ix.search.reset()
+	ix.searching = true // an empty index's lists are complete
 	ix.intern = interner{}
 	ix.applied = 0
 	ix.loading = false

@@ -83,7 +83,7 @@ func (ix *Index) prepare(ke jetstream.KeyValueEntry, in *interner, live bool) ch
 // commit files c in every lookup (mu held); the caller advances applied.
 // During the initial load it leaves the trigram lists alone: filing ~70
 // trigrams per entry one by one under the lock would hold up the load,
-// and the load builds the lists in bulk once every entry is in.
+// and they are built in bulk once every entry is in (buildSearch).
 func (ix *Index) commit(c *change) {
 	key, e := c.key, c.e
 	cell, had := ix.byKey.find(key)
@@ -95,12 +95,12 @@ func (ix *Index) commit(c *change) {
 	case had && e != nil:
 		old := ix.slots[slot]
 		ix.unlink(slot)
-		if !ix.loading && !sameSearchText(old, e) {
+		if ix.searching && !sameSearchText(old, e) {
 			ix.search.update(slot, entryTrigrams(old), c.grams, len(ix.slots))
 		}
 		ix.link(slot, e)
 	case had:
-		if !ix.loading {
+		if ix.searching {
 			ix.search.remove(slot, entryTrigrams(ix.slots[slot]), len(ix.slots))
 		}
 		ix.unlink(slot)
@@ -109,7 +109,7 @@ func (ix *Index) commit(c *change) {
 		ix.free = append(ix.free, slot)
 	case e != nil:
 		slot = ix.newSlot()
-		if !ix.loading {
+		if ix.searching {
 			ix.search.add(slot, c.grams, len(ix.slots))
 		}
 		ix.link(slot, e)

@@ -52,7 +52,7 @@ func (ix *Index) load(ctx context.Context, updates <-chan jetstream.KeyValueEntr
 		})
 	}
 	ix.mu.Lock()
-	ix.loading = true
+	ix.loading, ix.searching = true, false
 	ix.mu.Unlock()
 	filed := make(chan struct{})
 	var top uint64 // the last revision filed
@@ -91,12 +91,32 @@ func (ix *Index) load(ctx context.Context, updates <-chan jetstream.KeyValueEntr
 	// sees some entries without the others.
 	ix.mu.Lock()
 	ix.buildOrder()
-	ix.search.build(ix.slots, runtime.GOMAXPROCS(0))
 	ix.loading = false
 	ix.applied = max(ix.applied, top)
 	ix.changed.Broadcast()
 	ix.mu.Unlock()
 	return ok
+}
+
+// buildSearch builds the trigram lists of the loaded entries, once the
+// index is ready: a worker answers lists (and searches, by walking the
+// order) while it runs, instead of a second later at a million sessions.
+// It runs on the watch's goroutine before the watch's next change, so the
+// entries it reads do not change under it; readers only read them too.
+func (ix *Index) buildSearch() {
+	ix.mu.RLock()
+	slots, done := ix.slots, ix.searching
+	ix.mu.RUnlock()
+	if done {
+		return
+	}
+	var x postings
+	x.reset()
+	x.build(slots, runtime.GOMAXPROCS(0))
+	ix.mu.Lock()
+	ix.search, ix.searching = x, true
+	ix.changed.Broadcast()
+	ix.mu.Unlock()
 }
 
 // buildOrder fills the empty order tree with every indexed slot: sorted

@@ -32,6 +32,15 @@ func (ix *Index) WaitApplied(ctx context.Context, rev uint64) error {
 	return err
 }
 
+// WaitSearch waits until the trigram lists of the loaded entries are built
+// (searches walk the order until then): what measures the whole index, its
+// memory or its searches, waits on it after StartIndex.
+func (ix *Index) WaitSearch(ctx context.Context) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return record.WaitFor(ctx, ix.changed, func() bool { return ix.searching }, func() error { return ix.err })
+}
+
 // Get returns the entry for key, or nil.
 func (ix *Index) Get(key string) *Entry {
 	ix.mu.RLock()
@@ -139,7 +148,8 @@ func eachNewest(es []*Entry, fn func(*Entry) bool) {
 var searchSortMax = 4096
 
 // EachSearch is Each over the entries that MatchesSearch(needle), needle a
-// SearchNeedle. The trigram lists pick the candidates, so a search matching
+// SearchNeedle. The trigram lists pick the candidates (once built: until
+// then, for a second after a load of a million, it walks), so a search matching
 // few sessions costs about its rarest trigram's list and its candidates,
 // however many sessions there are. A needle shorter than three bytes has no
 // trigram to pick by, and one made only of trigrams most sessions have
@@ -150,7 +160,7 @@ func (ix *Index) EachSearch(needle string, fn func(*Entry) bool) {
 	grams, ok := needleTrigrams(needle)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if !ok {
+	if !ok || !ix.searching {
 		ix.order.Ascend(func(slot uint32) bool {
 			e := ix.slots[slot]
 			return !e.MatchesSearch(needle) || fn(e)

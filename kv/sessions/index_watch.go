@@ -128,6 +128,7 @@ func (ix *Index) follow(ctx context.Context, w jetstream.KeyWatcher, ready, done
 	defer close(done)
 	if ix.load(ctx, w.Updates()) {
 		close(ready)
+		ix.buildSearch()
 		record.Follow(ctx, w, nil, ix.apply)
 	} else {
 		_ = w.Stop()

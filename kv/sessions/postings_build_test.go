@@ -11,10 +11,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The initial load files no trigram per entry and builds the lists in bulk
-// at its end, in runs per worker. Searches while it loads find nothing (as
-// listing does: nothing is listed before the load ends) or, once it is
-// done, exactly what a walk over every entry finds; the lists hold exactly
+// The initial load files no trigram per entry; the lists are built in bulk
+// after it, in runs per worker, once the index is ready. Searches while it
+// loads find nothing (as listing does: nothing is listed before the load
+// ends) or, once it is done, exactly what a walk over every entry finds,
+// while the lists are built and after; the lists hold exactly
 // the live entries' trigrams, dense ones included, and stay exact as live
 // changes then add to them and take from them.
 func TestBulkBuiltSearchMatchesScan(t *testing.T) {
@@ -55,6 +56,15 @@ func TestBulkBuiltSearchMatchesScan(t *testing.T) {
 	if !ix.load(context.Background(), updates) {
 		t.Fatal("load ended before the end-of-initial-values marker")
 	}
+	if ix.searching {
+		t.Fatal("the load built the trigram lists before the index was ready")
+	}
+	for _, q := range queries[:40] { // the walk that stands in for the lists
+		if got, want := indexSearch(ix, q, 1<<30), bruteSearch(ix, q); !slices.Equal(got, want) {
+			t.Fatalf("search %q before the lists were built found %v, want %v", q, got, want)
+		}
+	}
+	ix.buildSearch()
 	close(loaded)
 	searcher.Wait()
 

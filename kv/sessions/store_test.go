@@ -56,6 +56,14 @@ func TestStoreAndIndex(t *testing.T) {
 	if n := len(ix.Children("agent:main:main")); n != 5 {
 		t.Fatalf("children = %d, want 5", n)
 	}
+	// the watch builds the loaded entries' trigram lists before it applies
+	// a change, and keeps them with each change after
+	ix.mu.RLock()
+	built, lists := ix.searching, len(ix.search.lists)
+	ix.mu.RUnlock()
+	if !built || lists == 0 {
+		t.Fatalf("after the load and five changes: trigram lists built %v, %d lists", built, lists)
+	}
 	var order []string
 	ix.Each(func(e *Entry) bool { order = append(order, e.Key); return true })
 	if order[0] != "agent:main:subagent:4" || order[len(order)-1] != "agent:main:main" {

@@ -78,6 +78,11 @@ func (e *env) indexBytesPerSession(ctx context.Context) (float64, time.Duration,
 	if err != nil {
 		return 0, 0, err
 	}
+	// the trigram lists are built after StartIndex returns: count them
+	if err := idx.WaitSearch(ctx); err != nil {
+		idx.Stop()
+		return 0, 0, err
+	}
 	after := heapAfterGC()
 	n := idx.Len()
 	idx.Stop()
