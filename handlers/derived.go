@@ -13,37 +13,18 @@ import (
 // strings need escaping in JSON. The index's Derive hook computes them
 // once, when it takes the entry in, and keeps them in Entry.Derived:
 // listing 100 rows would otherwise parse each key several times per call.
-type derivedFields struct {
-	// names are the agent id and the channel, shared by every session
-	// with the same pair (a handful per deployment): a pointer where the
-	// two strings took 32 bytes, which with the byte fields below brings
-	// the struct from the 48-byte allocation class to the 16-byte one
-	// (32 bytes a session, 32 MB at a million).
-	names *derivedNames
-	// kindAt is the kind (rules.ToolKind's value) as its place in
-	// toolKinds: one byte where a string takes 16, which brings the
-	// struct from the 64-byte allocation class to the 48-byte one (16
-	// bytes a session, 16 MB at a million).
-	kindAt    uint8
-	malformed bool
-	cronRun   bool
-	subagent  bool
-	// plain: every string a sessions_list row takes from the entry or these
-	// fields is written in JSON as it is, quoted (no byte to escape), so
-	// the row is encoded with copies instead of a scan per byte.
-	plain bool
-	// parentSameAgent: the parent key (e.Parent()) parses to agentID, so
-	// Guard.Check(parent) is CheckAgent(parent, agentID) without parsing
-	// the key on every listing of the row (a bool: in the padding, where a
-	// string would take 16 bytes per session).
-	parentSameAgent bool
-}
+// The struct is sessions.Derived (the index keeps it by a typed pointer);
+// the methods here read it. Its sizes: Names is a pointer where the two
+// strings took 32 bytes, and KindAt one byte where the kind's string took
+// 16, which with the byte fields brings it to the 16-byte allocation class
+// (48 B a session, 48 MB at a million, against two strings and a kind).
+type derivedFields sessions.Derived
 
 // derivedNames is the part of derivedFields sessions share.
-type derivedNames struct{ agentID, channel string }
+type derivedNames = sessions.DerivedNames
 
-func (f *derivedFields) agentID() string { return f.names.agentID }
-func (f *derivedFields) channel() string { return f.names.channel }
+func (f *derivedFields) agentID() string { return f.Names.AgentID }
+func (f *derivedFields) channel() string { return f.Names.Channel }
 
 // namesTable interns derivedNames for one index. Bounded: past its limit
 // a pair is kept unshared, as it would be without the table.
@@ -75,7 +56,7 @@ func (t *namesTable) get(n derivedNames) *derivedNames {
 var toolKinds = [...]string{rules.KindOther, rules.KindMain, rules.KindGroup, rules.KindCron, rules.KindHook, rules.KindNode}
 
 // kind is the row's kind.
-func (f *derivedFields) kind() string { return toolKinds[f.kindAt] }
+func (f *derivedFields) kind() string { return toolKinds[f.KindAt] }
 
 // kindAt is kind's place in toolKinds; rules.ToolKind returns no other.
 func kindAt(kind string) uint8 {
@@ -92,7 +73,7 @@ func kindAt(kind string) uint8 {
 func IndexDerive(cfg *config.Config) sessions.Derive {
 	alias := rules.ResolveAlias(cfg.Session.MainKey, cfg.Session.Scope)
 	names := &namesTable{m: map[derivedNames]*derivedNames{}}
-	return func(e *sessions.Entry) any { return deriveFields(alias, e, names) }
+	return func(e *sessions.Entry) *sessions.Derived { return (*sessions.Derived)(deriveFields(alias, e, names)) }
 }
 
 // deriveFields computes e's derivedFields, sharing their names through
@@ -113,16 +94,16 @@ func deriveFields(alias rules.Alias, e *sessions.Entry, names *namesTable) *deri
 	}
 	channel := rules.DeriveChannel(kind, e.Channel, origin, last, e.Key)
 	f := &derivedFields{
-		names:     names.get(derivedNames{agentID: agentID, channel: channel}),
-		kindAt:    kindAt(kind),
-		malformed: k.Malformed(),
-		cronRun:   k.IsCronRun(),
-		subagent:  k.IsSubagent(),
+		Names:     names.get(derivedNames{AgentID: agentID, Channel: channel}),
+		KindAt:    kindAt(kind),
+		Malformed: k.Malformed(),
+		CronRun:   k.IsCronRun(),
+		Subagent:  k.IsSubagent(),
 	}
 	if p := e.Parent(); p != "" {
-		f.parentSameAgent = rules.AgentIDFromKey(p) == agentID
+		f.ParentSameAgent = rules.AgentIDFromKey(p) == agentID
 	}
-	f.plain = jsonPlainStrings(e.Key, e.SessionID, e.Label, e.Group, e.DisplayName, e.ParentSessionKey, e.SpawnedBy,
+	f.Plain = jsonPlainStrings(e.Key, e.SessionID, e.Label, e.Group, e.DisplayName, e.ParentSessionKey, e.SpawnedBy,
 		e.Model, e.Status, agentID, kind, channel)
 	return f
 }
@@ -130,8 +111,8 @@ func deriveFields(alias rules.Alias, e *sessions.Entry, names *namesTable) *deri
 // derived is e's derivedFields: those the index computed, else computed
 // now (an entry not from the index).
 func (r *requester) derived(e *sessions.Entry) *derivedFields {
-	if f, ok := e.Derived.(*derivedFields); ok {
-		return f
+	if e.Derived != nil {
+		return (*derivedFields)(e.Derived)
 	}
 	return deriveFields(r.alias, e, nil)
 }

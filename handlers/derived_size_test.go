@@ -16,13 +16,13 @@ func TestDerivedFieldsSmallAndShared(t *testing.T) {
 		t.Fatalf("derivedFields is %d bytes, want at most 16", n)
 	}
 	derive := IndexDerive(config.Default())
-	a := derive(&sessions.Entry{Key: "agent:main:telegram:direct:u1", Channel: "telegram"}).(*derivedFields)
-	b := derive(&sessions.Entry{Key: "agent:main:telegram:direct:u2", Channel: "telegram"}).(*derivedFields)
-	c := derive(&sessions.Entry{Key: "agent:ops:slack:direct:u3", Channel: "slack"}).(*derivedFields)
-	if a.names != b.names || a.agentID() != "main" || a.channel() != "telegram" {
-		t.Fatalf("same agent and channel not shared: %+v %+v", *a.names, *b.names)
+	a := (*derivedFields)(derive(&sessions.Entry{Key: "agent:main:telegram:direct:u1", Channel: "telegram"}))
+	b := (*derivedFields)(derive(&sessions.Entry{Key: "agent:main:telegram:direct:u2", Channel: "telegram"}))
+	c := (*derivedFields)(derive(&sessions.Entry{Key: "agent:ops:slack:direct:u3", Channel: "slack"}))
+	if a.Names != b.Names || a.agentID() != "main" || a.channel() != "telegram" {
+		t.Fatalf("same agent and channel not shared: %+v %+v", *a.Names, *b.Names)
 	}
-	if c.names == a.names || c.agentID() != "ops" || c.channel() != "slack" {
-		t.Fatalf("different names shared or wrong: %+v", *c.names)
+	if c.Names == a.Names || c.agentID() != "ops" || c.channel() != "slack" {
+		t.Fatalf("different names shared or wrong: %+v", *c.Names)
 	}
 }

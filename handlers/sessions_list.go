@@ -273,14 +273,14 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 		TotalTokens:    e.TotalTokens,
 		Status:         e.Status,
 		AbortedLastRun: e.AbortedLastRun,
-		plain:          f.plain, // the key and parent as displayed too: as stored, or "main"
+		plain:          f.Plain, // the key and parent as displayed too: as stored, or "main"
 	}
 	if g := e.Rares().Goal; g.Active() {
 		row.Goal = g
 	}
 	if p := e.Parent(); p != "" {
 		var ok bool
-		if f.parentSameAgent {
+		if f.ParentSameAgent {
 			ok, _, _ = guard.CheckAgent(p, f.agentID()) // guard.Check(p), the key parsed once
 		} else {
 			ok, _, _ = guard.Check(p)
@@ -298,7 +298,7 @@ func (d *Deps) baseRow(row *listRow, r *requester, e *sessions.Entry, guard rule
 			continue
 		}
 		sc.names = append(sc.names, r.alias.Display(c.Key))
-		row.plainKids = row.plainKids && cf.plain // its key, or "main"
+		row.plainKids = row.plainKids && cf.Plain // its key, or "main"
 	}
 	if to := len(sc.names); to > from {
 		// a later append may move sc.names; this row keeps its own part

@@ -32,7 +32,7 @@ func (d *Deps) eachArchived(ctx context.Context, r *requester, q *listQuery, gua
 		if e.UpdatedAt == 0 {
 			e.UpdatedAt = m.At
 		}
-		e.Derived = deriveFields(r.alias, e, nil)
+		e.Derived = (*sessions.Derived)(deriveFields(r.alias, e, nil))
 		if !d.listable(r, q, e, nowMs) || !archivedVisible(r, e, guard) {
 			continue
 		}

@@ -56,7 +56,7 @@ func TestListReplyPlainRowsAreJSONMarshal(t *testing.T) {
 	}
 	plain := 0
 	for _, e := range es {
-		if r.derived(d.Index.Get(e.Key)).plain {
+		if r.derived(d.Index.Get(e.Key)).Plain {
 			plain++
 		}
 	}

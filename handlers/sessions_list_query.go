@@ -165,7 +165,7 @@ func parseArchived(p rules.Params, q *listQuery) error {
 func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int64) bool {
 	k, f := e.Key, r.derived(e)
 	switch {
-	case k == rules.KeyUnknown, f.cronRun, f.malformed:
+	case k == rules.KeyUnknown, f.CronRun, f.Malformed:
 		return false
 	case k == rules.KeyGlobal && (r.alias.Alias != rules.KeyGlobal || r.restrictToSpawned):
 		return false
@@ -197,7 +197,7 @@ func (d *Deps) listable(r *requester, q *listQuery, e *sessions.Entry, nowMs int
 			return false
 		}
 	}
-	if q.excludeSubagents && f.subagent {
+	if q.excludeSubagents && f.Subagent {
 		return false
 	}
 	if q.activeMinutes > 0 && e.UpdatedAt < nowMs-int64(q.activeMinutes)*60_000 {

@@ -88,7 +88,7 @@ func newer(a, b *Entry) bool {
 // paths such as listing do not re-parse every key on every call. It is
 // called from several goroutines at once while the index loads, so it must
 // only read the entry it is given.
-type Derive func(*Entry) any
+type Derive func(*Entry) *Derived
 
 // StartIndex loads every entry and keeps following the bucket until Stop.
 // derive may be nil.

@@ -78,12 +78,14 @@ func BenchmarkIndexBytesPerSessionLoad(b *testing.B) {
 }
 
 // standInIndex is a bare index with a derive hook standing in for the
-// worker's: a small struct of derived facts per entry.
+// worker's: derived facts per entry, their names shared.
 func standInIndex() *Index {
-	return bareIndex(slog.Default(), func(e *Entry) any {
-		return &struct {
-			a, b, c string
-			x, y, z bool
-		}{a: e.AgentID}
-	})
+	return bareIndex(slog.Default(), standInDerive())
+}
+
+// standInDerive is a derive hook of the worker's shape: one Derived per
+// entry, one DerivedNames shared by all.
+func standInDerive() Derive {
+	names := &DerivedNames{AgentID: "main"}
+	return func(e *Entry) *Derived { return &Derived{Names: names, KindAt: 1} }
 }

@@ -18,7 +18,7 @@ func BenchmarkIndexColdApply(b *testing.B) {
 	n := 200_000
 	kes := sampleKEs(n)
 	for b.Loop() {
-		ix := bareIndex(slog.Default(), func(e *Entry) any { return &struct{ a string }{a: e.AgentID} })
+		ix := bareIndex(slog.Default(), standInDerive())
 		updates := make(chan jetstream.KeyValueEntry, 256) // as nats.go's watcher
 		go func() {
 			for _, ke := range kes {

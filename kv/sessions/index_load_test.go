@@ -14,7 +14,9 @@ import (
 )
 
 func newTestIndex() *Index {
-	return bareIndex(slog.New(slog.DiscardHandler), func(e *Entry) any { return e.AgentID + "/" + e.Channel })
+	return bareIndex(slog.New(slog.DiscardHandler), func(e *Entry) *Derived {
+		return &Derived{Names: &DerivedNames{AgentID: e.AgentID, Channel: e.Channel}}
+	})
 }
 
 // dump is everything a reader of ix can see, keys in place of slots.
@@ -49,7 +51,7 @@ func dump(ix *Index) string {
 		if ok {
 			ids = append(ids, e.SessionID+">"+ix.slots[s].Key)
 		}
-		if e.Derived != e.AgentID+"/"+e.Channel {
+		if d := e.Derived; d == nil || d.Names.AgentID != e.AgentID || d.Names.Channel != e.Channel {
 			ids = append(ids, "bad derive "+e.Key)
 		}
 		if got, _ := ix.byKey.get(e.Key); ix.slots[got] != e {
