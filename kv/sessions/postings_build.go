@@ -29,12 +29,12 @@ func (x *postings) build(slots []*Entry, workers int) {
 	workers = max(1, min(workers, nslots/max(bulkMin, 1)))
 	tabs := make([]*gramCounts, workers)
 	eachRun(nslots, workers, func(w, lo, hi int) {
-		t := &gramCounts{ascii: make([]gramCount, 1<<21), other: map[trigram]*gramCount{}}
+		t := &gramCounts{ascii: make([]gramCount, flatGrams), other: map[trigram]*gramCount{}}
 		t.each(slots, lo, hi, func(_ uint32, _ trigram, c *gramCount) { c.n++ })
 		tabs[w] = t
 	})
 
-	ascii := make([]*posting, 1<<21) // the lists of ASCII trigrams, by asciiIndex
+	ascii := make([]*posting, flatGrams) // the lists of ASCII trigrams and digit quads, by asciiIndex
 	cs := make([]*gramCount, workers)
 	for i := range ascii {
 		some := false
@@ -120,19 +120,30 @@ type gramCount struct {
 // ids and most names are), and those index a flat table, which is cheaper
 // than a map per lookup; the rest go in a map.
 type gramCounts struct {
-	ascii []gramCount // by asciiIndex
+	ascii []gramCount // by asciiIndex (ASCII trigrams and digit quads)
 	other map[trigram]*gramCount
 }
 
-// asciiIndex packs a trigram of three ASCII bytes into 21 bits.
+// flatGrams is the size of the flat tables: every trigram of three ASCII
+// bytes (21 bits), then every digit quad.
+const flatGrams = 1<<21 + 10_000
+
+// asciiIndex packs a trigram of three ASCII bytes into 21 bits, and a
+// digit quad past them.
 func asciiIndex(g trigram) (int, bool) {
-	if g&0x808080 != 0 {
+	if g>>24 == quadTag {
+		return 1<<21 + int(g&0xffffff), true
+	}
+	if g&0xff808080 != 0 {
 		return 0, false
 	}
 	return int(g>>16)<<14 | int(g>>8&0x7f)<<7 | int(g&0x7f), true
 }
 
 func asciiTrigram(i int) trigram {
+	if i >= 1<<21 {
+		return quadTag<<24 | trigram(i-1<<21)
+	}
 	return trigram(i>>14)<<16 | trigram(i>>7&0x7f)<<8 | trigram(i&0x7f)
 }
 

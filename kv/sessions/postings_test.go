@@ -249,3 +249,25 @@ func randomSet(rng *rand.Rand, n, max int) []uint32 {
 	slices.Sort(s)
 	return slices.Compact(s)
 }
+
+// Four digits in a row are filed as a digit quad, in fields and needles
+// alike, and only four in a row: a needle is found wherever its digits
+// sit, across separators and case-folded text too.
+func TestDigitQuads(t *testing.T) {
+	q := func(v int) trigram { return quadTag<<24 | trigram(v) }
+	if got, want := appendQuads(nil, "u0999989-12-345x6789"), []trigram{q(999), q(9999), q(9998), q(9989), q(6789)}; !slices.Equal(got, want) {
+		t.Fatalf("quads %v, want %v", got, want)
+	}
+	ix := bareIndex(slog.New(slog.DiscardHandler), nil)
+	for i, key := range []string{"agent:main:telegram:direct:u0999989", "agent:main:x:direct:12-34", "agent:main:İ:direct:00042017"} {
+		v, _ := json.Marshal(&Entry{Key: key, SessionID: fmt.Sprintf("id-%d", i)})
+		ix.apply(fakeKE{bus.EncodeKey(key), v, uint64(i + 1), 0})
+	}
+	for needle, want := range map[string]int{"9998": 1, "u0999989": 1, "12-34": 1, "2-3": 1, "0004": 1, "İ:DIRECT:0004": 1, "99899": 0, "1234": 0} {
+		found := 0
+		ix.EachSearch(SearchNeedle(needle), func(*Entry) bool { found++; return true })
+		if found != want {
+			t.Errorf("search %q found %d, want %d", needle, found, want)
+		}
+	}
+}
