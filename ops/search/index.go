@@ -193,6 +193,24 @@ func (ix *Index) Sessions() (map[string]Session, error) {
 	return out, rows.Err()
 }
 
+// EachKey calls fn with the key of each session whose facts the index
+// holds.
+func (ix *Index) EachKey(fn func(key string)) error {
+	rows, err := ix.db.Query(`SELECT key FROM sess`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return err
+		}
+		fn(k)
+	}
+	return rows.Err()
+}
+
 // Batch is what one transaction applies: entries up to the stream
 // sequence Applied, session facts, purges (a key's entries below a
 // sequence), and the complete mark.

@@ -103,7 +103,7 @@ type Indexer struct {
 	err     error
 
 	// the writer's own state (the writer goroutine only)
-	sess   map[string]sessMark
+	sess   map[uint64]sessMark // by keyMark
 	floors map[string]uint64
 
 	msgs   chan read
@@ -242,9 +242,9 @@ func (in *Indexer) load(streamLast uint64) error {
 	if err != nil {
 		return err
 	}
-	in.sess = make(map[string]sessMark, len(stored))
+	in.sess = make(map[uint64]sessMark, len(stored))
 	for k, s := range stored {
-		in.sess[k] = markOf(s)
+		in.sess[keyMark(k)] = markOf(s)
 	}
 	if in.floors, err = in.ix.Floors(); err != nil {
 		return err

@@ -10,6 +10,11 @@ import "hash/maphash"
 // of serve's heap at 100,000 sessions, doubled in its RSS by the GC's
 // headroom. Two 64-bit hashes: a collision would skip one rewrite of a
 // session's filter facts (channel, kind), with odds of 2^-64 an update.
+// The marks are kept by keyMark, not by key, which saves each session's
+// key string (another 55 B or so); two keys with one mark would share it,
+// with odds of about n²/2^65 (10^-8 at a million sessions), and cost a
+// needless rewrite of a session's facts or purge check, or keep the facts
+// of one session deleted while no indexer ran.
 type sessMark struct {
 	facts uint64 // sessionId, channel and kind
 	id    uint64 // sessionId; 0 when the entry has none
@@ -18,6 +23,9 @@ type sessMark struct {
 // markSeed is per process: marks are made from the index file at start
 // and compared only within the process.
 var markSeed = maphash.MakeSeed()
+
+// keyMark is the 64-bit hash of a session key that its mark is kept by.
+func keyMark(key string) uint64 { return maphash.String(markSeed, key) }
 
 func markOf(s Session) sessMark {
 	var h maphash.Hash

@@ -20,7 +20,7 @@ import (
 func (in *Indexer) write(ctx context.Context) {
 	defer in.wg.Done()
 	initial := true           // the sessions watch is still delivering what exists
-	seen := map[string]bool{} // keys the initial watch delivered
+	seen := map[uint64]bool{} // keys the initial watch delivered, by keyMark
 	for {
 		b := &Batch{Purges: map[string]uint64{}}
 		var last uint64 // the newest sequence this batch takes
@@ -134,15 +134,27 @@ func (in *Indexer) take(b *Batch, rd read) bool {
 
 // event applies one change of the sessions bucket: a key's facts, and
 // the end of what a deleted or reset session held.
-func (in *Indexer) event(ctx context.Context, b *Batch, e jetstream.KeyValueEntry, initial *bool, seen map[string]bool) error {
+func (in *Indexer) event(ctx context.Context, b *Batch, e jetstream.KeyValueEntry, initial *bool, seen map[uint64]bool) error {
 	if e == nil { // the initial values are all in
 		*initial = false
 		b.watched = true
-		for k := range in.sess {
-			if !seen[k] { // deleted while no indexer ran
-				if err := in.gone(ctx, b, k, true); err != nil {
-					return err
+		// the marks keep no keys: the file has those of the sessions
+		// it held at start, which are the only ones the watch may not
+		// have delivered
+		var deleted []string // while no indexer ran
+		err := in.ix.EachKey(func(k string) {
+			if h := keyMark(k); !seen[h] {
+				if _, had := in.sess[h]; had {
+					deleted = append(deleted, k)
 				}
+			}
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range deleted {
+			if err := in.gone(ctx, b, k, true); err != nil {
+				return err
 			}
 		}
 		clear(seen)
@@ -155,8 +167,9 @@ func (in *Indexer) event(ctx context.Context, b *Batch, e jetstream.KeyValueEntr
 	if e.Operation() != jetstream.KeyValuePut {
 		return in.gone(ctx, b, key, true)
 	}
+	h := keyMark(key)
 	if *initial {
-		seen[key] = true
+		seen[h] = true
 	}
 	var ent sessions.Entry
 	if err := ent.UnmarshalJSON(e.Value()); err != nil {
@@ -165,7 +178,7 @@ func (in *Indexer) event(ctx context.Context, b *Batch, e jetstream.KeyValueEntr
 	}
 	s := Session{Key: key, SessionID: ent.SessionID, Channel: handlers.SessionChannel(&ent), Kind: rules.Kind(key, in.o.Alias, ent.ChatType)}
 	m := markOf(s)
-	prev, had := in.sess[key]
+	prev, had := in.sess[h]
 	if had && prev == m {
 		return nil
 	}
@@ -175,7 +188,7 @@ func (in *Indexer) event(ctx context.Context, b *Batch, e jetstream.KeyValueEntr
 			return err
 		}
 	}
-	in.sess[key] = m
+	in.sess[h] = m
 	b.Sessions = append(b.Sessions, s)
 	return nil
 }
@@ -192,7 +205,7 @@ func (in *Indexer) gone(ctx context.Context, b *Batch, key string, removed bool)
 		b.Purges[key] = below
 	}
 	if removed {
-		delete(in.sess, key)
+		delete(in.sess, keyMark(key))
 		b.Gone = append(b.Gone, key)
 	}
 	return nil
