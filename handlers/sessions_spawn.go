@@ -84,7 +84,7 @@ func sessionsSpawn(ctx context.Context, d *Deps, r *requester, p rules.Params) (
 		return nil, err
 	}
 	s := &spawn{d: d, r: r, sp: sp}
-	if res, err := s.check(); err != nil {
+	if res, err := s.check(ctx); err != nil {
 		return nil, err
 	} else if res != nil {
 		return res, nil

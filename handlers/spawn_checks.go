@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,9 +33,12 @@ const (
 // sandbox, model and thinking), then sessionbus's own. A refusal is the
 // result to reply (a returned error) or a thrown error; nil and nil let
 // the spawn go ahead, with the decisions recorded in s.
-func (s *spawn) check() (*spawnResult, error) {
+func (s *spawn) check(ctx context.Context) (*spawnResult, error) {
 	if res, err := s.checkRuntime(); res != nil || err != nil {
 		return res, err
+	}
+	if err := s.readRequester(ctx); err != nil {
+		return nil, err
 	}
 	if res := s.checkTarget(); res != nil {
 		return res, nil
@@ -134,12 +139,30 @@ func (s *spawn) checkAllowed() *spawnResult {
 	return nil
 }
 
+// readRequester reads the requester's session: from the index, else from
+// the bucket, since a session made a moment ago (an inbound message's, on
+// another worker) may not be in this worker's index yet, and without it a
+// spawn would find no route (thread=true: "requires an active channel
+// conversation context") and no model settings to inherit.
+func (s *spawn) readRequester(ctx context.Context) error {
+	if s.reqEntry = s.d.Index.Get(s.r.key); s.reqEntry != nil {
+		return nil
+	}
+	e, _, err := s.d.Store.Get(ctx, s.r.key)
+	switch {
+	case err == nil:
+		s.reqEntry = e
+	case !errors.Is(err, sessions.ErrNotFound):
+		return fmt.Errorf("read the requester's session %s: %w", s.r.key, err)
+	}
+	return nil
+}
+
 // checkModel plans the child's model and thinking level: the parameter,
 // else the target agent's subagents settings, else the requester's own
 // session's; a thinking level must be one of ThinkingLevels.
 func (s *spawn) checkModel() *spawnResult {
 	sp := &s.sp
-	s.reqEntry = s.d.Index.Get(s.r.key)
 	tgtSettings := s.d.Config.SubagentsFor(s.target)
 	s.model = rules.FirstNonEmpty(sp.model, tgtSettings.Model)
 	if s.model != "" && !strings.EqualFold(s.model, "default") {

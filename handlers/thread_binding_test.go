@@ -14,6 +14,7 @@ import (
 	"github.com/sessionbus/sessionbus/gateway/gatewaytest"
 	"github.com/sessionbus/sessionbus/kv/archives"
 	"github.com/sessionbus/sessionbus/kv/runs/runstest"
+	"github.com/sessionbus/sessionbus/kv/sessions"
 	"github.com/sessionbus/sessionbus/kv/subagents"
 	"github.com/sessionbus/sessionbus/kv/threadbindings"
 )
@@ -235,4 +236,30 @@ func spawnWrites(is *inboundStack) map[string]uint64 {
 		is.T.Fatalf("streams: %v", out)
 	}
 	return out
+}
+
+// A spawn reads its requester's session from the bucket when the worker's
+// index does not have it yet (a session an inbound message made a moment
+// before, on another worker): its route is found, and the refusal is the
+// channel's, not "requires an active channel conversation context".
+func TestSpawnReadsARequesterTheIndexLacks(t *testing.T) {
+	off := false
+	s := spawnStack(t, func(c *config.Config) {
+		c.Channels = map[string]config.Channel{"slack": {ThreadBindings: &config.ChannelThreadBindings{ThreadBindings: config.ThreadBindings{Enabled: &off}}}}
+	})
+	s.Worker.Deps.Index.Stop() // it keeps what it holds and takes nothing more
+	key := "agent:main:slack:group:g1:thread:1.5"
+	now := time.Now().UnixMilli()
+	if _, err := s.Worker.Deps.Store.Create(bustest.Context(t), &sessions.Entry{Key: key, AgentID: "main", SessionID: sessions.NewID(), CreatedAt: now, UpdatedAt: now, ChatType: "group",
+		LastChannel: "slack", LastTo: "G1", DeliveryContext: &sessions.DeliveryContext{Channel: "slack", To: "G1", ThreadID: "1.5"}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Worker.Deps.Index.Get(key) != nil {
+		t.Fatal("the stopped index took the new session; the test needs an index without it")
+	}
+	res := s.MustCall(key, "sessions_spawn", `{"task":"x","thread":true}`)
+	want := "Thread bindings are disabled for slack (set channels.slack.threadBindings.enabled=true to override for this account, or session.threadBindings.enabled=true globally)."
+	if res["status"] != "error" || res["error"] != want {
+		t.Fatalf("spawn from a session only the bucket has: %v, want error %q", res, want)
+	}
 }
