@@ -108,7 +108,7 @@ type DerivedNames struct{ AgentID, Channel string }
 // entry's JSON beside the others.
 type RareFields struct {
 	// The stored title, the thread of the last route, the send override
-	// and the [B] inventory fields (owner, creator, project, workspace):
+	// and OpenClaw's newer inventory fields (owner, creator, project, workspace):
 	// most sessions have none, and out of Entry they take its struct from
 	// the 512-byte size class to the 416 one (96 B a session in the index).
 	DerivedTitle string
