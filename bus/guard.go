@@ -139,7 +139,19 @@ func (g *Guard) recreate(r Recreatable, name string) {
 	g.log.Error("stream deleted under a running process: its data is gone; recreating it empty", "stream", name)
 	ctx, cancel := context.WithTimeout(g.ctx, 30*time.Second)
 	defer cancel()
-	if err := AfterDeletion(ctx, func() error { return r.Recreate(ctx, name) }); err != nil && g.ctx.Err() == nil {
+	attempt := 0
+	recreate := func() error {
+		err := r.Recreate(ctx, name)
+		attempt++
+		if err != nil && ctx.Err() == nil {
+			// the first attempts may fail while the server still removes
+			// the old stream; one that goes on failing says here at
+			// which step (the stream, or what is bound to it)
+			g.log.Warn("recreating a deleted stream: an attempt failed; trying again", "stream", name, "attempt", attempt, "err", err)
+		}
+		return err
+	}
+	if err := AfterDeletion(ctx, recreate); err != nil && g.ctx.Err() == nil {
 		g.log.Error("recreating a deleted stream failed; calls that need it fail until it exists again", "stream", name, "err", err)
 	}
 }
