@@ -174,39 +174,21 @@ func (ix *Index) Floors() (map[string]uint64, error) {
 	return out, rows.Err()
 }
 
-// Sessions is every key the index has session facts for, with its
-// sessionId.
-func (ix *Index) Sessions() (map[string]Session, error) {
+// EachSession calls fn with each session the index has facts for, in no
+// order: the writer's marks are made from them at start, and the sweep of
+// sessions deleted while no indexer ran reads their keys.
+func (ix *Index) EachSession(fn func(Session)) error {
 	rows, err := ix.db.Query(`SELECT key, session_id, channel, kind FROM sess`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]Session{}
-	for rows.Next() {
-		var s Session
-		if err := rows.Scan(&s.Key, &s.SessionID, &s.Channel, &s.Kind); err != nil {
-			return nil, err
-		}
-		out[s.Key] = s
-	}
-	return out, rows.Err()
-}
-
-// EachKey calls fn with the key of each session whose facts the index
-// holds.
-func (ix *Index) EachKey(fn func(key string)) error {
-	rows, err := ix.db.Query(`SELECT key FROM sess`)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
+		var s Session
+		if err := rows.Scan(&s.Key, &s.SessionID, &s.Channel, &s.Kind); err != nil {
 			return err
 		}
-		fn(k)
+		fn(s)
 	}
 	return rows.Err()
 }

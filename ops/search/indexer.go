@@ -238,13 +238,9 @@ func (in *Indexer) load(streamLast uint64) error {
 	if err != nil {
 		return err
 	}
-	stored, err := in.ix.Sessions()
-	if err != nil {
+	in.sess = map[uint64]sessMark{}
+	if err := in.ix.EachSession(func(s Session) { in.sess[keyMark(s.Key)] = markOf(s) }); err != nil {
 		return err
-	}
-	in.sess = make(map[uint64]sessMark, len(stored))
-	for k, s := range stored {
-		in.sess[keyMark(k)] = markOf(s)
 	}
 	if in.floors, err = in.ix.Floors(); err != nil {
 		return err

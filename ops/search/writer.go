@@ -142,10 +142,10 @@ func (in *Indexer) event(ctx context.Context, b *Batch, e jetstream.KeyValueEntr
 		// it held at start, which are the only ones the watch may not
 		// have delivered
 		var deleted []string // while no indexer ran
-		err := in.ix.EachKey(func(k string) {
-			if h := keyMark(k); !seen[h] {
+		err := in.ix.EachSession(func(s Session) {
+			if h := keyMark(s.Key); !seen[h] {
 				if _, had := in.sess[h]; had {
-					deleted = append(deleted, k)
+					deleted = append(deleted, s.Key)
 				}
 			}
 		})
