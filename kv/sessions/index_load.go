@@ -105,11 +105,8 @@ func (ix *Index) load(ctx context.Context, updates <-chan jetstream.KeyValueEntr
 // entries it reads do not change under it; readers only read them too.
 func (ix *Index) buildSearch() {
 	ix.mu.RLock()
-	slots, done := ix.slots, ix.searching
+	slots := ix.slots
 	ix.mu.RUnlock()
-	if done {
-		return
-	}
 	var x postings
 	x.reset()
 	x.build(slots, runtime.GOMAXPROCS(0))
